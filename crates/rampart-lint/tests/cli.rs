@@ -1,0 +1,179 @@
+//! Runs the `rampart-lint` and `cargo-rampart-lint` binaries end to end.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lint(args: &[&str]) -> Output {
+    run(env!("CARGO_BIN_EXE_rampart-lint"), args)
+}
+
+fn run(binary: &str, args: &[&str]) -> Output {
+    match Command::new(binary)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+    {
+        Ok(output) => output,
+        Err(error) => panic!("cannot run {binary}: {error}"),
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = fs::remove_dir_all(&dir);
+    write(&dir.join(".keep"), "");
+    dir
+}
+
+fn write(path: &Path, contents: &str) {
+    if let Some(parent) = path.parent() {
+        if let Err(error) = fs::create_dir_all(parent) {
+            panic!("cannot create {}: {error}", parent.display());
+        }
+    }
+    if let Err(error) = fs::write(path, contents) {
+        panic!("cannot write {}: {error}", path.display());
+    }
+}
+
+const DIRTY: &str = "fn f(p: &Policy) { p.run_blocking(|_| work()); }\n";
+
+#[test]
+fn a_clean_file_exits_zero_and_prints_nothing() {
+    let output = lint(&["tests/fixtures/clean.rs"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn a_dirty_file_exits_one_with_rustc_style_lines() {
+    let output = lint(&["tests/fixtures/r001.rs"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "tests/fixtures/r001.rs:12:16: warning[R001]: callback never uses its attempt handle `_`; the attempt timeout cannot reach this work"
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "  help: pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it"
+        )
+    );
+    assert!(text.lines().count() >= 4);
+}
+
+#[test]
+fn json_output_is_one_array_of_findings() {
+    let output = lint(&["--format", "json", "tests/fixtures/r001.rs"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let json = stdout(&output);
+    assert!(json.starts_with('['), "{json}");
+    assert!(json.trim_end().ends_with(']'), "{json}");
+    assert!(json.contains(r#""code":"R001""#), "{json}");
+    assert!(
+        json.contains(r#"{"file":"tests/fixtures/r001.rs","line":12,"column":16,"code":"R001","#),
+        "{json}"
+    );
+
+    let clean = lint(&["--format=json", "tests/fixtures/clean.rs"]);
+    assert_eq!(clean.status.code(), Some(0));
+    assert_eq!(stdout(&clean), "[]\n");
+}
+
+#[test]
+fn a_missing_path_exits_two_with_the_reason() {
+    let output = lint(&["tests/fixtures/no-such-file.rs"]);
+    assert_eq!(output.status.code(), Some(2));
+    let errors = stderr(&output);
+    let prefix = "error: cannot read tests/fixtures/no-such-file.rs: ";
+    assert!(errors.starts_with(prefix), "{errors}");
+    assert!(
+        errors.trim_end().len() > prefix.len(),
+        "no reason given: {errors}"
+    );
+}
+
+#[test]
+fn a_file_that_does_not_parse_exits_two_even_with_findings() {
+    let dir = scratch("parse-error");
+    write(&dir.join("broken.rs"), "fn main( {\n");
+    write(&dir.join("dirty.rs"), DIRTY);
+    let output = lint(&[&dir.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("error: cannot parse "),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("broken.rs: 1:"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("warning[R001]"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn directories_are_walked_skipping_target_and_hidden_ones() {
+    let dir = scratch("walk");
+    write(&dir.join("src/nested/dirty.rs"), DIRTY);
+    write(&dir.join("target/debug/build.rs"), DIRTY);
+    write(&dir.join(".git/hook.rs"), DIRTY);
+    write(&dir.join("notes.txt"), DIRTY);
+    let output = lint(&[&dir.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert_eq!(text.matches("warning[").count(), 1, "{text}");
+    assert!(text.contains("dirty.rs:1:"), "{text}");
+}
+
+#[test]
+fn help_prints_usage_and_exits_zero() {
+    let output = lint(&["--help"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(text.contains("Usage: rampart-lint"), "{text}");
+    assert!(text.contains("R005"), "{text}");
+}
+
+#[test]
+fn unknown_flags_exit_two_with_a_message() {
+    let output = lint(&["--frobnicate", "tests/fixtures/clean.rs"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("unknown option `--frobnicate`"));
+
+    let output = lint(&["--format", "xml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("unknown format `xml`"));
+}
+
+#[test]
+fn the_cargo_subcommand_skips_its_own_name() {
+    let binary = env!("CARGO_BIN_EXE_cargo-rampart-lint");
+    let output = run(binary, &["rampart-lint", "tests/fixtures/clean.rs"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = run(
+        binary,
+        &["rampart-lint", "--format", "json", "tests/fixtures/r005.rs"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stdout(&output).contains(r#""code":"R005""#));
+}

@@ -1,0 +1,256 @@
+//! The attempt handle: what the callback knows about the attempt it is running.
+//!
+//! Every callback takes an [`Attempt`]: its number, its ceiling (the instant by which it must be
+//! done), the time left, and its cancellation. There is no callback without it, so the attempt
+//! timeout can always reach the work.
+//!
+//! ```
+//! # async fn demo() -> Result<(), rampart::Error<std::io::Error>> {
+//! use rampart::Policy;
+//!
+//! let policy = Policy::builder().build().expect("valid policy");
+//! let body = policy
+//!     .run(async |attempt| {
+//!         tokio::select! {
+//!             _ = attempt.cancelled() => Err(std::io::Error::other("cancelled")),
+//!             body = fetch(attempt.number()) => body,
+//!         }
+//!     })
+//!     .await?;
+//! # let _ = body; Ok(()) }
+//! # async fn fetch(_: u32) -> std::io::Result<String> { Ok(String::new()) }
+//! ```
+//!
+//! # Cancellation
+//!
+//! The attempt is cancelled when its ceiling, `min(attempt timeout, time left)`, passes, or when
+//! the caller's token fires. [`Attempt::cancelled`] and [`Attempt::is_cancelled`] cost nothing
+//! until then. [`Attempt::token`] creates an owned `CancellationToken` (linked to the caller's)
+//! for work the callback spawns; it is made only when asked for, is fresh for every attempt (a
+//! token of a finished attempt never sees a later attempt's cancellation), and is cancelled
+//! when its attempt times out, is cancelled, or ends in failure.
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, Instant};
+
+const TIMED_OUT: u8 = 1;
+const CALLER: u8 = 2;
+const OBSERVED: u8 = 4;
+
+/// Why an attempt's cancellation fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// Its ceiling passed.
+    Ceiling,
+    /// The caller cancelled.
+    Caller,
+}
+
+/// The handle a callback receives for one attempt.
+pub struct Attempt {
+    number: u32,
+    ceiling: Option<Duration>,
+    deadline: Option<Instant>,
+    clock: Clock,
+    state: AtomicU8,
+    notify: Notify,
+    caller: Option<CancellationToken>,
+    token: OnceLock<CancellationToken>,
+}
+
+impl Attempt {
+    pub(crate) fn new(clock: Clock, caller: Option<&CancellationToken>) -> Self {
+        Attempt {
+            number: 0,
+            ceiling: None,
+            deadline: None,
+            clock,
+            state: AtomicU8::new(0),
+            notify: Notify::const_new(),
+            caller: caller.cloned(),
+            token: OnceLock::new(),
+        }
+    }
+
+    /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
+    /// owned token (a new one is made if the next attempt asks).
+    pub(crate) fn begin(&mut self, number: u32, ceiling: Option<Duration>, now: Instant) {
+        self.number = number;
+        self.ceiling = ceiling;
+        self.deadline = ceiling.and_then(|c| now.checked_add(c));
+        *self.state.get_mut() = 0;
+        self.token.take();
+    }
+
+    /// Cancels the attempt: its `cancelled()` futures complete and its owned token fires.
+    pub(crate) fn fire(&self, why: Fired) {
+        let bit = match why {
+            Fired::Ceiling => TIMED_OUT,
+            Fired::Caller => CALLER,
+        };
+        self.state.fetch_or(bit, Ordering::AcqRel);
+        self.notify.notify_waiters();
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+    }
+
+    /// Ends the attempt: a failed attempt's owned token is cancelled so work it spawned stops.
+    pub(crate) fn end(&self, succeeded: bool) {
+        if !succeeded && let Some(token) = self.token.get() {
+            token.cancel();
+        }
+    }
+
+    /// Whether the callback could have seen the cancellation: it awaited or checked it, or
+    /// handed out an owned token.
+    pub(crate) fn was_observed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & OBSERVED != 0 || self.token.get().is_some()
+    }
+
+    /// The attempt's number: 1 for the first call, 2 for the first retry.
+    pub fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// Whether this attempt is a retry (or a hedge): its number is above 1.
+    pub fn is_retry(&self) -> bool {
+        self.number > 1
+    }
+
+    /// The attempt's ceiling as a span, `min(attempt timeout, time left)`; `None` when
+    /// unbounded.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.ceiling
+    }
+
+    /// The instant of the attempt's ceiling; `None` when unbounded.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left before the ceiling; `None` when unbounded, zero once it has passed.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(self.clock.now()))
+    }
+
+    /// Whether the attempt has been cancelled (ceiling or caller).
+    pub fn is_cancelled(&self) -> bool {
+        let state = self.state.load(Ordering::Acquire);
+        if state & (TIMED_OUT | CALLER) != 0 {
+            self.state.fetch_or(OBSERVED, Ordering::AcqRel);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Completes when the attempt is cancelled: its ceiling passed or the caller cancelled.
+    ///
+    /// Cancel safe. Costs no allocation.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// An owned token for work that must outlive a borrow of the attempt (a spawned task, an
+    /// outbound call that takes a token, a nested policy's caller token).
+    ///
+    /// Created on first use (one allocation), linked to the caller's token, cancelled at the
+    /// ceiling, and fresh for each attempt.
+    pub fn token(&self) -> CancellationToken {
+        let token = self.token.get_or_init(|| match &self.caller {
+            Some(caller) => caller.child_token(),
+            None => CancellationToken::new(),
+        });
+        if self.state.load(Ordering::Acquire) & (TIMED_OUT | CALLER) != 0 {
+            token.cancel();
+        }
+        token.clone()
+    }
+
+    pub(crate) fn fired(&self) -> Option<Fired> {
+        let state = self.state.load(Ordering::Acquire);
+        if state & CALLER != 0 {
+            Some(Fired::Caller)
+        } else if state & TIMED_OUT != 0 {
+            Some(Fired::Ceiling)
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Debug for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attempt")
+            .field("number", &self.number)
+            .field("timeout", &self.ceiling)
+            .field("cancelled", &self.fired())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_token_is_fresh_for_each_attempt() {
+        let mut attempt = Attempt::new(Clock::system(), None);
+        attempt.begin(1, None, Instant::now());
+        let first = attempt.token();
+        attempt.fire(Fired::Ceiling);
+        assert!(first.is_cancelled());
+        attempt.begin(2, None, Instant::now());
+        let second = attempt.token();
+        assert!(!second.is_cancelled());
+        attempt.fire(Fired::Ceiling);
+        assert!(second.is_cancelled());
+    }
+
+    #[test]
+    fn token_asked_for_after_the_fire_is_already_cancelled() {
+        let mut attempt = Attempt::new(Clock::system(), None);
+        attempt.begin(1, None, Instant::now());
+        attempt.fire(Fired::Ceiling);
+        assert!(attempt.token().is_cancelled());
+    }
+
+    #[test]
+    fn owned_token_follows_the_caller_token() {
+        let caller = CancellationToken::new();
+        let mut attempt = Attempt::new(Clock::system(), Some(&caller));
+        attempt.begin(1, None, Instant::now());
+        let token = attempt.token();
+        caller.cancel();
+        assert!(token.is_cancelled());
+    }
+
+    #[test]
+    fn caller_wins_over_ceiling_when_both_fired() {
+        let mut attempt = Attempt::new(Clock::system(), None);
+        attempt.begin(1, None, Instant::now());
+        attempt.fire(Fired::Ceiling);
+        attempt.fire(Fired::Caller);
+        assert_eq!(attempt.fired(), Some(Fired::Caller));
+        assert!(!attempt.was_observed());
+        assert!(attempt.is_cancelled());
+        assert!(attempt.was_observed());
+    }
+}

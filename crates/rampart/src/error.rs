@@ -1,0 +1,334 @@
+//! Errors: what went wrong with a call, with the numbers that explain it.
+//!
+//! A call fails with one [`Error<E>`]. rampart invents an error only for what it decided itself
+//! (the caller cancelled, an attempt ran past its ceiling, the deadline ran out, a component
+//! refused); the callback's own error comes back unchanged in [`Error::Inner`]. Messages are
+//! lowercase and give the values involved:
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::Error;
+//!
+//! let e: Error<std::io::Error> = Error::AttemptTimeout { timeout: Duration::from_secs(5), attempts: 1 };
+//! assert_eq!(e.to_string(), "attempt timed out at its 5s ceiling after 1 attempt");
+//! assert!(e.is_timeout());
+//! ```
+//!
+//! A policy that cannot be built, or a dynamic value that is invalid when a call resolves it,
+//! is a [`ConfigError`]: it lists every problem at once, each naming the field and the value.
+//!
+//! Which errors are worth retrying later? [`Error::Cancelled`] and [`Error::Config`] never are;
+//! timeouts and rejections usually are, after [`Error::retry_after`] when it is given.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// Why a call failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error<E> {
+    /// The callback's own error, unchanged: the last attempt's, when retries ran out or the
+    /// classifier called it permanent.
+    Inner(E),
+    /// The caller cancelled (its token fired). Never retried, never counted.
+    Cancelled,
+    /// The last attempt ran past its ceiling, `min(attempt timeout, time left)`.
+    AttemptTimeout {
+        /// The ceiling that applied to the last attempt.
+        timeout: Duration,
+        /// Attempts made, the timed-out one included.
+        attempts: u32,
+    },
+    /// The call's deadline ran out, or the backoff before the next attempt would not fit in it.
+    DeadlineExceeded {
+        /// The deadline that applied, measured from the start of the call (the clamped one when
+        /// an inherited deadline was shorter than the policy's).
+        deadline: Duration,
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's failure, if an attempt ran.
+        last: Option<Box<Error<E>>>,
+    },
+    /// A component refused the call or its next attempt.
+    Rejected {
+        /// Which component refused.
+        reason: RejectReason,
+        /// When it expects to have room again, if it knows.
+        retry_after: Option<Duration>,
+        /// Attempts made before the refusal.
+        attempts: u32,
+        /// The last attempt's failure, if an attempt ran.
+        last: Option<Box<Error<E>>>,
+    },
+    /// The policy's configuration is invalid for this call (a dynamic value it resolved).
+    Config(ConfigError),
+}
+
+/// The component that refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The retry budget had no token for this retry.
+    BudgetExhausted,
+    /// The circuit breaker is open (or its half-open probes are taken).
+    DependencyUnavailable,
+    /// An admission component (limiter, shedder) refused every attempt it was asked about.
+    Overloaded,
+    /// The process is draining: no further attempts start.
+    Draining,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::BudgetExhausted => "retry budget exhausted",
+            RejectReason::DependencyUnavailable => "circuit breaker open",
+            RejectReason::Overloaded => "admission refused",
+            RejectReason::Draining => "process draining",
+        })
+    }
+}
+
+impl<E> Error<E> {
+    /// Whether the caller cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled)
+    }
+
+    /// Whether a time bound ended the call: an attempt timeout or the deadline.
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            Error::AttemptTimeout { .. } | Error::DeadlineExceeded { .. }
+        )
+    }
+
+    /// Whether a component refused the call.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, Error::Rejected { .. })
+    }
+
+    /// The callback's own error, if that is what this is.
+    pub fn inner(&self) -> Option<&E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The callback's own error, if that is what this is.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            Error::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The last attempt's failure carried by a deadline or rejection error, else `self`.
+    pub fn last(&self) -> &Error<E> {
+        match self {
+            Error::DeadlineExceeded { last: Some(l), .. } | Error::Rejected { last: Some(l), .. } => l,
+            _ => self,
+        }
+    }
+
+    /// Attempts made, when the error knows.
+    pub fn attempts(&self) -> Option<u32> {
+        match self {
+            Error::AttemptTimeout { attempts, .. }
+            | Error::DeadlineExceeded { attempts, .. }
+            | Error::Rejected { attempts, .. } => Some(*attempts),
+            _ => None,
+        }
+    }
+
+    /// When to try again, if a refusing component said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::Rejected { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+struct Attempts(u32);
+
+impl fmt::Display for Attempts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 attempt"),
+            n => write!(f, "{n} attempts"),
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Inner(e) => e.fmt(f),
+            Error::Cancelled => f.write_str("call cancelled by the caller"),
+            Error::AttemptTimeout { timeout, attempts } => write!(
+                f,
+                "attempt timed out at its {timeout:?} ceiling after {}",
+                Attempts(*attempts)
+            ),
+            Error::DeadlineExceeded {
+                deadline,
+                attempts,
+                last,
+            } => {
+                write!(
+                    f,
+                    "deadline of {deadline:?} exceeded after {}",
+                    Attempts(*attempts)
+                )?;
+                match last {
+                    Some(last) => write!(f, "; last failure: {last}"),
+                    None => Ok(()),
+                }
+            }
+            Error::Rejected {
+                reason,
+                retry_after,
+                attempts,
+                last,
+            } => {
+                write!(f, "rejected: {reason} after {}", Attempts(*attempts))?;
+                if let Some(after) = retry_after {
+                    write!(f, "; retry after {after:?}")?;
+                }
+                match last {
+                    Some(last) => write!(f, "; last failure: {last}"),
+                    None => Ok(()),
+                }
+            }
+            Error::Config(e) => write!(f, "invalid configuration: {e}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for Error<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Error::Inner(e) => e.source(),
+            Error::DeadlineExceeded { last: Some(l), .. } | Error::Rejected { last: Some(l), .. } => {
+                Some(l.as_ref())
+            }
+            Error::Config(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// One invalid setting: the field and what is wrong with its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    field: &'static str,
+    message: String,
+}
+
+impl ConfigProblem {
+    #[cold]
+    pub(crate) fn new(field: &'static str, message: impl Into<String>) -> Self {
+        ConfigProblem {
+            field,
+            message: message.into(),
+        }
+    }
+
+    /// The builder field (or generator) at fault, e.g. `"attempt_timeout"`.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// What is wrong, with the value, e.g. `"must be positive (was 0ns)"`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field, self.message)
+    }
+}
+
+/// Every problem found in a configuration, reported at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    problems: Vec<ConfigProblem>,
+}
+
+impl ConfigError {
+    #[cold]
+    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
+        ConfigError { problems }
+    }
+
+    /// The problems, in the order the builder's fields are declared.
+    pub fn problems(&self) -> &[ConfigProblem] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            problem.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_message_names_the_deadline_attempts_and_last_failure() {
+        let e: Error<&str> = Error::DeadlineExceeded {
+            deadline: Duration::from_millis(200),
+            attempts: 1,
+            last: Some(Box::new(Error::Inner("connection reset"))),
+        };
+        assert_eq!(
+            e.to_string(),
+            "deadline of 200ms exceeded after 1 attempt; last failure: connection reset"
+        );
+        assert_eq!(e.last().inner(), Some(&"connection reset"));
+    }
+
+    #[test]
+    fn rejection_message_says_who_refused_and_when_to_come_back() {
+        let e: Error<&str> = Error::Rejected {
+            reason: RejectReason::BudgetExhausted,
+            retry_after: Some(Duration::from_millis(300)),
+            attempts: 2,
+            last: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "rejected: retry budget exhausted after 2 attempts; retry after 300ms"
+        );
+        assert!(e.is_rejected());
+        assert_eq!(e.retry_after(), Some(Duration::from_millis(300)));
+    }
+
+    #[test]
+    fn config_error_lists_every_problem() {
+        let e = ConfigError::new(vec![
+            ConfigProblem::new("max_attempts", "must be at least 1 (was 0)"),
+            ConfigProblem::new("attempt_timeout", "must be positive (was 0ns)"),
+        ]);
+        assert_eq!(
+            e.to_string(),
+            "max_attempts must be at least 1 (was 0); attempt_timeout must be positive (was 0ns)"
+        );
+    }
+}

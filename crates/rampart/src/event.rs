@@ -1,0 +1,275 @@
+//! Events and hooks: what a policy tells the outside world about its calls.
+//!
+//! A listener sees every [`Event`]: one per attempt, one per retry, the timeout diagnostics,
+//! and exactly one terminal [`Event::CallEnded`] per call. Hooks ([`on_retry`], [`on_timeout`])
+//! are the narrower, typed form of the same. Listeners and hooks are synchronous, must be
+//! `Send + Sync`, and may run concurrently when a policy is shared. The data they are handed is
+//! borrowed, so it cannot be retained.
+//!
+//! A listener or hook that panics never changes a call's outcome: the panic is caught and
+//! reported to the policy's [`on_callback_error`] diagnostics callback (and dropped silently
+//! if there is none).
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//! use rampart::{Event, Policy};
+//!
+//! let retries = Arc::new(AtomicU32::new(0));
+//! let seen = retries.clone();
+//! let policy = Policy::builder()
+//!     .listener(move |event: &Event<'_>| {
+//!         if let Event::Retrying { .. } = event {
+//!             seen.fetch_add(1, Ordering::Relaxed);
+//!         }
+//!     })
+//!     .build()
+//!     .expect("valid policy");
+//! # drop(policy);
+//! ```
+//!
+//! | event | when |
+//! |---|---|
+//! | `AttemptEnded` | every attempt, with its outcome and duration |
+//! | `Retrying` | before each backoff sleep, with the delay |
+//! | `TimeoutIgnored` | an attempt finished after its ceiling fired, and its result was kept (`timeouts{outcome=ignored}`) |
+//! | `OrphanedWork` | an attempt that was awaited past its ceiling overran it by more than 1 s |
+//! | `AttemptAbandoned` | an attempt was dropped at its ceiling plus grace |
+//! | `CallEnded` | exactly once per call, with its stop reason |
+//!
+//! [`on_retry`]: crate::PolicyBuilder::on_retry
+//! [`on_timeout`]: crate::PolicyBuilder::on_timeout
+//! [`on_callback_error`]: crate::PolicyBuilder::on_callback_error
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::result::StopReason;
+
+/// How one attempt ended, as the executor saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// Classified [`Verdict::Ok`](crate::Verdict::Ok).
+    Ok,
+    /// Classified transient.
+    Transient,
+    /// Classified throttled.
+    Throttled,
+    /// Classified permanent.
+    Permanent,
+    /// Classified refused (a self-imposed refusal).
+    Refused,
+    /// Ran past its ceiling (the executor's own timeout outcome, transient).
+    TimedOut,
+    /// The caller cancelled while it ran.
+    Cancelled,
+}
+
+/// Something a policy did, handed to its listeners.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// An attempt ended.
+    AttemptEnded {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt's number, 1-based.
+        attempt: u32,
+        /// How it ended.
+        outcome: AttemptOutcome,
+        /// How long it ran.
+        elapsed: Duration,
+    },
+    /// The executor is about to sleep, then try again.
+    Retrying {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt that just failed.
+        attempt: u32,
+        /// How it failed.
+        outcome: AttemptOutcome,
+        /// The backoff about to be slept.
+        delay: Duration,
+    },
+    /// An attempt finished after its ceiling fired, and its result was delivered anyway.
+    TimeoutIgnored {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt.
+        attempt: u32,
+        /// Its ceiling.
+        ceiling: Duration,
+        /// How long it actually ran.
+        elapsed: Duration,
+    },
+    /// An attempt that was awaited past its ceiling finally returned more than 1 s late:
+    /// something in it ignores its token.
+    OrphanedWork {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt.
+        attempt: u32,
+        /// Its ceiling.
+        ceiling: Duration,
+        /// How far past the ceiling it ran.
+        overrun: Duration,
+    },
+    /// An attempt was dropped at its ceiling plus grace (abandon mode).
+    AttemptAbandoned {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt.
+        attempt: u32,
+        /// Its ceiling.
+        ceiling: Duration,
+        /// The grace it was given after the ceiling.
+        grace: Duration,
+    },
+    /// The call ended. Exactly one per call.
+    CallEnded {
+        /// The policy's name.
+        policy: &'a str,
+        /// Why it stopped.
+        stop: StopReason,
+        /// Attempts made.
+        attempts: u32,
+        /// Time from the start of the call (zero when the policy reads no clock).
+        elapsed: Duration,
+    },
+}
+
+/// Handed to an [`on_retry`](crate::PolicyBuilder::on_retry) hook before each backoff.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct RetryInfo<'a> {
+    /// The policy's name.
+    pub policy: &'a str,
+    /// The attempt that failed.
+    pub attempt: u32,
+    /// How it failed.
+    pub outcome: AttemptOutcome,
+    /// The backoff about to be slept.
+    pub delay: Duration,
+}
+
+/// Handed to an [`on_timeout`](crate::PolicyBuilder::on_timeout) hook when the executor's
+/// attempt ceiling decided an attempt's outcome.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct TimeoutInfo<'a> {
+    /// The policy's name.
+    pub policy: &'a str,
+    /// The attempt that timed out.
+    pub attempt: u32,
+    /// The ceiling it ran into.
+    pub timeout: Duration,
+}
+
+/// A listener or hook failed; handed to the diagnostics callback.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct CallbackFailure<'a> {
+    /// The policy's name.
+    pub policy: &'a str,
+    /// Which callback: `"listener"`, `"on_retry"` or `"on_timeout"`.
+    pub callback: &'static str,
+    /// The panic message, when it was a string.
+    pub message: &'a str,
+}
+
+pub(crate) type Listener = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
+pub(crate) type RetryHook = Arc<dyn Fn(&RetryInfo<'_>) + Send + Sync>;
+pub(crate) type TimeoutHook = Arc<dyn Fn(&TimeoutInfo<'_>) + Send + Sync>;
+pub(crate) type Diagnostics = Arc<dyn Fn(&CallbackFailure<'_>) + Send + Sync>;
+
+/// The listeners, hooks and diagnostics of one policy.
+#[derive(Clone, Default)]
+pub(crate) struct Telemetry {
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) on_retry: Option<RetryHook>,
+    pub(crate) on_timeout: Option<TimeoutHook>,
+    pub(crate) diagnostics: Option<Diagnostics>,
+}
+
+impl Telemetry {
+    /// Whether anyone listens to events (and so wants their durations measured).
+    #[inline]
+    pub(crate) fn is_listened(&self) -> bool {
+        !self.listeners.is_empty()
+    }
+
+    #[inline]
+    pub(crate) fn emit(&self, event: Event<'_>) {
+        for listener in &self.listeners {
+            self.guard(policy_of(&event), "listener", || listener(&event));
+        }
+    }
+
+    pub(crate) fn retrying(&self, info: RetryInfo<'_>) {
+        self.emit(Event::Retrying {
+            policy: info.policy,
+            attempt: info.attempt,
+            outcome: info.outcome,
+            delay: info.delay,
+        });
+        if let Some(hook) = &self.on_retry {
+            self.guard(info.policy, "on_retry", || hook(&info));
+        }
+    }
+
+    pub(crate) fn timed_out(&self, info: TimeoutInfo<'_>) {
+        if let Some(hook) = &self.on_timeout {
+            self.guard(info.policy, "on_timeout", || hook(&info));
+        }
+    }
+
+    fn guard(&self, policy: &str, callback: &'static str, f: impl FnOnce()) {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+            self.report(policy, callback, payload.as_ref());
+        }
+    }
+
+    #[cold]
+    fn report(&self, policy: &str, callback: &'static str, payload: &(dyn Any + Send)) {
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a panic with a non-string payload");
+        if let Some(diagnostics) = &self.diagnostics {
+            let failure = CallbackFailure {
+                policy,
+                callback,
+                message,
+            };
+            // A failing diagnostics callback has nobody left to report to.
+            let _ = catch_unwind(AssertUnwindSafe(|| diagnostics(&failure)));
+        }
+    }
+}
+
+fn policy_of<'a>(event: &Event<'a>) -> &'a str {
+    match *event {
+        Event::AttemptEnded { policy, .. }
+        | Event::Retrying { policy, .. }
+        | Event::TimeoutIgnored { policy, .. }
+        | Event::OrphanedWork { policy, .. }
+        | Event::AttemptAbandoned { policy, .. }
+        | Event::CallEnded { policy, .. } => policy,
+    }
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("listeners", &self.listeners.len())
+            .field("on_retry", &self.on_retry.is_some())
+            .field("on_timeout", &self.on_timeout.is_some())
+            .field("diagnostics", &self.diagnostics.is_some())
+            .finish()
+    }
+}

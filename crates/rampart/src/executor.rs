@@ -1,0 +1,678 @@
+//! The executor: the whole life of a call, in one loop.
+//!
+//! Strategies are data the loop consults, not layers nested around it; so every bound is
+//! known in one place and the arithmetic between them is exact:
+//!
+//! 1. At the start: a cancelled caller ends the call before anything runs. The deadline is
+//!    resolved once, `start + deadline`; time already spent means no attempt runs.
+//! 2. Before each attempt: `remaining = deadline - now`, `ceiling = min(attempt timeout,
+//!    remaining)` (a dynamic timeout is generated here and validated).
+//! 3. The attempt: the callback's future is polled first; only if it is not ready at once are
+//!    the ceiling timer and the caller's cancellation armed. When either fires, the attempt's
+//!    cancellation is signalled *before* the work is polled again; in abandon mode the work
+//!    is dropped after the grace, in cooperative mode it is awaited.
+//! 4. Arbitration, after the attempt: caller cancellation wins (a value classified Ok is still
+//!    returned); else a fired ceiling turns the attempt's own cancellation outcome into the
+//!    executor's timeout outcome (transient); else the outcome stands, for the classifier.
+//! 5. The decision, in this order: Ok → return. Permanent → return it. Attempts exhausted →
+//!    return the last outcome. Deadline spent → `DeadlineExceeded`. Backoff plus typical
+//!    latency will not fit → `DeadlineExceeded`. Else sleep (a cancel during the sleep returns
+//!    at once) and go to 2.
+//!
+//! Steps 2, 4 and 5 are [`CallState`] methods, shared with the blocking executor, which differs
+//! only in how it waits.
+//!
+//! ```
+//! # async fn demo() {
+//! use std::time::Duration;
+//! use rampart::{Error, Policy};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let policy = Policy::builder()
+//!     .max_attempts(3)
+//!     .deadline(Duration::from_secs(2))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .build()
+//!     .expect("valid policy");
+//! let token = CancellationToken::new();
+//! token.cancel();
+//! let outcome = policy
+//!     .with_token(&token)
+//!     .run(async |_attempt| Ok::<_, std::io::Error>("never runs"))
+//!     .await;
+//! assert!(matches!(outcome, Err(Error::Cancelled)));
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+
+use crate::attempt::{Attempt, Fired};
+use crate::backoff::{BackoffInput, Curve};
+use crate::classify::{Classify, Verdict};
+use crate::clock::{Clock, Instant, Sleep};
+use crate::error::{ConfigError, ConfigProblem, Error};
+use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
+use crate::policy::{Policy, Shared, TimeoutContext, TimeoutMode};
+use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled, StopReason};
+
+/// How far past its ceiling an awaited attempt may return before it is reported as orphaned.
+pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
+
+/// A call about to run, with its caller's token: made by [`Policy::with_token`].
+#[derive(Debug)]
+#[must_use = "a call does nothing until run"]
+pub struct Call<'a, C> {
+    policy: &'a Policy<C>,
+    caller: Option<&'a CancellationToken>,
+}
+
+impl<'a, C> Call<'a, C> {
+    pub(crate) fn new(policy: &'a Policy<C>, caller: Option<&'a CancellationToken>) -> Self {
+        Call { policy, caller }
+    }
+
+    /// Runs `op`; see [`Policy::run`].
+    pub async fn run<T, E, F>(self, op: F) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        execute(&self.policy.shared, self.caller, op, &mut ())
+            .await
+            .outcome
+    }
+
+    /// Runs `op` and reports how the call went; see [`Policy::try_run`].
+    pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        let mut log = AttemptLog::default();
+        let finish = execute(&self.policy.shared, self.caller, op, &mut log).await;
+        match finish.stop {
+            StopReason::Cancelled => Err(Cancelled),
+            stop => Ok(CallResult {
+                outcome: finish.outcome,
+                stop,
+                log,
+            }),
+        }
+    }
+}
+
+/// Where the attempts of a call are recorded: nowhere for `run`, the log for `try_run`.
+pub(crate) trait Record {
+    /// Whether records need attempt durations (and so clock reads).
+    const TIMED: bool;
+    fn record(&mut self, record: AttemptRecord);
+}
+
+impl Record for () {
+    const TIMED: bool = false;
+    #[inline]
+    fn record(&mut self, _: AttemptRecord) {}
+}
+
+impl Record for AttemptLog {
+    const TIMED: bool = true;
+    fn record(&mut self, record: AttemptRecord) {
+        self.push(record);
+    }
+}
+
+/// How a call ended.
+pub(crate) struct Finish<T, E> {
+    pub(crate) outcome: Result<T, Error<E>>,
+    pub(crate) stop: StopReason,
+}
+
+/// An attempt's outcome after arbitration (caller cancellation is decided before this).
+pub(crate) enum Outcome<T, E> {
+    /// The callback returned this.
+    Returned(Result<T, E>),
+    /// The executor's own timeout outcome: the ceiling decided the attempt.
+    TimedOut,
+}
+
+/// What to do after an attempt.
+pub(crate) enum Step<T, E> {
+    /// The call is over.
+    Finish(Finish<T, E>),
+    /// Sleep this long, then try again.
+    Retry(Duration),
+}
+
+/// The running state of one call: everything the loop decides with, shared by the async and
+/// the blocking executors.
+pub(crate) struct CallState<'p, C> {
+    pub(crate) shared: &'p Shared<C>,
+    pub(crate) timed: bool,
+    start: Option<Instant>,
+    deadline: Option<(Instant, Duration)>,
+    pub(crate) attempts: u32,
+    ceiling: Option<Duration>,
+    previous_delay: Duration,
+    rng: Option<fastrand::Rng>,
+}
+
+impl<'p, C> CallState<'p, C> {
+    /// Step 1: resolve the clock and the deadline once.
+    pub(crate) fn start(shared: &'p Shared<C>, timed: bool) -> Self {
+        let timed = timed || shared.reads_clock;
+        let start = timed.then(|| shared.clock.now());
+        let deadline = match (start, shared.deadline) {
+            (Some(start), Some(span)) => start.checked_add(span).map(|at| (at, span)),
+            _ => None,
+        };
+        CallState {
+            shared,
+            timed,
+            start,
+            deadline,
+            attempts: 0,
+            ceiling: None,
+            previous_delay: Duration::ZERO,
+            rng: None,
+        }
+    }
+
+    /// The current instant, when this call reads the clock.
+    #[inline]
+    pub(crate) fn now(&self) -> Option<Instant> {
+        self.timed.then(|| self.shared.clock.now())
+    }
+
+    fn remaining(&self, now: Option<Instant>) -> Option<Duration> {
+        match (self.deadline, now) {
+            (Some((at, _)), Some(now)) => Some(at.saturating_duration_since(now)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn elapsed(&self, now: Option<Instant>) -> Duration {
+        match (self.start, now) {
+            (Some(start), Some(now)) => now.saturating_duration_since(start),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Step 2: the next attempt's number and ceiling, or why no attempt may start.
+    pub(crate) fn begin_attempt<T, E>(
+        &mut self,
+        now: Option<Instant>,
+    ) -> Result<Option<Duration>, Finish<T, E>> {
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) {
+            return Err(self.deadline_exceeded(None));
+        }
+        let timeout = match &self.shared.timeout_fn {
+            None => self.shared.attempt_timeout,
+            Some(generator) => {
+                let timeout = generator(&TimeoutContext {
+                    policy: &self.shared.name,
+                    attempt: self.attempts + 1,
+                    default: self.shared.attempt_timeout,
+                    remaining,
+                });
+                if timeout.is_zero() {
+                    return Err(self.finish(
+                        Err(Error::Config(ConfigError::new(vec![ConfigProblem::new(
+                            "attempt_timeout_fn",
+                            format!(
+                                "of policy `{}` returned {timeout:?} for attempt {}; it must return a positive duration",
+                                self.shared.name,
+                                self.attempts + 1
+                            ),
+                        )]))),
+                        StopReason::Config,
+                        now,
+                    ));
+                }
+                Some(timeout)
+            }
+        };
+        self.attempts += 1;
+        self.ceiling = match (timeout, remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        };
+        Ok(self.ceiling)
+    }
+
+    /// Step 4: caller cancellation wins; a fired ceiling turns the attempt's own cancellation
+    /// outcome into the timeout outcome; anything else stands. `None` is caller cancellation.
+    pub(crate) fn arbitrate<T, E>(
+        &self,
+        attempt: &Attempt,
+        returned: Option<Result<T, E>>,
+        caller: Option<&CancellationToken>,
+        began: Option<Instant>,
+        now: Option<Instant>,
+    ) -> Option<(Outcome<T, E>, Verdict)>
+    where
+        C: Classify<T, E>,
+    {
+        let caller_cancelled = caller.is_some_and(CancellationToken::is_cancelled)
+            || attempt.fired() == Some(Fired::Caller);
+        let outcome = match returned {
+            None => {
+                self.shared.telemetry.emit(Event::AttemptAbandoned {
+                    policy: &self.shared.name,
+                    attempt: attempt.number(),
+                    ceiling: self.ceiling.unwrap_or(Duration::ZERO),
+                    grace: match self.shared.mode {
+                        TimeoutMode::Abandon { grace } => grace,
+                        TimeoutMode::Cooperative => Duration::ZERO,
+                    },
+                });
+                Outcome::TimedOut
+            }
+            Some(result) => match attempt.fired() {
+                Some(Fired::Ceiling) | Some(Fired::Caller) => {
+                    self.late_return(attempt, result, began, now)
+                }
+                None => Outcome::Returned(result),
+            },
+        };
+        let verdict = match &outcome {
+            Outcome::Returned(result) => self.shared.classifier.classify(result),
+            Outcome::TimedOut => Verdict::Transient,
+        };
+        if caller_cancelled && !(verdict.is_ok() && matches!(outcome, Outcome::Returned(Ok(_)))) {
+            return None;
+        }
+        Some((outcome, verdict))
+    }
+
+    /// An attempt that returned after its cancellation fired.
+    fn late_return<T, E>(
+        &self,
+        attempt: &Attempt,
+        result: Result<T, E>,
+        began: Option<Instant>,
+        now: Option<Instant>,
+    ) -> Outcome<T, E> {
+        let telemetry = &self.shared.telemetry;
+        let policy = &*self.shared.name;
+        let ceiling = self.ceiling.unwrap_or(Duration::ZERO);
+        let elapsed = match (began, now) {
+            (Some(began), Some(now)) => now.saturating_duration_since(began),
+            _ => Duration::ZERO,
+        };
+        let overrun = elapsed.saturating_sub(ceiling);
+        if attempt.fired() == Some(Fired::Ceiling) && overrun > ORPHAN_THRESHOLD {
+            telemetry.emit(Event::OrphanedWork {
+                policy,
+                attempt: attempt.number(),
+                ceiling,
+                overrun,
+            });
+        }
+        if result.is_err() && attempt.was_observed() {
+            // The attempt answered its cancellation: that is the timeout's outcome.
+            return Outcome::TimedOut;
+        }
+        if attempt.fired() == Some(Fired::Ceiling) {
+            telemetry.emit(Event::TimeoutIgnored {
+                policy,
+                attempt: attempt.number(),
+                ceiling,
+                elapsed,
+            });
+        }
+        Outcome::Returned(result)
+    }
+
+    /// Reports the attempt to listeners, the log, the on-timeout hook and the latency estimate.
+    pub(crate) fn attempt_ended<T, E>(
+        &self,
+        outcome: &Outcome<T, E>,
+        verdict: Verdict,
+        elapsed: Duration,
+        log: &mut impl Record,
+    ) -> AttemptOutcome {
+        let kind = attempt_outcome(outcome, verdict);
+        let policy = &*self.shared.name;
+        let telemetry = &self.shared.telemetry;
+        telemetry.emit(Event::AttemptEnded {
+            policy,
+            attempt: self.attempts,
+            outcome: kind,
+            elapsed,
+        });
+        log.record(AttemptRecord {
+            number: self.attempts,
+            outcome: kind,
+            elapsed,
+        });
+        if kind == AttemptOutcome::TimedOut {
+            telemetry.timed_out(TimeoutInfo {
+                policy,
+                attempt: self.attempts,
+                timeout: self.ceiling.unwrap_or(Duration::ZERO),
+            });
+        }
+        if kind == AttemptOutcome::Ok && self.timed && !elapsed.is_zero() {
+            self.shared.typical.record(elapsed);
+        }
+        kind
+    }
+
+    /// Step 5: what to do after an attempt, in the contract's order.
+    pub(crate) fn decide<T, E>(
+        &mut self,
+        outcome: Outcome<T, E>,
+        verdict: Verdict,
+        kind: AttemptOutcome,
+        now: Option<Instant>,
+    ) -> Step<T, E> {
+        match verdict {
+            Verdict::Ok => {
+                return Step::Finish(self.finish(self.result(outcome), StopReason::Succeeded, now));
+            }
+            Verdict::Permanent => {
+                return Step::Finish(self.finish(self.result(outcome), StopReason::Permanent, now));
+            }
+            _ => {}
+        }
+        if self.attempts >= self.shared.max_attempts {
+            let result = self.result(outcome);
+            return Step::Finish(self.finish(result, StopReason::AttemptsExhausted, now));
+        }
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) {
+            return Step::Finish(self.deadline_exceeded(Some(outcome)));
+        }
+        let curve = match verdict {
+            Verdict::Throttled { .. } => Curve::Throttled,
+            _ => Curve::Transient,
+        };
+        let delay = self.backoff(curve, verdict.retry_after());
+        if let Some(remaining) = remaining
+            && delay.saturating_add(self.shared.typical.get()) >= remaining
+        {
+            return Step::Finish(self.deadline_exceeded(Some(outcome)));
+        }
+        self.shared.telemetry.retrying(RetryInfo {
+            policy: &self.shared.name,
+            attempt: self.attempts,
+            outcome: kind,
+            delay,
+        });
+        Step::Retry(delay)
+    }
+
+    fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
+        let backoff = &self.shared.backoff;
+        let shared = self.shared;
+        let rng = self.rng.get_or_insert_with(|| {
+            let call = if backoff.is_seeded() {
+                shared
+                    .seeded_calls
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            } else {
+                0
+            };
+            backoff.rng(call)
+        });
+        let delay = backoff.delay(
+            BackoffInput {
+                retry: self.attempts,
+                curve,
+                previous: self.previous_delay,
+            },
+            retry_after,
+            rng,
+        );
+        self.previous_delay = delay;
+        delay
+    }
+
+    /// The outcome as the caller sees it: a value (even one classified transient) is returned
+    /// as a value; the callback's error unchanged; the executor's timeout as `AttemptTimeout`.
+    fn result<T, E>(&self, outcome: Outcome<T, E>) -> Result<T, Error<E>> {
+        match outcome {
+            Outcome::Returned(Ok(value)) => Ok(value),
+            Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
+            Outcome::TimedOut => Err(Error::AttemptTimeout {
+                timeout: self.ceiling.unwrap_or(Duration::ZERO),
+                attempts: self.attempts,
+            }),
+        }
+    }
+
+    #[cold]
+    fn deadline_exceeded<T, E>(&self, last: Option<Outcome<T, E>>) -> Finish<T, E> {
+        let deadline = self.deadline.map_or(Duration::ZERO, |(_, span)| span);
+        let result = match last.map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => Ok(value),
+            last => Err(Error::DeadlineExceeded {
+                deadline,
+                attempts: self.attempts,
+                last: last.and_then(Result::err).map(Box::new),
+            }),
+        };
+        self.finish(result, StopReason::DeadlineExceeded, self.now())
+    }
+
+    #[cold]
+    pub(crate) fn cancelled<T, E>(&self, now: Option<Instant>) -> Finish<T, E> {
+        self.finish(Err(Error::Cancelled), StopReason::Cancelled, now)
+    }
+
+    /// Ends the call: exactly one terminal event.
+    pub(crate) fn finish<T, E>(
+        &self,
+        outcome: Result<T, Error<E>>,
+        stop: StopReason,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
+        self.shared.telemetry.emit(Event::CallEnded {
+            policy: &self.shared.name,
+            stop,
+            attempts: self.attempts,
+            elapsed: self.elapsed(now),
+        });
+        Finish { outcome, stop }
+    }
+}
+
+fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {
+    match (outcome, verdict) {
+        (Outcome::TimedOut, _) => AttemptOutcome::TimedOut,
+        (_, Verdict::Ok) => AttemptOutcome::Ok,
+        (_, Verdict::Transient) => AttemptOutcome::Transient,
+        (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,
+        (_, Verdict::Permanent) => AttemptOutcome::Permanent,
+        (_, Verdict::Refused { .. }) => AttemptOutcome::Refused,
+    }
+}
+
+/// The async executor: the loop of the module docs.
+pub(crate) async fn execute<T, E, C, F, L>(
+    shared: &Shared<C>,
+    caller: Option<&CancellationToken>,
+    mut op: F,
+    log: &mut L,
+) -> Finish<T, E>
+where
+    C: Classify<T, E>,
+    F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    L: Record,
+{
+    let mut call = CallState::start(shared, L::TIMED);
+    if caller.is_some_and(CancellationToken::is_cancelled) {
+        return call.cancelled(call.start);
+    }
+    let mut attempt = Attempt::new(shared.clock.clone(), caller);
+    let mut now = call.start;
+    loop {
+        let ceiling = match call.begin_attempt(now) {
+            Ok(ceiling) => ceiling,
+            Err(finish) => return finish,
+        };
+        let began = now;
+        attempt.begin(call.attempts, ceiling, began.unwrap_or_else(|| shared.clock.now()));
+        let returned = Race {
+            work: op(&attempt),
+            timer: None,
+            cancel: None,
+            attempt: &attempt,
+            caller,
+            clock: &shared.clock,
+            mode: shared.mode,
+            armed: false,
+        }
+        .await;
+        now = call.now();
+        let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now) else {
+            attempt.end(false);
+            return call.cancelled(now);
+        };
+        attempt.end(verdict.is_ok());
+        let elapsed = match (began, now) {
+            (Some(began), Some(now)) => now.saturating_duration_since(began),
+            _ => Duration::ZERO,
+        };
+        let kind = call.attempt_ended(&outcome, verdict, elapsed, log);
+        let delay = match call.decide(outcome, verdict, kind, now) {
+            Step::Finish(finish) => return finish,
+            Step::Retry(delay) => delay,
+        };
+        if !delay.is_zero() {
+            let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+            if sleep_or_cancel(&shared.clock, wake, caller).await {
+                return call.cancelled(call.now());
+            }
+        } else if caller.is_some_and(CancellationToken::is_cancelled) {
+            return call.cancelled(now);
+        }
+        now = call.now();
+    }
+}
+
+/// Sleeps until `wake`; returns true, at once, if the caller cancels first.
+async fn sleep_or_cancel(clock: &Clock, wake: Instant, caller: Option<&CancellationToken>) -> bool {
+    let sleep = clock.sleep_until(wake);
+    let Some(caller) = caller else {
+        sleep.await;
+        return false;
+    };
+    let mut sleep = std::pin::pin!(sleep);
+    let mut cancelled = std::pin::pin!(caller.cancelled());
+    std::future::poll_fn(|cx| {
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        sleep.as_mut().poll(cx).map(|()| false)
+    })
+    .await
+}
+
+pin_project_lite::pin_project! {
+    /// One attempt raced against its ceiling and its caller's cancellation.
+    ///
+    /// The work is polled first; the timer and the cancellation are armed only if it is not
+    /// ready at once, so an attempt that completes on its first poll costs no timer. Once armed,
+    /// a wake-up checks the ceiling and the caller *before* polling the work again: a scope
+    /// whose ceiling has passed fires its attempt's cancellation first, which is what makes an
+    /// outer scope win over an inner one whose ceiling falls on the same instant.
+    #[project = RaceProj]
+    struct Race<'a, W> {
+        #[pin]
+        work: W,
+        #[pin]
+        timer: Option<Sleep>,
+        #[pin]
+        cancel: Option<WaitForCancellationFuture<'a>>,
+        attempt: &'a Attempt,
+        caller: Option<&'a CancellationToken>,
+        clock: &'a Clock,
+        mode: TimeoutMode,
+        armed: bool,
+    }
+}
+
+impl<W: Future> Future for Race<'_, W> {
+    /// The work's output, or `None` when it was abandoned.
+    type Output = Option<W::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if *this.armed {
+            signal(&mut this, cx);
+        }
+        loop {
+            if let Poll::Ready(out) = this.work.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            if !*this.armed {
+                *this.armed = true;
+                if let Some(at) = this.attempt.deadline() {
+                    this.timer.set(Some(this.clock.sleep_until(at)));
+                }
+                if let Some(caller) = *this.caller {
+                    this.cancel.set(Some(caller.cancelled()));
+                }
+                if signal(&mut this, cx) {
+                    continue;
+                }
+                return Poll::Pending;
+            }
+            if this.attempt.fired().is_some()
+                && matches!(this.mode, TimeoutMode::Abandon { .. })
+                && let Some(grace) = this.timer.as_mut().as_pin_mut()
+                && grace.poll(cx).is_ready()
+            {
+                return Poll::Ready(None);
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+/// Checks the ceiling, then the caller; fires the attempt's cancellation if either has come.
+/// Returns whether it fired now. In abandon mode the timer is re-armed for the grace.
+fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
+    if this.attempt.fired().is_some() {
+        return false;
+    }
+    let ceiling = this
+        .timer
+        .as_mut()
+        .as_pin_mut()
+        .is_some_and(|timer| timer.poll(cx).is_ready());
+    let why = if ceiling {
+        Fired::Ceiling
+    } else if this
+        .cancel
+        .as_mut()
+        .as_pin_mut()
+        .is_some_and(|cancel| cancel.poll(cx).is_ready())
+    {
+        Fired::Caller
+    } else {
+        return false;
+    };
+    this.attempt.fire(why);
+    this.cancel.set(None);
+    match *this.mode {
+        TimeoutMode::Cooperative => this.timer.set(None),
+        TimeoutMode::Abandon { grace } => {
+            let from = match why {
+                Fired::Ceiling => this.attempt.deadline(),
+                Fired::Caller => None,
+            }
+            .unwrap_or_else(|| this.clock.now());
+            let until = from.checked_add(grace).unwrap_or(from);
+            this.timer.set(Some(this.clock.sleep_until(until)));
+        }
+    }
+    true
+}

@@ -1,0 +1,79 @@
+//! rampart: one policy for every call to a dependency.
+//!
+//! Services call services. rampart runs each such call under one [`Policy`]: retries with
+//! [backoff](backoff), a per-attempt timeout and a total deadline with exact arithmetic between
+//! them, and a precise cancellation contract. The whole life of a call is one loop in
+//! [`executor`]; strategies are data it consults.
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use rampart::Policy;
+//!
+//! let policy = Policy::builder()
+//!     .name("inventory")
+//!     .max_attempts(3)
+//!     .deadline(Duration::from_secs(2))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .build()?;
+//!
+//! let stock: u32 = policy
+//!     .run(async |attempt| {
+//!         tokio::select! {
+//!             _ = attempt.cancelled() => Err(std::io::Error::other("cancelled")),
+//!             n = async { Ok::<_, std::io::Error>(42) } => n,
+//!         }
+//!     })
+//!     .await?;
+//! assert_eq!(stock, 42);
+//! # Ok(()) }
+//! ```
+//!
+//! # The contract in brief
+//!
+//! - Three end reasons, never conflated: the caller cancelled → [`Error::Cancelled`]; the
+//!   attempt passed its ceiling → the executor's own timeout outcome, transient; the callback
+//!   returned → the [classifier](classify) decides.
+//! - Caller cancellation is checked at the start, after every attempt and during every
+//!   backoff; it is never retried, counted or converted, and no classifier can override it. A
+//!   value returned while the caller cancels is still returned.
+//! - `ceiling = min(attempt_timeout, time left)`; a backoff that will not fit is not slept.
+//! - The callback's own error is returned unchanged ([`Error::Inner`]); a final value
+//!   classified transient is returned as the value.
+//!
+//! # Modules
+//!
+//! | module | what |
+//! |---|---|
+//! | [`policy`] | `Policy`, its builder and defaults |
+//! | [`executor`] | the loop that runs a call |
+//! | [`attempt`] | the handle a callback receives |
+//! | [`classify`] | verdicts and classifiers |
+//! | [`backoff`] | delay curves and jitter |
+//! | [`clock`] | the injectable clock (system or manual) |
+//! | [`event`] | events, listeners and hooks |
+//! | [`error`] | `Error<E>` and `ConfigError` |
+//! | [`result`] | `CallResult` and the attempt log of `try_run` |
+//! | [`testing`] | helpers for tests on a manual clock |
+
+pub mod attempt;
+pub mod backoff;
+pub mod classify;
+pub mod clock;
+pub mod error;
+pub mod event;
+pub mod executor;
+mod latency;
+pub mod policy;
+pub mod result;
+pub mod testing;
+
+pub use attempt::Attempt;
+pub use classify::{Classify, ErrorsAreTransient, IoErrors, Verdict};
+pub use clock::{Clock, Instant, ManualClock};
+pub use error::{ConfigError, ConfigProblem, Error, RejectReason};
+pub use event::{AttemptOutcome, Event};
+pub use executor::Call;
+pub use policy::{Policy, PolicyBuilder, TimeoutContext, TimeoutMode};
+pub use result::{CallResult, Cancelled, StopReason};
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,516 @@
+//! The policy: every bound and strategy for calls to one dependency, as one immutable value.
+//!
+//! A [`Policy`] is built once, validated once, and shared: clones are one `Arc` and share the
+//! state that must accumulate across calls (the latency estimate today; the retry budget and the
+//! breaker with them). Named knobs replace the positions of a layered stack: `deadline` is the
+//! total bound, `attempt_timeout` the bound on each attempt, and the executor keeps the
+//! arithmetic between them exact.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::{Policy, TimeoutMode};
+//! use rampart::backoff::Backoff;
+//!
+//! let policy = Policy::builder()
+//!     .name("payments")
+//!     .max_attempts(3)
+//!     .deadline(Duration::from_secs(2))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .timeout_mode(TimeoutMode::default())
+//!     .backoff(Backoff::exponential(Duration::from_millis(100)))
+//!     .build()
+//!     .expect("valid policy");
+//! assert_eq!(
+//!     policy.explain(),
+//!     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter"
+//! );
+//! ```
+//!
+//! | knob | default | meaning |
+//! |---|---|---|
+//! | `name` | `"rampart"` | in events, errors and `explain()` |
+//! | `max_attempts` | 3 | every attempt counts, the first included |
+//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
+//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
+//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
+//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
+//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
+//!
+//! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
+
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::Attempt;
+use crate::backoff::Backoff;
+use crate::classify::{Classify, ErrorsAreTransient};
+use crate::clock::Clock;
+use crate::error::{ConfigError, ConfigProblem, Error};
+use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
+use crate::executor::Call;
+use crate::latency::TypicalLatency;
+use crate::result::{CallResult, Cancelled};
+
+/// What happens to an attempt whose ceiling has passed.
+///
+/// Either way the attempt's cancellation fires at the ceiling first, and an attempt that
+/// finishes after that with a value has the value delivered (with a `TimeoutIgnored` event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimeoutMode {
+    /// Keep polling the attempt for `grace` after its ceiling, then drop it. The default, with
+    /// zero grace: the attempt gets one more poll in which to see its cancellation.
+    Abandon {
+        /// How long the attempt may go on after its ceiling.
+        grace: Duration,
+    },
+    /// Await the attempt however long it takes, as a cooperative timeout does. An attempt that
+    /// overruns its ceiling by more than 1 s is reported as `OrphanedWork` when it returns.
+    Cooperative,
+}
+
+impl Default for TimeoutMode {
+    fn default() -> Self {
+        TimeoutMode::Abandon {
+            grace: Duration::ZERO,
+        }
+    }
+}
+
+/// Handed to a dynamic attempt-timeout generator before each attempt.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct TimeoutContext<'a> {
+    /// The policy's name.
+    pub policy: &'a str,
+    /// The attempt about to start, 1-based.
+    pub attempt: u32,
+    /// The policy's fixed attempt timeout, if any.
+    pub default: Option<Duration>,
+    /// Time left before the call's deadline, if any.
+    pub remaining: Option<Duration>,
+}
+
+pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
+
+/// The state every clone of a policy shares.
+pub(crate) struct Shared<C> {
+    pub(crate) name: Box<str>,
+    pub(crate) max_attempts: u32,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) timeout_fn: Option<TimeoutFn>,
+    pub(crate) mode: TimeoutMode,
+    pub(crate) backoff: Backoff,
+    pub(crate) classifier: C,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) clock: Clock,
+    pub(crate) typical: TypicalLatency,
+    /// Call sequence numbers, used only to vary a seeded backoff's randomness per call.
+    pub(crate) seeded_calls: AtomicU64,
+    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
+    pub(crate) reads_clock: bool,
+}
+
+/// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
+///
+/// `C` is the classifier; see [`crate::classify`].
+pub struct Policy<C = ErrorsAreTransient> {
+    pub(crate) shared: Arc<Shared<C>>,
+}
+
+impl<C> Clone for Policy<C> {
+    fn clone(&self) -> Self {
+        Policy {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+static NONE: LazyLock<Policy> = LazyLock::new(|| {
+    PolicyBuilder::new()
+        .name("none")
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .backoff(Backoff::none())
+        .build()
+        .unwrap_or_else(|e| unreachable!("the pass-through policy is valid: {e}"))
+});
+
+impl Policy {
+    /// A builder with the defaults in the [module table](self).
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::new()
+    }
+
+    /// A pass-through: one attempt, no deadline, no attempt timeout. Costs about as much as
+    /// calling the callback directly.
+    pub fn none() -> Policy {
+        NONE.clone()
+    }
+}
+
+impl<C> Policy<C> {
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The total bound on a call, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.shared.deadline
+    }
+
+    /// The fixed bound on each attempt, if any.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.shared.attempt_timeout
+    }
+
+    /// Attempts per call, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.shared.max_attempts
+    }
+
+    /// The policy in one line, e.g.
+    /// `payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter`.
+    pub fn explain(&self) -> String {
+        self.to_string()
+    }
+
+    /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
+    /// with [`Error::Cancelled`] at the next check (at once during a backoff).
+    pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C> {
+        Call::new(self, Some(token))
+    }
+
+    /// Runs `op` under this policy and returns its value or why it failed.
+    ///
+    /// The callback is an async closure taking the [`Attempt`]; pass its token (or the attempt
+    /// itself) to the work so that the attempt's ceiling can reach it.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the returned future drops the attempt in flight. Use
+    /// [`with_token`](Self::with_token) to cancel through a token instead.
+    pub async fn run<T, E, F>(&self, op: F) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        Call::new(self, None).run(op).await
+    }
+
+    /// Like [`run`](Self::run), but returns a [`CallResult`] with the stop reason and the
+    /// attempt log. Caller cancellation is still an error.
+    pub async fn try_run<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        Call::new(self, None).try_run(op).await
+    }
+}
+
+impl<C> fmt::Display for Policy<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shared;
+        write!(f, "{}: ", s.name)?;
+        match s.max_attempts {
+            1 => f.write_str("1 attempt")?,
+            n => write!(f, "{n} attempts")?,
+        }
+        match s.deadline {
+            Some(d) => write!(f, ", deadline {d:?}")?,
+            None => f.write_str(", no deadline")?,
+        }
+        match (&s.timeout_fn, s.attempt_timeout) {
+            (Some(_), Some(d)) => write!(f, ", attempt dynamic (default {d:?})")?,
+            (Some(_), None) => f.write_str(", attempt dynamic")?,
+            (None, Some(d)) => write!(f, ", attempt {d:?}")?,
+            (None, None) => f.write_str(", no attempt timeout")?,
+        }
+        if s.attempt_timeout.is_some() || s.timeout_fn.is_some() || s.deadline.is_some() {
+            match s.mode {
+                TimeoutMode::Abandon { grace } if grace.is_zero() => f.write_str(" (abandon)")?,
+                TimeoutMode::Abandon { grace } => write!(f, " (abandon after {grace:?} grace)")?,
+                TimeoutMode::Cooperative => f.write_str(" (cooperative)")?,
+            }
+        }
+        if s.max_attempts > 1 {
+            write!(f, ", {}", s.backoff)?;
+        }
+        Ok(())
+    }
+}
+
+impl<C> fmt::Debug for Policy<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Policy({self})")
+    }
+}
+
+/// Builds a [`Policy`]; every setter has a default, and [`build`](Self::build) validates.
+#[must_use = "a builder does nothing until built"]
+pub struct PolicyBuilder<C = ErrorsAreTransient> {
+    name: String,
+    max_attempts: u32,
+    deadline: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+    timeout_fn: Option<TimeoutFn>,
+    mode: TimeoutMode,
+    backoff: Backoff,
+    classifier: C,
+    telemetry: Telemetry,
+    clock: Clock,
+}
+
+impl PolicyBuilder {
+    fn new() -> Self {
+        PolicyBuilder {
+            name: "rampart".to_owned(),
+            max_attempts: 3,
+            deadline: Some(Duration::from_secs(30)),
+            attempt_timeout: Some(Duration::from_secs(10)),
+            timeout_fn: None,
+            mode: TimeoutMode::default(),
+            backoff: Backoff::default(),
+            classifier: ErrorsAreTransient,
+            telemetry: Telemetry::default(),
+            clock: Clock::system(),
+        }
+    }
+}
+
+impl<C> PolicyBuilder<C> {
+    /// The name used in events, errors and [`Policy::explain`].
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Attempts per call, the first included (default 3; at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The bound on the whole call, backoffs included (default 30 s; must be positive).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// No bound on the whole call.
+    pub fn no_deadline(mut self) -> Self {
+        self.deadline = None;
+        self
+    }
+
+    /// The bound on each attempt (default 10 s; must be positive). The executor cuts it to the
+    /// time left before the deadline.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// No bound on each attempt beyond the deadline.
+    pub fn no_attempt_timeout(mut self) -> Self {
+        self.attempt_timeout = None;
+        self
+    }
+
+    /// Computes each attempt's timeout when it starts, overriding the fixed one. A generator
+    /// returning zero fails that call with [`Error::Config`] naming the generator, before the
+    /// callback starts.
+    pub fn attempt_timeout_fn(
+        mut self,
+        generator: impl Fn(&TimeoutContext<'_>) -> Duration + Send + Sync + 'static,
+    ) -> Self {
+        self.timeout_fn = Some(Arc::new(generator));
+        self
+    }
+
+    /// What happens to an attempt at its ceiling (default: abandon with zero grace).
+    pub fn timeout_mode(mut self, mode: TimeoutMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The wait between attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Decides what each outcome means; see [`crate::classify`].
+    pub fn classifier<C2>(self, classifier: C2) -> PolicyBuilder<C2> {
+        PolicyBuilder {
+            name: self.name,
+            max_attempts: self.max_attempts,
+            deadline: self.deadline,
+            attempt_timeout: self.attempt_timeout,
+            timeout_fn: self.timeout_fn,
+            mode: self.mode,
+            backoff: self.backoff,
+            classifier,
+            telemetry: self.telemetry,
+            clock: self.clock,
+        }
+    }
+
+    /// The clock every timer of this policy uses (default: the system clock).
+    pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
+        self.clock = clock.into();
+        self
+    }
+
+    /// Adds a listener for every [`Event`].
+    pub fn listener(mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
+        self.telemetry.listeners.push(Arc::new(listener));
+        self
+    }
+
+    /// Called before each backoff sleep.
+    pub fn on_retry(mut self, hook: impl Fn(&RetryInfo<'_>) + Send + Sync + 'static) -> Self {
+        self.telemetry.on_retry = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called when the executor's attempt ceiling decided an attempt's outcome (not when the
+    /// attempt finished anyway and its result was kept).
+    pub fn on_timeout(mut self, hook: impl Fn(&TimeoutInfo<'_>) + Send + Sync + 'static) -> Self {
+        self.telemetry.on_timeout = Some(Arc::new(hook));
+        self
+    }
+
+    /// Told when a listener or hook panics (the call's outcome is never changed by it).
+    pub fn on_callback_error(
+        mut self,
+        diagnostics: impl Fn(&CallbackFailure<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.telemetry.diagnostics = Some(Arc::new(diagnostics));
+        self
+    }
+
+    /// Validates every setting and builds the policy, or lists every problem.
+    pub fn build(self) -> Result<Policy<C>, ConfigError> {
+        let mut problems = Vec::new();
+        if self.max_attempts == 0 {
+            problems.push(ConfigProblem::new(
+                "max_attempts",
+                "must be at least 1 (was 0)",
+            ));
+        }
+        for (field, value) in [
+            ("deadline", self.deadline),
+            ("attempt_timeout", self.attempt_timeout),
+        ] {
+            if value == Some(Duration::ZERO) {
+                problems.push(ConfigProblem::new(field, "must be positive (was 0ns)"));
+            }
+        }
+        if let TimeoutMode::Abandon { grace } = self.mode
+            && grace > Duration::from_secs(3600)
+        {
+            problems.push(ConfigProblem::new(
+                "timeout_mode.grace",
+                format!("must be at most 1h (was {grace:?})"),
+            ));
+        }
+        self.backoff.validate(&mut problems);
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        let reads_clock = self.deadline.is_some()
+            || self.attempt_timeout.is_some()
+            || self.timeout_fn.is_some()
+            || self.telemetry.is_listened();
+        Ok(Policy {
+            shared: Arc::new(Shared {
+                name: self.name.into_boxed_str(),
+                max_attempts: self.max_attempts,
+                deadline: self.deadline,
+                attempt_timeout: self.attempt_timeout,
+                timeout_fn: self.timeout_fn,
+                mode: self.mode,
+                backoff: self.backoff,
+                classifier: self.classifier,
+                telemetry: self.telemetry,
+                clock: self.clock,
+                typical: TypicalLatency::default(),
+                seeded_calls: AtomicU64::new(0),
+                reads_clock,
+            }),
+        })
+    }
+}
+
+impl<C> fmt::Debug for PolicyBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyBuilder")
+            .field("name", &self.name)
+            .field("max_attempts", &self.max_attempts)
+            .field("deadline", &self.deadline)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("mode", &self.mode)
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_reports_every_problem_with_field_and_value() {
+        let err = Policy::builder()
+            .max_attempts(0)
+            .attempt_timeout(Duration::ZERO)
+            .build()
+            .expect_err("invalid");
+        let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
+        assert_eq!(fields, ["max_attempts", "attempt_timeout"]);
+        assert_eq!(
+            err.to_string(),
+            "max_attempts must be at least 1 (was 0); attempt_timeout must be positive (was 0ns)"
+        );
+    }
+
+    #[test]
+    fn none_explains_itself_as_a_pass_through() {
+        assert_eq!(
+            Policy::none().explain(),
+            "none: 1 attempt, no deadline, no attempt timeout"
+        );
+    }
+
+    #[test]
+    fn policy_is_send_sync_and_clones_share_state() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Policy>();
+        let p = Policy::builder().build().expect("valid");
+        let q = p.clone();
+        assert!(Arc::ptr_eq(&p.shared, &q.shared));
+    }
+
+    #[test]
+    fn explain_names_cooperative_mode_and_dynamic_timeouts() {
+        let p = Policy::builder()
+            .name("search")
+            .max_attempts(1)
+            .timeout_mode(TimeoutMode::Cooperative)
+            .attempt_timeout_fn(|_| Duration::from_millis(200))
+            .build()
+            .expect("valid");
+        assert_eq!(
+            p.explain(),
+            "search: 1 attempt, deadline 30s, attempt dynamic (default 10s) (cooperative)"
+        );
+    }
+}
