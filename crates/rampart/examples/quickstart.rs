@@ -9,7 +9,10 @@ use rampart::backoff::Backoff;
 use rampart::{Event, Policy};
 
 /// A pretend dependency: fails twice, then answers; each call takes 20 ms.
-async fn flaky_inventory(calls: &AtomicU32, token: rampart::CancellationToken) -> Result<u32, String> {
+async fn flaky_inventory(
+    calls: &AtomicU32,
+    token: rampart::CancellationToken,
+) -> Result<u32, String> {
     tokio::select! {
         _ = token.cancelled() => Err("cancelled".to_owned()),
         _ = tokio::time::sleep(Duration::from_millis(20)) => {
@@ -30,7 +33,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .attempt_timeout(Duration::from_millis(500))
         .backoff(Backoff::exponential(Duration::from_millis(50)).seed(7))
         .listener(|event: &Event<'_>| match event {
-            Event::AttemptEnded { attempt, outcome, elapsed, .. } => {
+            Event::AttemptEnded {
+                attempt,
+                outcome,
+                elapsed,
+                ..
+            } => {
                 println!("  attempt {attempt}: {outcome:?} after {elapsed:.1?}");
             }
             Event::Retrying { delay, .. } => println!("  retrying in {delay:.1?}"),

@@ -81,10 +81,13 @@ impl Attempt {
 
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
     /// owned token (a new one is made if the next attempt asks).
-    pub(crate) fn begin(&mut self, number: u32, ceiling: Option<Duration>, now: Instant) {
+    pub(crate) fn begin(&mut self, number: u32, ceiling: Option<Duration>, now: Option<Instant>) {
         self.number = number;
         self.ceiling = ceiling;
-        self.deadline = ceiling.and_then(|c| now.checked_add(c));
+        self.deadline = match (ceiling, now) {
+            (Some(ceiling), Some(now)) => now.checked_add(ceiling),
+            _ => None,
+        };
         *self.state.get_mut() = 0;
         self.token.take();
     }
@@ -213,11 +216,11 @@ mod tests {
     #[test]
     fn owned_token_is_fresh_for_each_attempt() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now());
+        attempt.begin(1, None, Some(Instant::now()));
         let first = attempt.token();
         attempt.fire(Fired::Ceiling);
         assert!(first.is_cancelled());
-        attempt.begin(2, None, Instant::now());
+        attempt.begin(2, None, Some(Instant::now()));
         let second = attempt.token();
         assert!(!second.is_cancelled());
         attempt.fire(Fired::Ceiling);
@@ -227,7 +230,7 @@ mod tests {
     #[test]
     fn token_asked_for_after_the_fire_is_already_cancelled() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now());
+        attempt.begin(1, None, Some(Instant::now()));
         attempt.fire(Fired::Ceiling);
         assert!(attempt.token().is_cancelled());
     }
@@ -236,7 +239,7 @@ mod tests {
     fn owned_token_follows_the_caller_token() {
         let caller = CancellationToken::new();
         let mut attempt = Attempt::new(Clock::system(), Some(&caller));
-        attempt.begin(1, None, Instant::now());
+        attempt.begin(1, None, Some(Instant::now()));
         let token = attempt.token();
         caller.cancel();
         assert!(token.is_cancelled());
@@ -245,7 +248,7 @@ mod tests {
     #[test]
     fn caller_wins_over_ceiling_when_both_fired() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now());
+        attempt.begin(1, None, Some(Instant::now()));
         attempt.fire(Fired::Ceiling);
         attempt.fire(Fired::Caller);
         assert_eq!(attempt.fired(), Some(Fired::Caller));

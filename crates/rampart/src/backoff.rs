@@ -227,7 +227,8 @@ impl Backoff {
             Kind::Constant(delay) => *delay,
             Kind::Linear(step) => base(*step).saturating_mul(n),
             Kind::Exponential { base: b, factor } => {
-                let secs = base(*b).as_secs_f64() * factor.powi(n.saturating_sub(1).min(1_023) as i32);
+                let secs =
+                    base(*b).as_secs_f64() * factor.powi(n.saturating_sub(1).min(1_023) as i32);
                 Duration::try_from_secs_f64(secs).unwrap_or(self.max)
             }
             Kind::Decorrelated(b) => {

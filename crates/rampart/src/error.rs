@@ -128,7 +128,8 @@ impl<E> Error<E> {
     /// The last attempt's failure carried by a deadline or rejection error, else `self`.
     pub fn last(&self) -> &Error<E> {
         match self {
-            Error::DeadlineExceeded { last: Some(l), .. } | Error::Rejected { last: Some(l), .. } => l,
+            Error::DeadlineExceeded { last: Some(l), .. }
+            | Error::Rejected { last: Some(l), .. } => l,
             _ => self,
         }
     }
@@ -212,9 +213,8 @@ impl<E: StdError + 'static> StdError for Error<E> {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             Error::Inner(e) => e.source(),
-            Error::DeadlineExceeded { last: Some(l), .. } | Error::Rejected { last: Some(l), .. } => {
-                Some(l.as_ref())
-            }
+            Error::DeadlineExceeded { last: Some(l), .. }
+            | Error::Rejected { last: Some(l), .. } => Some(l.as_ref()),
             Error::Config(e) => Some(e),
             _ => None,
         }

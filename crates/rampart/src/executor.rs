@@ -77,14 +77,12 @@ impl<'a, C> Call<'a, C> {
     }
 
     /// Runs `op`; see [`Policy::run`].
-    pub async fn run<T, E, F>(self, op: F) -> Result<T, Error<E>>
+    pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
-        execute(&self.policy.shared, self.caller, op, &mut ())
-            .await
-            .outcome
+        execute(&self.policy.shared, self.caller, op, ())
     }
 
     /// Runs `op` and reports how the call went; see [`Policy::try_run`].
@@ -93,36 +91,51 @@ impl<'a, C> Call<'a, C> {
         C: Classify<T, E>,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
-        let mut log = AttemptLog::default();
-        let finish = execute(&self.policy.shared, self.caller, op, &mut log).await;
-        match finish.stop {
+        let mut report = Report {
+            log: AttemptLog::default(),
+            stop: StopReason::Succeeded,
+        };
+        let outcome = execute(&self.policy.shared, self.caller, op, &mut report).await;
+        match report.stop {
             StopReason::Cancelled => Err(Cancelled),
             stop => Ok(CallResult {
-                outcome: finish.outcome,
+                outcome,
                 stop,
-                log,
+                log: report.log,
             }),
         }
     }
 }
 
-/// Where the attempts of a call are recorded: nowhere for `run`, the log for `try_run`.
+/// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`.
 pub(crate) trait Record {
     /// Whether records need attempt durations (and so clock reads).
     const TIMED: bool;
     fn record(&mut self, record: AttemptRecord);
+    fn stop(&mut self, stop: StopReason);
 }
 
 impl Record for () {
     const TIMED: bool = false;
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, _: AttemptRecord) {}
+    #[inline(always)]
+    fn stop(&mut self, _: StopReason) {}
 }
 
-impl Record for AttemptLog {
+/// What `try_run` learns besides the outcome.
+pub(crate) struct Report {
+    log: AttemptLog,
+    stop: StopReason,
+}
+
+impl Record for &mut Report {
     const TIMED: bool = true;
     fn record(&mut self, record: AttemptRecord) {
-        self.push(record);
+        self.log.push(record);
+    }
+    fn stop(&mut self, stop: StopReason) {
+        self.stop = stop;
     }
 }
 
@@ -163,6 +176,7 @@ pub(crate) struct CallState<'p, C> {
 
 impl<'p, C> CallState<'p, C> {
     /// Step 1: resolve the clock and the deadline once.
+    #[inline(always)]
     pub(crate) fn start(shared: &'p Shared<C>, timed: bool) -> Self {
         let timed = timed || shared.reads_clock;
         let start = timed.then(|| shared.clock.now());
@@ -203,6 +217,7 @@ impl<'p, C> CallState<'p, C> {
     }
 
     /// Step 2: the next attempt's number and ceiling, or why no attempt may start.
+    #[inline(always)]
     pub(crate) fn begin_attempt<T, E>(
         &mut self,
         now: Option<Instant>,
@@ -247,6 +262,7 @@ impl<'p, C> CallState<'p, C> {
 
     /// Step 4: caller cancellation wins; a fired ceiling turns the attempt's own cancellation
     /// outcome into the timeout outcome; anything else stands. `None` is caller cancellation.
+    #[inline(always)]
     pub(crate) fn arbitrate<T, E>(
         &self,
         attempt: &Attempt,
@@ -330,6 +346,7 @@ impl<'p, C> CallState<'p, C> {
     }
 
     /// Reports the attempt to listeners, the log, the on-timeout hook and the latency estimate.
+    #[inline(always)]
     pub(crate) fn attempt_ended<T, E>(
         &self,
         outcome: &Outcome<T, E>,
@@ -340,12 +357,14 @@ impl<'p, C> CallState<'p, C> {
         let kind = attempt_outcome(outcome, verdict);
         let policy = &*self.shared.name;
         let telemetry = &self.shared.telemetry;
-        telemetry.emit(Event::AttemptEnded {
-            policy,
-            attempt: self.attempts,
-            outcome: kind,
-            elapsed,
-        });
+        if telemetry.is_listened() {
+            telemetry.emit(Event::AttemptEnded {
+                policy,
+                attempt: self.attempts,
+                outcome: kind,
+                elapsed,
+            });
+        }
         log.record(AttemptRecord {
             number: self.attempts,
             outcome: kind,
@@ -365,6 +384,7 @@ impl<'p, C> CallState<'p, C> {
     }
 
     /// Step 5: what to do after an attempt, in the contract's order.
+    #[inline(always)]
     pub(crate) fn decide<T, E>(
         &mut self,
         outcome: Outcome<T, E>,
@@ -436,6 +456,7 @@ impl<'p, C> CallState<'p, C> {
 
     /// The outcome as the caller sees it: a value (even one classified transient) is returned
     /// as a value; the callback's error unchanged; the executor's timeout as `AttemptTimeout`.
+    #[inline(always)]
     fn result<T, E>(&self, outcome: Outcome<T, E>) -> Result<T, Error<E>> {
         match outcome {
             Outcome::Returned(Ok(value)) => Ok(value),
@@ -467,18 +488,21 @@ impl<'p, C> CallState<'p, C> {
     }
 
     /// Ends the call: exactly one terminal event.
+    #[inline(always)]
     pub(crate) fn finish<T, E>(
         &self,
         outcome: Result<T, Error<E>>,
         stop: StopReason,
         now: Option<Instant>,
     ) -> Finish<T, E> {
-        self.shared.telemetry.emit(Event::CallEnded {
-            policy: &self.shared.name,
-            stop,
-            attempts: self.attempts,
-            elapsed: self.elapsed(now),
-        });
+        if self.shared.telemetry.is_listened() {
+            self.shared.telemetry.emit(Event::CallEnded {
+                policy: &self.shared.name,
+                stop,
+                attempts: self.attempts,
+                elapsed: self.elapsed(now),
+            });
+        }
         Finish { outcome, stop }
     }
 }
@@ -495,65 +519,110 @@ fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOu
 }
 
 /// The async executor: the loop of the module docs.
+///
+/// Returns the outcome as `run` gives it and tells `log` the stop reason. It is the only future
+/// between the caller and the callback: `run` returns it as is, with no wrapper to move it.
 pub(crate) async fn execute<T, E, C, F, L>(
     shared: &Shared<C>,
     caller: Option<&CancellationToken>,
     mut op: F,
-    log: &mut L,
-) -> Finish<T, E>
+    mut log: L,
+) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
     F: AsyncFnMut(&Attempt) -> Result<T, E>,
     L: Record,
 {
-    let mut call = CallState::start(shared, L::TIMED);
-    if caller.is_some_and(CancellationToken::is_cancelled) {
-        return call.cancelled(call.start);
+    if shared.pass_through && caller.is_none() && !L::TIMED {
+        let finish = pass_through(shared, op).await;
+        log.stop(finish.stop);
+        return finish.outcome;
     }
+    let mut call = CallState::start(shared, L::TIMED);
+    let needs_times = L::TIMED || shared.telemetry.is_listened();
     let mut attempt = Attempt::new(shared.clock.clone(), caller);
     let mut now = call.start;
-    loop {
-        let ceiling = match call.begin_attempt(now) {
-            Ok(ceiling) => ceiling,
-            Err(finish) => return finish,
-        };
-        let began = now;
-        attempt.begin(call.attempts, ceiling, began.unwrap_or_else(|| shared.clock.now()));
-        let returned = Race {
-            work: op(&attempt),
-            timer: None,
-            cancel: None,
-            attempt: &attempt,
-            caller,
-            clock: &shared.clock,
-            mode: shared.mode,
-            armed: false,
+    let finish = 'call: {
+        if caller.is_some_and(CancellationToken::is_cancelled) {
+            break 'call call.cancelled(now);
         }
-        .await;
-        now = call.now();
-        let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now) else {
-            attempt.end(false);
-            return call.cancelled(now);
-        };
-        attempt.end(verdict.is_ok());
-        let elapsed = match (began, now) {
-            (Some(began), Some(now)) => now.saturating_duration_since(began),
-            _ => Duration::ZERO,
-        };
-        let kind = call.attempt_ended(&outcome, verdict, elapsed, log);
-        let delay = match call.decide(outcome, verdict, kind, now) {
-            Step::Finish(finish) => return finish,
-            Step::Retry(delay) => delay,
-        };
-        if !delay.is_zero() {
-            let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
-            if sleep_or_cancel(&shared.clock, wake, caller).await {
-                return call.cancelled(call.now());
+        loop {
+            let ceiling = match call.begin_attempt(now) {
+                Ok(ceiling) => ceiling,
+                Err(finish) => break 'call finish,
+            };
+            let began = now;
+            attempt.begin(call.attempts, ceiling, began);
+            let (returned, suspended) = Race {
+                work: op(&attempt),
+                timer: None,
+                cancel: None,
+                attempt: &attempt,
+                caller,
+                clock: &shared.clock,
+                mode: shared.mode,
+                armed: false,
             }
-        } else if caller.is_some_and(CancellationToken::is_cancelled) {
-            return call.cancelled(now);
+            .await;
+            // An attempt that succeeded on its first poll took no time the call must account
+            // for: the clock is read again only when something will use the reading.
+            let fresh = suspended || needs_times || !matches!(returned, Some(Ok(_)));
+            now = if fresh { call.now() } else { began };
+            let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now)
+            else {
+                attempt.end(false);
+                break 'call call.cancelled(now);
+            };
+            attempt.end(verdict.is_ok());
+            if !fresh && !verdict.is_ok() {
+                now = call.now();
+            }
+            let elapsed = match (began, now) {
+                (Some(began), Some(now)) => now.saturating_duration_since(began),
+                _ => Duration::ZERO,
+            };
+            let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
+            let delay = match call.decide(outcome, verdict, kind, now) {
+                Step::Finish(finish) => break 'call finish,
+                Step::Retry(delay) => delay,
+            };
+            if !delay.is_zero() {
+                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                if sleep_or_cancel(&shared.clock, wake, caller).await {
+                    break 'call call.cancelled(call.now());
+                }
+            } else if caller.is_some_and(CancellationToken::is_cancelled) {
+                break 'call call.cancelled(now);
+            }
+            now = call.now();
         }
-        now = call.now();
+    };
+    log.stop(finish.stop);
+    finish.outcome
+}
+
+/// The loop above for a policy with one attempt, no bound, no listener and no caller token
+/// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply runs.
+/// The outcome and stop reason are the ones the loop would give.
+#[inline(always)]
+async fn pass_through<T, E, C, F>(shared: &Shared<C>, mut op: F) -> Finish<T, E>
+where
+    C: Classify<T, E>,
+    F: AsyncFnMut(&Attempt) -> Result<T, E>,
+{
+    let mut attempt = Attempt::new(shared.clock.clone(), None);
+    attempt.begin(1, None, None);
+    let result = op(&attempt).await;
+    let verdict = shared.classifier.classify(&result);
+    attempt.end(verdict.is_ok());
+    let stop = match verdict {
+        Verdict::Ok => StopReason::Succeeded,
+        Verdict::Permanent => StopReason::Permanent,
+        _ => StopReason::AttemptsExhausted,
+    };
+    Finish {
+        outcome: result.map_err(Error::Inner),
+        stop,
     }
 }
 
@@ -600,8 +669,8 @@ pin_project_lite::pin_project! {
 }
 
 impl<W: Future> Future for Race<'_, W> {
-    /// The work's output, or `None` when it was abandoned.
-    type Output = Option<W::Output>;
+    /// The work's output (`None` when it was abandoned), and whether the work suspended.
+    type Output = (Option<W::Output>, bool);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -610,7 +679,7 @@ impl<W: Future> Future for Race<'_, W> {
         }
         loop {
             if let Poll::Ready(out) = this.work.as_mut().poll(cx) {
-                return Poll::Ready(Some(out));
+                return Poll::Ready((Some(out), *this.armed));
             }
             if !*this.armed {
                 *this.armed = true;
@@ -630,7 +699,7 @@ impl<W: Future> Future for Race<'_, W> {
                 && let Some(grace) = this.timer.as_mut().as_pin_mut()
                 && grace.poll(cx).is_ready()
             {
-                return Poll::Ready(None);
+                return Poll::Ready((None, true));
             }
             return Poll::Pending;
         }

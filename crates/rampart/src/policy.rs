@@ -39,6 +39,7 @@
 //! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -114,6 +115,8 @@ pub(crate) struct Shared<C> {
     pub(crate) seeded_calls: AtomicU64,
     /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
     pub(crate) reads_clock: bool,
+    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
+    pub(crate) pass_through: bool,
 }
 
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
@@ -197,12 +200,12 @@ impl<C> Policy<C> {
     ///
     /// Dropping the returned future drops the attempt in flight. Use
     /// [`with_token`](Self::with_token) to cancel through a token instead.
-    pub async fn run<T, E, F>(&self, op: F) -> Result<T, Error<E>>
+    pub fn run<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
-        Call::new(self, None).run(op).await
+        Call::new(self, None).run(op)
     }
 
     /// Like [`run`](Self::run), but returns a [`CallResult`] with the stop reason and the
@@ -445,6 +448,7 @@ impl<C> PolicyBuilder<C> {
                 typical: TypicalLatency::default(),
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,
+                pass_through: !reads_clock && self.max_attempts == 1,
             }),
         })
     }

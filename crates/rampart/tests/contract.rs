@@ -94,7 +94,11 @@ async fn caller_cancel_during_a_30s_backoff_returns_at_once() {
         })
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)));
-    assert_eq!(start.elapsed(), SEC, "no virtual time passes beyond the cancel");
+    assert_eq!(
+        start.elapsed(),
+        SEC,
+        "no virtual time passes beyond the cancel"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -191,7 +195,10 @@ async fn attempt_that_honours_its_token_times_out_and_the_retry_gets_a_fresh_tok
     assert_eq!(outcomes, [AttemptOutcome::TimedOut, AttemptOutcome::Ok]);
     let tokens = tokens.lock().expect("tokens");
     assert!(tokens[0].is_cancelled(), "the first attempt's token fired");
-    assert!(!tokens[1].is_cancelled(), "the second attempt's token did not");
+    assert!(
+        !tokens[1].is_cancelled(),
+        "the second attempt's token did not"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -278,7 +285,10 @@ async fn abandon_mode_drops_a_callback_that_never_returns_at_ceiling_plus_grace(
         Err(Error::AttemptTimeout { timeout, attempts: 1 }) if timeout == 100 * MS
     ));
     assert_eq!(start.elapsed(), 150 * MS);
-    let dropped_at = dropped.lock().expect("dropped").expect("the attempt was dropped");
+    let dropped_at = dropped
+        .lock()
+        .expect("dropped")
+        .expect("the attempt was dropped");
     assert_eq!(dropped_at - start, 150 * MS);
     assert_eq!(recorder.count("AttemptAbandoned"), 1);
 }
@@ -370,7 +380,10 @@ async fn permanent_error_is_returned_unchanged_after_one_attempt() {
         .expect("not cancelled");
     assert_eq!(result.stop(), StopReason::Permanent);
     assert_eq!(result.attempts(), 1);
-    assert_eq!(result.into_result().err().and_then(Error::into_inner), Some(Fail(1)));
+    assert_eq!(
+        result.into_result().err().and_then(Error::into_inner),
+        Some(Fail(1))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -388,7 +401,10 @@ async fn transient_error_is_retried_until_max_attempts_and_the_last_is_returned_
     assert_eq!(result.stop(), StopReason::AttemptsExhausted);
     assert_eq!(result.attempts(), 4);
     assert_eq!(start.elapsed(), 30 * MS);
-    assert_eq!(result.into_result().err().and_then(Error::into_inner), Some(Fail(4)));
+    assert_eq!(
+        result.into_result().err().and_then(Error::into_inner),
+        Some(Fail(4))
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -469,7 +485,9 @@ async fn timeout_generator_sets_each_attempts_ceiling() {
     let outcome = policy
         .run(async |_attempt| pending::<Result<(), Fail>>().await)
         .await;
-    assert!(matches!(outcome, Err(Error::AttemptTimeout { timeout, attempts: 2 }) if timeout == 200 * MS));
+    assert!(
+        matches!(outcome, Err(Error::AttemptTimeout { timeout, attempts: 2 }) if timeout == 200 * MS)
+    );
     assert_eq!(start.elapsed(), 300 * MS);
 }
 
@@ -564,9 +582,10 @@ async fn panicking_listener_and_hook_never_change_the_outcome_and_are_reported()
         .listener(|_| panic!("listener bug"))
         .on_retry(|_| panic!("retry hook bug"))
         .on_callback_error(move |failure| {
-            seen.lock()
-                .expect("reported")
-                .push(format!("{} {} {}", failure.policy, failure.callback, failure.message));
+            seen.lock().expect("reported").push(format!(
+                "{} {} {}",
+                failure.policy, failure.callback, failure.message
+            ));
         })
         .build()
         .expect("valid");

@@ -1,0 +1,131 @@
+//! Performance budgets that are deterministic, and so can be tests: heap allocations per
+//! successful call, and the size of a call's future. `BUDGETS.md` explains every byte.
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use rampart::Policy;
+use rampart_bench::floor::{Limits, retry_loop};
+
+const LIMITS: Limits = Limits {
+    max_attempts: 3,
+    deadline: Duration::from_secs(2),
+    attempt_timeout: Duration::from_millis(500),
+    base: Duration::from_millis(100),
+};
+
+fn full_policy() -> Policy {
+    Policy::builder()
+        .max_attempts(LIMITS.max_attempts)
+        .deadline(LIMITS.deadline)
+        .attempt_timeout(LIMITS.attempt_timeout)
+        .build()
+        .expect("valid policy")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
+}
+
+/// Polls a future that must be ready at once.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("the success path must complete on its first poll"),
+    }
+}
+
+/// Allocations made by `calls` successful calls through `policy`, after one warm-up call.
+fn allocations_per_success(policy: &Policy, calls: u32) -> u64 {
+    let rt = runtime();
+    let _context = rt.enter();
+    let call = || ready(policy.run(async |attempt| Ok::<_, std::io::Error>(attempt.number())));
+    call().expect("warm-up");
+    allocation_counter::measure(|| {
+        for _ in 0..calls {
+            call().expect("success");
+        }
+    })
+    .count_total
+}
+
+#[test]
+fn full_policy_success_path_allocates_nothing() {
+    assert_eq!(allocations_per_success(&full_policy(), 1_000), 0);
+}
+
+#[test]
+fn policy_none_success_path_allocates_nothing() {
+    assert_eq!(allocations_per_success(&Policy::none(), 1_000), 0);
+}
+
+#[test]
+fn success_after_a_suspension_adds_no_allocation_to_the_work_itself() {
+    // The callback yields once, so the attempt ceiling's timer is armed and polled. tokio's
+    // own yield allocates, so the baseline is the same work without rampart.
+    let policy = full_policy();
+    let rt = runtime();
+    let through_policy = || {
+        rt.block_on(async {
+            for _ in 0..100 {
+                policy
+                    .run(async |attempt| {
+                        tokio::task::yield_now().await;
+                        Ok::<_, std::io::Error>(attempt.number())
+                    })
+                    .await
+                    .expect("success");
+            }
+        })
+    };
+    let direct = || {
+        rt.block_on(async {
+            for n in 0..100 {
+                tokio::task::yield_now().await;
+                std::hint::black_box(n);
+            }
+        })
+    };
+    through_policy();
+    direct();
+    let with_policy = allocation_counter::measure(through_policy).count_total;
+    let baseline = allocation_counter::measure(direct).count_total;
+    assert_eq!(
+        with_policy, baseline,
+        "rampart added allocations to 100 suspended calls"
+    );
+}
+
+/// Bytes a call's future may carry above the hand-written floor; `BUDGETS.md` gives the
+/// reason for each of them. Measured as a difference, so that tokio's own sizes (which change
+/// with its features, e.g. `test-util` in a workspace test run) cancel out.
+const FULL_ABOVE_FLOOR: usize = 280;
+
+#[test]
+fn call_future_sizes_stay_within_their_budgets() {
+    let policy = full_policy();
+    let none = Policy::none();
+    let floor = size_of_val(&retry_loop(LIMITS, async |n| Ok::<_, std::io::Error>(n)));
+    let full = size_of_val(&policy.run(async |a| Ok::<_, std::io::Error>(a.number())));
+    let pass = size_of_val(&none.run(async |a| Ok::<_, std::io::Error>(a.number())));
+    println!(
+        "future sizes: hand-written floor {floor} B, full policy {full} B (+{}), Policy::none() {pass} B",
+        full - floor
+    );
+    assert!(
+        full <= floor + FULL_ABOVE_FLOOR,
+        "a full policy's future is {full} B, {} B above the floor of {floor} B; the budget is {FULL_ABOVE_FLOOR} B",
+        full - floor
+    );
+    // One future type serves every policy: Policy::none() costs no more than a full one.
+    assert_eq!(pass, full);
+}
