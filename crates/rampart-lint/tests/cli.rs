@@ -177,3 +177,15 @@ fn the_cargo_subcommand_skips_its_own_name() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stdout(&output).contains(r#""code":"R005""#));
 }
+
+#[test]
+fn the_workspace_examples_and_benchmarks_lint_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let paths: Vec<String> = ["crates/rampart/examples", "crates/rampart/src", "bench"]
+        .iter()
+        .map(|p| root.join(p).to_string_lossy().into_owned())
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let output = lint(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+}

@@ -1,0 +1,107 @@
+//! The manual clock drives a policy on a multi-threaded runtime: the test decides when time
+//! moves, and every duration is exact.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rampart::backoff::Backoff;
+use rampart::testing::{advance_until, wait_for_pending};
+use rampart::{Error, ManualClock, Policy};
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_timeout_then_retry_on_a_manual_clock_across_threads() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(2)
+        .attempt_timeout(SEC)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let start = clock.now();
+    let mut call = tokio::spawn(async move {
+        policy
+            .run(async move |attempt| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                attempt.cancelled().await;
+                Err::<(), _>("cancelled")
+            })
+            .await
+    });
+    wait_for_pending(
+        &mut call,
+        || attempts.load(Ordering::SeqCst) == 1 && clock.sleepers() == 1,
+        "the first timed attempt",
+    )
+    .await
+    .expect("first attempt");
+    advance_until(
+        &clock,
+        SEC,
+        || attempts.load(Ordering::SeqCst) == 2 && clock.sleepers() == 1,
+        "the retry attempt",
+        1,
+    )
+    .await
+    .expect("retry");
+    advance_until(&clock, SEC, || call.is_finished(), "the final timeout", 1)
+        .await
+        .expect("final timeout");
+    let outcome = call.await.expect("joined");
+    assert!(matches!(
+        outcome,
+        Err(Error::AttemptTimeout { attempts: 2, .. })
+    ));
+    assert_eq!(clock.now() - start, 2 * SEC);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_on_a_manual_clock_waits_for_the_test_to_move_time() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(2)
+        .no_deadline()
+        .backoff(Backoff::constant(30 * SEC))
+        .build()
+        .expect("valid");
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let mut call = tokio::spawn(async move {
+        policy
+            .run(async move |attempt| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                if attempt.is_retry() {
+                    Ok(())
+                } else {
+                    Err("unavailable")
+                }
+            })
+            .await
+    });
+    wait_for_pending(&mut call, || clock.sleepers() == 1, "the 30s backoff")
+        .await
+        .expect("backoff");
+    let stalled = advance_until(
+        &clock,
+        10 * SEC,
+        || attempts.load(Ordering::SeqCst) == 2,
+        "the retry",
+        2,
+    )
+    .await
+    .expect_err("20s of a 30s backoff is not enough");
+    assert_eq!(
+        stalled.to_string(),
+        "waiting for the retry: condition not met after 2 advances of 10s (20s of virtual time)"
+    );
+    advance_until(&clock, 10 * SEC, || call.is_finished(), "the retry", 1)
+        .await
+        .expect("retry after 30s");
+    assert!(call.await.expect("joined").is_ok());
+}
