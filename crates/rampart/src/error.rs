@@ -45,6 +45,8 @@ pub enum Error<E> {
         /// The deadline that applied, measured from the start of the call (the clamped one when
         /// an inherited deadline was shorter than the policy's).
         deadline: Duration,
+        /// Which deadline that was: the policy's own, or the one inherited from the caller.
+        source: DeadlineSource,
         /// Attempts made.
         attempts: u32,
         /// The last attempt's failure, if an attempt ran.
@@ -63,6 +65,16 @@ pub enum Error<E> {
     },
     /// The policy's configuration is invalid for this call (a dynamic value it resolved).
     Config(ConfigError),
+}
+
+/// Where the deadline that ended a call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadlineSource {
+    /// The policy's own `deadline`.
+    Policy,
+    /// The ambient deadline: the time the caller upstream was still waiting.
+    Inherited,
 }
 
 /// The component that refused a call.
@@ -176,14 +188,26 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             ),
             Error::DeadlineExceeded {
                 deadline,
+                source,
                 attempts,
                 last,
             } => {
-                write!(
-                    f,
-                    "deadline of {deadline:?} exceeded after {}",
-                    Attempts(*attempts)
-                )?;
+                let inherited = match source {
+                    DeadlineSource::Policy => "",
+                    DeadlineSource::Inherited => "inherited ",
+                };
+                if *attempts == 0 {
+                    write!(
+                        f,
+                        "{inherited}deadline of {deadline:?} had passed before the first attempt"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "{inherited}deadline of {deadline:?} exceeded after {}",
+                        Attempts(*attempts)
+                    )?;
+                }
                 match last {
                     Some(last) => write!(f, "; last failure: {last}"),
                     None => Ok(()),
@@ -294,6 +318,7 @@ mod tests {
     fn deadline_message_names_the_deadline_attempts_and_last_failure() {
         let e: Error<&str> = Error::DeadlineExceeded {
             deadline: Duration::from_millis(200),
+            source: DeadlineSource::Policy,
             attempts: 1,
             last: Some(Box::new(Error::Inner("connection reset"))),
         };

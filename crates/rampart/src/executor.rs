@@ -51,11 +51,13 @@ use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::ambient::Ambient;
 use crate::attempt::{Attempt, Fired};
 use crate::backoff::{BackoffInput, Curve};
 use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant, Sleep};
-use crate::error::{ConfigError, ConfigProblem, Error};
+use crate::criticality::Criticality;
+use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::policy::{Policy, Shared, TimeoutContext, TimeoutMode};
 use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled, StopReason};
@@ -161,13 +163,34 @@ pub(crate) enum Step<T, E> {
     Retry(Duration),
 }
 
+/// Where a call's effective deadline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Policy,
+    Inherited,
+    Drain,
+}
+
+/// The call's effective deadline: the earliest of the policy's, the ambient one and the drain
+/// grace.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    at: Instant,
+    /// From the start of the call: what `DeadlineExceeded` reports.
+    span: Duration,
+    source: Source,
+}
+
 /// The running state of one call: everything the loop decides with, shared by the async and
 /// the blocking executors.
 pub(crate) struct CallState<'p, C> {
     pub(crate) shared: &'p Shared<C>,
     pub(crate) timed: bool,
     start: Option<Instant>,
-    deadline: Option<(Instant, Duration)>,
+    deadline: Option<Bound>,
+    /// The call's criticality (`Critical` unless the policy reads the ambient one).
+    #[expect(dead_code, reason = "read by the retry budget's gate, next")]
+    pub(crate) level: Criticality,
     pub(crate) attempts: u32,
     ceiling: Option<Duration>,
     previous_delay: Duration,
@@ -175,20 +198,49 @@ pub(crate) struct CallState<'p, C> {
 }
 
 impl<'p, C> CallState<'p, C> {
-    /// Step 1: resolve the clock and the deadline once.
+    /// Step 1: resolve the clock, the deadline and the level once.
     #[inline(always)]
     pub(crate) fn start(shared: &'p Shared<C>, timed: bool) -> Self {
-        let timed = timed || shared.reads_clock;
+        let draining = shared.drain.is_draining();
+        let timed = timed || shared.reads_clock || draining;
         let start = timed.then(|| shared.clock.now());
-        let deadline = match (start, shared.deadline) {
-            (Some(start), Some(span)) => start.checked_add(span).map(|at| (at, span)),
-            _ => None,
+        let ambient = if shared.ambient_deadline || shared.ambient_criticality {
+            Ambient::current()
+        } else {
+            Ambient::new()
         };
+        let level = match shared.ambient_criticality {
+            true => ambient.criticality(),
+            false => Criticality::Critical,
+        };
+        let mut deadline = None;
+        if let Some(start) = start {
+            let bound = |at: Instant, source| Bound {
+                at,
+                span: at.saturating_duration_since(start),
+                source,
+            };
+            let policy = shared.deadline.and_then(|span| start.checked_add(span));
+            let inherited = ambient
+                .deadline()
+                .filter(|_| shared.ambient_deadline)
+                .map(|d| d.instant());
+            let grace = shared.drain.grace_until().filter(|_| draining);
+            deadline = [
+                policy.map(|at| bound(at, Source::Policy)),
+                inherited.map(|at| bound(at, Source::Inherited)),
+                grace.map(|at| bound(at, Source::Drain)),
+            ]
+            .into_iter()
+            .flatten()
+            .min_by_key(|b| b.at);
+        }
         CallState {
             shared,
             timed,
             start,
             deadline,
+            level,
             attempts: 0,
             ceiling: None,
             previous_delay: Duration::ZERO,
@@ -204,7 +256,7 @@ impl<'p, C> CallState<'p, C> {
 
     fn remaining(&self, now: Option<Instant>) -> Option<Duration> {
         match (self.deadline, now) {
-            (Some((at, _)), Some(now)) => Some(at.saturating_duration_since(now)),
+            (Some(bound), Some(now)) => Some(bound.at.saturating_duration_since(now)),
             _ => None,
         }
     }
@@ -409,6 +461,9 @@ impl<'p, C> CallState<'p, C> {
         if remaining == Some(Duration::ZERO) {
             return Step::Finish(self.deadline_exceeded(Some(outcome)));
         }
+        if self.shared.drain.is_draining() {
+            return Step::Finish(self.draining(outcome, now));
+        }
         let curve = match verdict {
             Verdict::Throttled { .. } => Curve::Throttled,
             _ => Curve::Transient,
@@ -470,16 +525,54 @@ impl<'p, C> CallState<'p, C> {
 
     #[cold]
     fn deadline_exceeded<T, E>(&self, last: Option<Outcome<T, E>>) -> Finish<T, E> {
-        let deadline = self.deadline.map_or(Duration::ZERO, |(_, span)| span);
-        let result = match last.map(|outcome| self.result(outcome)) {
-            Some(Ok(value)) => Ok(value),
-            last => Err(Error::DeadlineExceeded {
-                deadline,
+        let Some(bound) = self.deadline else {
+            unreachable!("a deadline is exceeded only when there is one")
+        };
+        let last = match last.map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => {
+                return self.finish(Ok(value), StopReason::DeadlineExceeded, self.now());
+            }
+            last => last.and_then(Result::err).map(Box::new),
+        };
+        let (error, stop) = match bound.source {
+            Source::Drain => (
+                Error::Rejected {
+                    reason: RejectReason::Draining,
+                    retry_after: None,
+                    attempts: self.attempts,
+                    last,
+                },
+                StopReason::Draining,
+            ),
+            source => (
+                Error::DeadlineExceeded {
+                    deadline: bound.span,
+                    source: match source {
+                        Source::Inherited => DeadlineSource::Inherited,
+                        _ => DeadlineSource::Policy,
+                    },
+                    attempts: self.attempts,
+                    last,
+                },
+                StopReason::DeadlineExceeded,
+            ),
+        };
+        self.finish(Err(error), stop, self.now())
+    }
+
+    /// The process is draining: no further attempt starts.
+    #[cold]
+    fn draining<T, E>(&self, last: Outcome<T, E>, now: Option<Instant>) -> Finish<T, E> {
+        let result = match self.result(last) {
+            Ok(value) => Ok(value),
+            Err(last) => Err(Error::Rejected {
+                reason: RejectReason::Draining,
+                retry_after: None,
                 attempts: self.attempts,
-                last: last.and_then(Result::err).map(Box::new),
+                last: Some(Box::new(last)),
             }),
         };
-        self.finish(result, StopReason::DeadlineExceeded, self.now())
+        self.finish(result, StopReason::Draining, now)
     }
 
     #[cold]
@@ -533,7 +626,7 @@ where
     F: AsyncFnMut(&Attempt) -> Result<T, E>,
     L: Record,
 {
-    if shared.pass_through && caller.is_none() && !L::TIMED {
+    if shared.pass_through && caller.is_none() && !L::TIMED && !shared.drain.is_draining() {
         let finish = pass_through(shared, op).await;
         log.stop(finish.stop);
         return finish.outcome;

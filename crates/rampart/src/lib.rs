@@ -51,15 +51,23 @@
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
 //! | [`clock`] | the injectable clock (system or manual) |
+//! | [`deadline`] | `Deadline`: the instant a caller stops waiting |
+//! | [`criticality`] | `Criticality`: how much a request matters, and its strict wire parser |
+//! | [`ambient`] | the deadline and criticality of the current request, across tasks |
+//! | [`drain`] | graceful shutdown: no retries, deadlines clamped to the grace |
 //! | [`event`] | events, listeners and hooks |
 //! | [`error`] | `Error<E>` and `ConfigError` |
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
 //! | [`testing`] | helpers for tests on a manual clock |
 
+pub mod ambient;
 pub mod attempt;
 pub mod backoff;
 pub mod classify;
 pub mod clock;
+pub mod criticality;
+pub mod deadline;
+pub mod drain;
 pub mod error;
 pub mod event;
 pub mod executor;
@@ -68,10 +76,13 @@ pub mod policy;
 pub mod result;
 pub mod testing;
 
+pub use ambient::Ambient;
 pub use attempt::Attempt;
 pub use classify::{Classify, ErrorsAreTransient, IoErrors, Verdict};
 pub use clock::{Clock, Instant, ManualClock};
-pub use error::{ConfigError, ConfigProblem, Error, RejectReason};
+pub use criticality::Criticality;
+pub use deadline::Deadline;
+pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
 pub use event::{AttemptOutcome, Event};
 pub use executor::Call;
 pub use policy::{Policy, PolicyBuilder, TimeoutContext, TimeoutMode};

@@ -50,6 +50,7 @@ use crate::attempt::Attempt;
 use crate::backoff::Backoff;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::clock::Clock;
+use crate::drain::Drain;
 use crate::error::{ConfigError, ConfigProblem, Error};
 use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
 use crate::executor::Call;
@@ -117,6 +118,12 @@ pub(crate) struct Shared<C> {
     pub(crate) reads_clock: bool,
     /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
     pub(crate) pass_through: bool,
+    /// Whether a call reads the ambient deadline.
+    pub(crate) ambient_deadline: bool,
+    /// Whether a call reads the ambient criticality.
+    pub(crate) ambient_criticality: bool,
+    /// The drain this policy obeys.
+    pub(crate) drain: Drain,
 }
 
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
@@ -260,6 +267,12 @@ impl<C> fmt::Debug for Policy<C> {
 /// Builds a [`Policy`]; every setter has a default, and [`build`](Self::build) validates.
 #[must_use = "a builder does nothing until built"]
 pub struct PolicyBuilder<C = ErrorsAreTransient> {
+    settings: Settings,
+    classifier: C,
+}
+
+/// Everything a builder holds but the classifier.
+struct Settings {
     name: String,
     max_attempts: u32,
     deadline: Option<Duration>,
@@ -267,24 +280,31 @@ pub struct PolicyBuilder<C = ErrorsAreTransient> {
     timeout_fn: Option<TimeoutFn>,
     mode: TimeoutMode,
     backoff: Backoff,
-    classifier: C,
     telemetry: Telemetry,
     clock: Clock,
+    ambient_deadline: bool,
+    ambient_criticality: bool,
+    drain: Drain,
 }
 
 impl PolicyBuilder {
     fn new() -> Self {
         PolicyBuilder {
-            name: "rampart".to_owned(),
-            max_attempts: 3,
-            deadline: Some(Duration::from_secs(30)),
-            attempt_timeout: Some(Duration::from_secs(10)),
-            timeout_fn: None,
-            mode: TimeoutMode::default(),
-            backoff: Backoff::default(),
+            settings: Settings {
+                name: "rampart".to_owned(),
+                max_attempts: 3,
+                deadline: Some(Duration::from_secs(30)),
+                attempt_timeout: Some(Duration::from_secs(10)),
+                timeout_fn: None,
+                mode: TimeoutMode::default(),
+                backoff: Backoff::default(),
+                telemetry: Telemetry::default(),
+                clock: Clock::system(),
+                ambient_deadline: false,
+                ambient_criticality: false,
+                drain: Drain::global().clone(),
+            },
             classifier: ErrorsAreTransient,
-            telemetry: Telemetry::default(),
-            clock: Clock::system(),
         }
     }
 }
@@ -292,38 +312,38 @@ impl PolicyBuilder {
 impl<C> PolicyBuilder<C> {
     /// The name used in events, errors and [`Policy::explain`].
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.settings.name = name.into();
         self
     }
 
     /// Attempts per call, the first included (default 3; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts;
+        self.settings.max_attempts = attempts;
         self
     }
 
     /// The bound on the whole call, backoffs included (default 30 s; must be positive).
     pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
+        self.settings.deadline = Some(deadline);
         self
     }
 
     /// No bound on the whole call.
     pub fn no_deadline(mut self) -> Self {
-        self.deadline = None;
+        self.settings.deadline = None;
         self
     }
 
     /// The bound on each attempt (default 10 s; must be positive). The executor cuts it to the
     /// time left before the deadline.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.attempt_timeout = Some(timeout);
+        self.settings.attempt_timeout = Some(timeout);
         self
     }
 
     /// No bound on each attempt beyond the deadline.
     pub fn no_attempt_timeout(mut self) -> Self {
-        self.attempt_timeout = None;
+        self.settings.attempt_timeout = None;
         self
     }
 
@@ -334,60 +354,74 @@ impl<C> PolicyBuilder<C> {
         mut self,
         generator: impl Fn(&TimeoutContext<'_>) -> Duration + Send + Sync + 'static,
     ) -> Self {
-        self.timeout_fn = Some(Arc::new(generator));
+        self.settings.timeout_fn = Some(Arc::new(generator));
         self
     }
 
     /// What happens to an attempt at its ceiling (default: abandon with zero grace).
     pub fn timeout_mode(mut self, mode: TimeoutMode) -> Self {
-        self.mode = mode;
+        self.settings.mode = mode;
         self
     }
 
     /// The wait between attempts.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.settings.backoff = backoff;
         self
     }
 
     /// Decides what each outcome means; see [`crate::classify`].
     pub fn classifier<C2>(self, classifier: C2) -> PolicyBuilder<C2> {
         PolicyBuilder {
-            name: self.name,
-            max_attempts: self.max_attempts,
-            deadline: self.deadline,
-            attempt_timeout: self.attempt_timeout,
-            timeout_fn: self.timeout_fn,
-            mode: self.mode,
-            backoff: self.backoff,
+            settings: self.settings,
             classifier,
-            telemetry: self.telemetry,
-            clock: self.clock,
         }
     }
 
     /// The clock every timer of this policy uses (default: the system clock).
     pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
-        self.clock = clock.into();
+        self.settings.clock = clock.into();
+        self
+    }
+
+    /// Bounds each call by the ambient deadline too (the time the caller upstream is still
+    /// waiting): the effective deadline is `min(policy deadline, ambient)`, resolved once per
+    /// call. Off by default. See [`crate::ambient`].
+    pub fn use_ambient_deadline(mut self, enabled: bool) -> Self {
+        self.settings.ambient_deadline = enabled;
+        self
+    }
+
+    /// Reads the ambient [`Criticality`](crate::Criticality) once per call: a `Sheddable` call
+    /// may not spend the last half of the retry budget and is never hedged. Off by default
+    /// (every call is then `Critical`).
+    pub fn use_ambient_criticality(mut self, enabled: bool) -> Self {
+        self.settings.ambient_criticality = enabled;
+        self
+    }
+
+    /// The drain this policy obeys (default: [`Drain::global`]).
+    pub fn drain(mut self, drain: &Drain) -> Self {
+        self.settings.drain = drain.clone();
         self
     }
 
     /// Adds a listener for every [`Event`].
     pub fn listener(mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
-        self.telemetry.listeners.push(Arc::new(listener));
+        self.settings.telemetry.listeners.push(Arc::new(listener));
         self
     }
 
     /// Called before each backoff sleep.
     pub fn on_retry(mut self, hook: impl Fn(&RetryInfo<'_>) + Send + Sync + 'static) -> Self {
-        self.telemetry.on_retry = Some(Arc::new(hook));
+        self.settings.telemetry.on_retry = Some(Arc::new(hook));
         self
     }
 
     /// Called when the executor's attempt ceiling decided an attempt's outcome (not when the
     /// attempt finished anyway and its result was kept).
     pub fn on_timeout(mut self, hook: impl Fn(&TimeoutInfo<'_>) + Send + Sync + 'static) -> Self {
-        self.telemetry.on_timeout = Some(Arc::new(hook));
+        self.settings.telemetry.on_timeout = Some(Arc::new(hook));
         self
     }
 
@@ -396,28 +430,29 @@ impl<C> PolicyBuilder<C> {
         mut self,
         diagnostics: impl Fn(&CallbackFailure<'_>) + Send + Sync + 'static,
     ) -> Self {
-        self.telemetry.diagnostics = Some(Arc::new(diagnostics));
+        self.settings.telemetry.diagnostics = Some(Arc::new(diagnostics));
         self
     }
 
     /// Validates every setting and builds the policy, or lists every problem.
     pub fn build(self) -> Result<Policy<C>, ConfigError> {
+        let s = self.settings;
         let mut problems = Vec::new();
-        if self.max_attempts == 0 {
+        if s.max_attempts == 0 {
             problems.push(ConfigProblem::new(
                 "max_attempts",
                 "must be at least 1 (was 0)",
             ));
         }
         for (field, value) in [
-            ("deadline", self.deadline),
-            ("attempt_timeout", self.attempt_timeout),
+            ("deadline", s.deadline),
+            ("attempt_timeout", s.attempt_timeout),
         ] {
             if value == Some(Duration::ZERO) {
                 problems.push(ConfigProblem::new(field, "must be positive (was 0ns)"));
             }
         }
-        if let TimeoutMode::Abandon { grace } = self.mode
+        if let TimeoutMode::Abandon { grace } = s.mode
             && grace > Duration::from_secs(3600)
         {
             problems.push(ConfigProblem::new(
@@ -425,30 +460,40 @@ impl<C> PolicyBuilder<C> {
                 format!("must be at most 1h (was {grace:?})"),
             ));
         }
-        self.backoff.validate(&mut problems);
+        s.backoff.validate(&mut problems);
+        if s.ambient_criticality && s.max_attempts == 1 {
+            problems.push(ConfigProblem::new(
+                "use_ambient_criticality",
+                "has nothing to gate: the policy makes one attempt and does not hedge",
+            ));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        let reads_clock = self.deadline.is_some()
-            || self.attempt_timeout.is_some()
-            || self.timeout_fn.is_some()
-            || self.telemetry.is_listened();
+        let reads_clock = s.deadline.is_some()
+            || s.attempt_timeout.is_some()
+            || s.timeout_fn.is_some()
+            || s.ambient_deadline
+            || s.telemetry.is_listened();
         Ok(Policy {
             shared: Arc::new(Shared {
-                name: self.name.into_boxed_str(),
-                max_attempts: self.max_attempts,
-                deadline: self.deadline,
-                attempt_timeout: self.attempt_timeout,
-                timeout_fn: self.timeout_fn,
-                mode: self.mode,
-                backoff: self.backoff,
+                pass_through: !reads_clock && s.max_attempts == 1,
+                name: s.name.into_boxed_str(),
+                max_attempts: s.max_attempts,
+                deadline: s.deadline,
+                attempt_timeout: s.attempt_timeout,
+                timeout_fn: s.timeout_fn,
+                mode: s.mode,
+                backoff: s.backoff,
                 classifier: self.classifier,
-                telemetry: self.telemetry,
-                clock: self.clock,
+                telemetry: s.telemetry,
+                clock: s.clock,
+                ambient_deadline: s.ambient_deadline,
+                ambient_criticality: s.ambient_criticality,
+                drain: s.drain,
                 typical: TypicalLatency::default(),
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,
-                pass_through: !reads_clock && self.max_attempts == 1,
             }),
         })
     }
@@ -456,13 +501,14 @@ impl<C> PolicyBuilder<C> {
 
 impl<C> fmt::Debug for PolicyBuilder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.settings;
         f.debug_struct("PolicyBuilder")
-            .field("name", &self.name)
-            .field("max_attempts", &self.max_attempts)
-            .field("deadline", &self.deadline)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("mode", &self.mode)
-            .field("backoff", &self.backoff)
+            .field("name", &s.name)
+            .field("max_attempts", &s.max_attempts)
+            .field("deadline", &s.deadline)
+            .field("attempt_timeout", &s.attempt_timeout)
+            .field("mode", &s.mode)
+            .field("backoff", &s.backoff)
             .finish_non_exhaustive()
     }
 }

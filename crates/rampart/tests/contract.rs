@@ -329,6 +329,7 @@ async fn backoff_that_does_not_fit_the_deadline_is_not_slept() {
             deadline,
             attempts,
             last,
+            ..
         }) => {
             assert_eq!((deadline, attempts), (SEC, 1));
             assert_eq!(last.and_then(|l| l.into_inner()), Some(Fail(1)));

@@ -1,0 +1,208 @@
+//! The ambient context: the deadline and criticality of the request a task is working for,
+//! carried across `.await` points and, with the helpers here, into spawned tasks and blocking
+//! threads.
+//!
+//! A service holding 200 ms of its caller's patience should not let the next service work for
+//! ten seconds. The inbound edge (an HTTP layer, say) opens a scope with the received deadline
+//! and level; every policy inside it that opted in
+//! ([`use_ambient_deadline`](crate::PolicyBuilder::use_ambient_deadline),
+//! [`use_ambient_criticality`](crate::PolicyBuilder::use_ambient_criticality)) reads them once
+//! per call: its deadline becomes `min(policy deadline, time the caller is still waiting)`.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use rampart::{Ambient, Criticality, Deadline};
+//!
+//! let ambient = Ambient::new()
+//!     .with_deadline(Deadline::after(Duration::from_millis(200)))
+//!     .with_criticality(Criticality::Sheddable);
+//! ambient
+//!     .scope(async {
+//!         tokio::task::yield_now().await;
+//!         assert_eq!(Criticality::current(), Criticality::Sheddable);
+//!         assert!(Deadline::current().is_some());
+//!         // A spawned task sees the scope only through the helper.
+//!         let inherited = Ambient::spawn(async { Deadline::current().is_some() });
+//!         assert!(inherited.await.unwrap());
+//!         let lost = tokio::spawn(async { Deadline::current().is_some() });
+//!         assert!(!lost.await.unwrap());
+//!     })
+//!     .await;
+//! # }
+//! ```
+//!
+//! Nested scopes never extend an inherited deadline: a scope's deadline is the earlier of its
+//! own and the enclosing one. Reading the ambient context outside any scope is cheap and gives
+//! "no deadline, Critical". A policy that did not opt in never reads it (one branch per call).
+
+use std::future::Future;
+
+use tokio::task::JoinHandle;
+
+use crate::clock::Instant;
+use crate::criticality::Criticality;
+use crate::deadline::Deadline;
+
+tokio::task_local! {
+    static AMBIENT: Ambient;
+}
+
+/// The deadline and criticality of the work in progress.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ambient {
+    deadline: Option<Deadline>,
+    criticality: Option<Criticality>,
+}
+
+impl Ambient {
+    /// No deadline, no level (reads as `Critical`).
+    pub const fn new() -> Self {
+        Ambient {
+            deadline: None,
+            criticality: None,
+        }
+    }
+
+    /// The context of the current task or blocking scope, or [`Ambient::new`] outside any.
+    pub fn current() -> Ambient {
+        AMBIENT.try_with(|ambient| *ambient).unwrap_or_default()
+    }
+
+    /// This context with `deadline`, or the one it has if that is earlier.
+    pub fn with_deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = Some(match self.deadline {
+            Some(existing) => existing.min(deadline),
+            None => deadline,
+        });
+        self
+    }
+
+    /// This context with `level`.
+    pub fn with_criticality(mut self, level: Criticality) -> Self {
+        self.criticality = Some(level);
+        self
+    }
+
+    /// The deadline, if any.
+    pub fn deadline(&self) -> Option<Deadline> {
+        self.deadline
+    }
+
+    /// The level (`Critical` when none was set).
+    pub fn criticality(&self) -> Criticality {
+        self.criticality.unwrap_or_default()
+    }
+
+    /// Whether a level was set explicitly.
+    pub fn has_criticality(&self) -> bool {
+        self.criticality.is_some()
+    }
+
+    /// Runs `future` with this context, merged into the current one (a deadline never later
+    /// than the enclosing scope's).
+    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        AMBIENT.scope(Ambient::current().merge(self), future)
+    }
+
+    /// Runs `f` on this thread with this context visible to [`Ambient::current`]: for blocking
+    /// code.
+    pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        AMBIENT.sync_scope(Ambient::current().merge(self), f)
+    }
+
+    /// `future` bound to the current context, to hand to an executor yourself.
+    pub fn bind<F: Future>(future: F) -> impl Future<Output = F::Output> {
+        AMBIENT.scope(Ambient::current(), future)
+    }
+
+    /// `tokio::spawn`, carrying the current context into the new task.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `tokio::spawn` does.
+    pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        tokio::spawn(Ambient::bind(future))
+    }
+
+    /// `tokio::task::spawn_blocking`, carrying the current context onto the blocking thread.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime, as `spawn_blocking` does.
+    pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let ambient = Ambient::current();
+        tokio::task::spawn_blocking(move || ambient.sync_scope(f))
+    }
+
+    /// A closure for a plain `std::thread::spawn` that runs `f` in the current context.
+    pub fn carry<F, R>(f: F) -> impl FnOnce() -> R + Send + 'static
+    where
+        F: FnOnce() -> R + Send + 'static,
+    {
+        let ambient = Ambient::current();
+        move || ambient.sync_scope(f)
+    }
+
+    fn merge(self, inner: Ambient) -> Ambient {
+        let mut merged = self;
+        if let Some(deadline) = inner.deadline {
+            merged = merged.with_deadline(deadline);
+        }
+        if let Some(level) = inner.criticality {
+            merged.criticality = Some(level);
+        }
+        merged
+    }
+
+    /// Time left before the deadline at `now`; `None` without a deadline.
+    pub fn remaining_at(&self, now: Instant) -> Option<std::time::Duration> {
+        self.deadline
+            .map(|d| d.instant().saturating_duration_since(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn inner_scope_cannot_extend_the_enclosing_deadline() {
+        let outer = Deadline::after(Duration::from_millis(100));
+        let later = Deadline::after(Duration::from_secs(10));
+        let seen = Ambient::new()
+            .with_deadline(outer)
+            .scope(
+                Ambient::new()
+                    .with_deadline(later)
+                    .scope(async { Deadline::current() }),
+            )
+            .await;
+        assert_eq!(seen, Some(outer));
+    }
+
+    #[tokio::test]
+    async fn outside_any_scope_there_is_no_deadline_and_the_level_is_critical() {
+        assert_eq!(Ambient::current(), Ambient::new());
+        assert_eq!(Criticality::current(), Criticality::Critical);
+    }
+
+    #[test]
+    fn sync_scope_is_visible_to_blocking_code_and_restored_after() {
+        let level = Ambient::new()
+            .with_criticality(Criticality::SheddablePlus)
+            .sync_scope(Criticality::current);
+        assert_eq!(level, Criticality::SheddablePlus);
+        assert_eq!(Criticality::current(), Criticality::Critical);
+    }
+}
