@@ -102,8 +102,12 @@ impl Ambient {
 
     /// Runs `future` with this context, merged into the current one (a deadline never later
     /// than the enclosing scope's).
-    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
-        AMBIENT.scope(Ambient::current().merge(self), future)
+    ///
+    /// The merge happens when the returned future is first polled, so a scope built before the
+    /// enclosing one is entered still cannot outlive it.
+    pub async fn scope<F: Future>(self, future: F) -> F::Output {
+        let merged = Ambient::current().merge(self);
+        AMBIENT.scope(merged, future).await
     }
 
     /// Runs `f` on this thread with this context visible to [`Ambient::current`]: for blocking

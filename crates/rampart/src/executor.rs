@@ -189,7 +189,6 @@ pub(crate) struct CallState<'p, C> {
     start: Option<Instant>,
     deadline: Option<Bound>,
     /// The call's criticality (`Critical` unless the policy reads the ambient one).
-    #[expect(dead_code, reason = "read by the retry budget's gate, next")]
     pub(crate) level: Criticality,
     pub(crate) attempts: u32,
     ceiling: Option<Duration>,
@@ -446,6 +445,9 @@ impl<'p, C> CallState<'p, C> {
     ) -> Step<T, E> {
         match verdict {
             Verdict::Ok => {
+                if let (Some(budget), Some(now)) = (&self.shared.budget, now) {
+                    budget.deposit(now);
+                }
                 return Step::Finish(self.finish(self.result(outcome), StopReason::Succeeded, now));
             }
             Verdict::Permanent => {
@@ -464,6 +466,11 @@ impl<'p, C> CallState<'p, C> {
         if self.shared.drain.is_draining() {
             return Step::Finish(self.draining(outcome, now));
         }
+        if !matches!(verdict, Verdict::Refused { .. })
+            && let Err(retry_after) = self.spend_budget(now)
+        {
+            return Step::Finish(self.budget_exhausted(outcome, retry_after, now));
+        }
         let curve = match verdict {
             Verdict::Throttled { .. } => Curve::Throttled,
             _ => Curve::Transient,
@@ -481,6 +488,36 @@ impl<'p, C> CallState<'p, C> {
             delay,
         });
         Step::Retry(delay)
+    }
+
+    /// Charges one retry (or hedge) to the budget. A `Sheddable` call must leave half of it.
+    pub(crate) fn spend_budget(&self, now: Option<Instant>) -> Result<(), Option<Duration>> {
+        match (&self.shared.budget, now) {
+            (Some(budget), Some(now)) => {
+                let reserve = if self.level.is_sheddable() { 0.5 } else { 0.0 };
+                budget.try_spend(now, reserve)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    #[cold]
+    fn budget_exhausted<T, E>(
+        &self,
+        last: Outcome<T, E>,
+        retry_after: Option<Duration>,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
+        let result = match self.result(last) {
+            Ok(value) => Ok(value),
+            Err(last) => Err(Error::Rejected {
+                reason: RejectReason::BudgetExhausted,
+                retry_after,
+                attempts: self.attempts,
+                last: Some(Box::new(last)),
+            }),
+        };
+        self.finish(result, StopReason::BudgetExhausted, now)
     }
 
     fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {

@@ -50,6 +50,7 @@
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
+//! | [`budget`] | the retry budget: retries capped to a fraction of traffic |
 //! | [`clock`] | the injectable clock (system or manual) |
 //! | [`deadline`] | `Deadline`: the instant a caller stops waiting |
 //! | [`criticality`] | `Criticality`: how much a request matters, and its strict wire parser |
@@ -63,6 +64,7 @@
 pub mod ambient;
 pub mod attempt;
 pub mod backoff;
+pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod criticality;
@@ -74,10 +76,12 @@ pub mod executor;
 mod latency;
 pub mod policy;
 pub mod result;
+mod sync;
 pub mod testing;
 
 pub use ambient::Ambient;
 pub use attempt::Attempt;
+pub use budget::RetryBudget;
 pub use classify::{Classify, ErrorsAreTransient, IoErrors, Verdict};
 pub use clock::{Clock, Instant, ManualClock};
 pub use criticality::Criticality;

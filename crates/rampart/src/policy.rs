@@ -22,7 +22,7 @@
 //!     .expect("valid policy");
 //! assert_eq!(
 //!     policy.explain(),
-//!     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter"
+//!     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
 //! );
 //! ```
 //!
@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attempt::Attempt;
 use crate::backoff::Backoff;
+use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::clock::Clock;
 use crate::drain::Drain;
@@ -124,6 +125,8 @@ pub(crate) struct Shared<C> {
     pub(crate) ambient_criticality: bool,
     /// The drain this policy obeys.
     pub(crate) drain: Drain,
+    /// The retry budget every retry of this policy is charged to.
+    pub(crate) budget: Option<RetryBudget>,
 }
 
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
@@ -254,6 +257,9 @@ impl<C> fmt::Display for Policy<C> {
         if s.max_attempts > 1 {
             write!(f, ", {}", s.backoff)?;
         }
+        if let Some(budget) = &s.budget {
+            write!(f, ", budget {}%", (budget.fraction() * 100.0).round())?;
+        }
         Ok(())
     }
 }
@@ -285,6 +291,17 @@ struct Settings {
     ambient_deadline: bool,
     ambient_criticality: bool,
     drain: Drain,
+    budget: Budget,
+}
+
+/// Which retry budget a policy gets.
+enum Budget {
+    /// One of its own, with the defaults, when it can retry.
+    Automatic,
+    /// The one given (shared by whoever else holds a clone).
+    Given(RetryBudget),
+    /// None: retries are limited by `max_attempts` alone.
+    None,
 }
 
 impl PolicyBuilder {
@@ -303,6 +320,7 @@ impl PolicyBuilder {
                 ambient_deadline: false,
                 ambient_criticality: false,
                 drain: Drain::global().clone(),
+                budget: Budget::Automatic,
             },
             classifier: ErrorsAreTransient,
         }
@@ -406,6 +424,21 @@ impl<C> PolicyBuilder<C> {
         self
     }
 
+    /// Charges every retry and hedge to `budget` (clones share it: give several policies the
+    /// same budget, or use [`RetryBudget::shared`]). By default a policy that can retry gets a
+    /// budget of its own with the defaults of [`crate::budget`].
+    pub fn budget(mut self, budget: RetryBudget) -> Self {
+        self.settings.budget = Budget::Given(budget);
+        self
+    }
+
+    /// No retry budget: retries are limited by `max_attempts` alone. Under a failing
+    /// dependency every layer then multiplies the load by `max_attempts`.
+    pub fn no_budget(mut self) -> Self {
+        self.settings.budget = Budget::None;
+        self
+    }
+
     /// Adds a listener for every [`Event`].
     pub fn listener(mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.settings.telemetry.listeners.push(Arc::new(listener));
@@ -461,11 +494,29 @@ impl<C> PolicyBuilder<C> {
             ));
         }
         s.backoff.validate(&mut problems);
-        if s.ambient_criticality && s.max_attempts == 1 {
-            problems.push(ConfigProblem::new(
-                "use_ambient_criticality",
-                "has nothing to gate: the policy makes one attempt and does not hedge",
-            ));
+        let budget = match s.budget {
+            Budget::Given(budget) => Some(budget),
+            Budget::Automatic if s.max_attempts > 1 => match RetryBudget::builder().build() {
+                Ok(budget) => Some(budget),
+                Err(e) => {
+                    problems.extend(e.problems().iter().cloned());
+                    None
+                }
+            },
+            Budget::Automatic | Budget::None => None,
+        };
+        if s.ambient_criticality {
+            if s.max_attempts == 1 {
+                problems.push(ConfigProblem::new(
+                    "use_ambient_criticality",
+                    "has nothing to gate: the policy makes one attempt and does not hedge",
+                ));
+            } else if budget.is_none() {
+                problems.push(ConfigProblem::new(
+                    "use_ambient_criticality",
+                    "has nothing to gate: the policy has no retry budget and does not hedge",
+                ));
+            }
         }
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
@@ -474,6 +525,7 @@ impl<C> PolicyBuilder<C> {
             || s.attempt_timeout.is_some()
             || s.timeout_fn.is_some()
             || s.ambient_deadline
+            || budget.is_some()
             || s.telemetry.is_listened();
         Ok(Policy {
             shared: Arc::new(Shared {
@@ -491,6 +543,7 @@ impl<C> PolicyBuilder<C> {
                 ambient_deadline: s.ambient_deadline,
                 ambient_criticality: s.ambient_criticality,
                 drain: s.drain,
+                budget,
                 typical: TypicalLatency::default(),
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,
