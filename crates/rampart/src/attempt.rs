@@ -43,6 +43,8 @@ use crate::clock::{Clock, Instant};
 const TIMED_OUT: u8 = 1;
 const CALLER: u8 = 2;
 const OBSERVED: u8 = 4;
+/// The callback asked for an owned token (so it may be watching it).
+const HANDED_OUT: u8 = 8;
 
 /// Why an attempt's cancellation fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +117,20 @@ impl Attempt {
     /// Whether the callback could have seen the cancellation: it awaited or checked it, or
     /// handed out an owned token.
     pub(crate) fn was_observed(&self) -> bool {
-        self.state.load(Ordering::Acquire) & OBSERVED != 0 || self.token.get().is_some()
+        self.state.load(Ordering::Acquire) & (OBSERVED | HANDED_OUT) != 0
+    }
+
+    /// The owned token, made now without counting as handed to the callback: blocking
+    /// execution schedules it to fire at the ceiling.
+    pub(crate) fn arm_token(&self) -> CancellationToken {
+        self.owned().clone()
+    }
+
+    fn owned(&self) -> &CancellationToken {
+        self.token.get_or_init(|| match &self.caller {
+            Some(caller) => caller.child_token(),
+            None => CancellationToken::new(),
+        })
     }
 
     /// The attempt's number: 1 for the first call, 2 for the first retry.
@@ -148,7 +163,11 @@ impl Attempt {
     /// Whether the attempt has been cancelled (ceiling or caller).
     pub fn is_cancelled(&self) -> bool {
         let state = self.state.load(Ordering::Acquire);
-        if state & (TIMED_OUT | CALLER) != 0 {
+        let token_fired = self
+            .token
+            .get()
+            .is_some_and(CancellationToken::is_cancelled);
+        if state & (TIMED_OUT | CALLER) != 0 || token_fired {
             self.state.fetch_or(OBSERVED, Ordering::AcqRel);
             true
         } else {
@@ -177,11 +196,8 @@ impl Attempt {
     /// Created on first use (one allocation), linked to the caller's token, cancelled at the
     /// ceiling, and fresh for each attempt.
     pub fn token(&self) -> CancellationToken {
-        let token = self.token.get_or_init(|| match &self.caller {
-            Some(caller) => caller.child_token(),
-            None => CancellationToken::new(),
-        });
-        if self.state.load(Ordering::Acquire) & (TIMED_OUT | CALLER) != 0 {
+        let token = self.owned();
+        if self.state.fetch_or(HANDED_OUT, Ordering::AcqRel) & (TIMED_OUT | CALLER) != 0 {
             token.cancel();
         }
         token.clone()

@@ -26,9 +26,11 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The instant type every rampart API speaks: tokio's, so that paused time works.
 pub use tokio::time::Instant;
@@ -74,23 +76,56 @@ impl Clock {
         Sleep { inner }
     }
 
-    /// Blocks the current thread until `deadline` or until `stop` returns true, whichever is
-    /// first; returns whether `stop` ended the wait. `stop` is checked at least every `poll`.
-    ///
-    /// Used by blocking execution; needs no runtime.
-    pub fn block_until(&self, deadline: Instant, poll: Duration, stop: &dyn Fn() -> bool) -> bool {
+    /// Blocks the current thread until `deadline`, or until `caller` is cancelled, whichever
+    /// comes first; returns whether the cancellation ended the wait. A cancellation wakes the
+    /// thread at once. Needs no runtime: used by blocking execution.
+    pub fn block_until(&self, deadline: Instant, caller: Option<&CancellationToken>) -> bool {
+        let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut cancelled = std::pin::pin!(caller.map(CancellationToken::cancelled));
+        let mut cancel_ready = |cx: &mut Context<'_>| {
+            cancelled
+                .as_mut()
+                .as_pin_mut()
+                .is_some_and(|c| c.poll(cx).is_ready())
+        };
         match &self.0 {
             Kind::System => loop {
-                if stop() {
+                if cancel_ready(&mut cx) {
                     return true;
                 }
                 let now = Instant::now();
                 if now >= deadline {
                     return false;
                 }
-                std::thread::sleep((deadline - now).min(poll));
+                std::thread::park_timeout(deadline - now);
             },
-            Kind::Manual(manual) => manual.block_until(deadline, poll, stop),
+            Kind::Manual(manual) => {
+                let mut sleep = manual.sleep_until(deadline);
+                loop {
+                    if cancel_ready(&mut cx) {
+                        return true;
+                    }
+                    if sleep.poll(&mut cx).is_ready() {
+                        return false;
+                    }
+                    std::thread::park();
+                }
+            }
+        }
+    }
+
+    /// Cancels `token` when this clock reaches `at` (at once if it has), until the returned
+    /// guard is dropped. The system clock uses one shared timer thread for every such
+    /// cancellation; the manual clock fires them when it is advanced. Used by blocking
+    /// execution, where nothing polls the attempt.
+    pub fn cancel_at(&self, at: Instant, token: CancellationToken) -> CancelGuard {
+        match &self.0 {
+            Kind::System => CancelGuard(GuardKind::System(crate::timer::schedule(at, token))),
+            Kind::Manual(manual) => match manual.schedule_cancel(at, token) {
+                Some(id) => CancelGuard(GuardKind::Manual(manual.clone(), id)),
+                None => CancelGuard(GuardKind::Fired),
+            },
         }
     }
 
@@ -152,6 +187,45 @@ impl fmt::Debug for Sleep {
     }
 }
 
+/// Keeps a cancellation scheduled by [`Clock::cancel_at`]; dropping it unschedules it.
+#[must_use = "dropping the guard unschedules the cancellation"]
+pub struct CancelGuard(GuardKind);
+
+enum GuardKind {
+    System(crate::timer::Entry),
+    Manual(ManualClock, u64),
+    Fired,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        match &self.0 {
+            GuardKind::System(entry) => crate::timer::unschedule(*entry),
+            GuardKind::Manual(manual, id) => manual.unschedule_cancel(*id),
+            GuardKind::Fired => {}
+        }
+    }
+}
+
+impl fmt::Debug for CancelGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelGuard").finish_non_exhaustive()
+    }
+}
+
+/// Wakes a parked thread.
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
 /// A clock that moves only when told to: for tests.
 ///
 /// Clones share one time line. Sleepers on it (async or blocking) wake when
@@ -164,14 +238,13 @@ pub struct ManualClock {
 
 struct ManualShared {
     state: Mutex<ManualState>,
-    moved: Condvar,
 }
 
 struct ManualState {
     now: Instant,
     next_id: u64,
     sleepers: Vec<Sleeper>,
-    blocked: usize,
+    cancels: Vec<(u64, Instant, CancellationToken)>,
 }
 
 struct Sleeper {
@@ -189,9 +262,8 @@ impl ManualClock {
                     now: Instant::now(),
                     next_id: 0,
                     sleepers: Vec::new(),
-                    blocked: 0,
+                    cancels: Vec::new(),
                 }),
-                moved: Condvar::new(),
             }),
         }
     }
@@ -210,7 +282,7 @@ impl ManualClock {
 
     /// Moves time forward by `by` and wakes every sleeper whose deadline has come.
     pub fn advance(&self, by: Duration) {
-        let due: Vec<Waker> = {
+        let (due, cancels) = {
             let mut state = self.lock();
             state.now += by;
             let now = state.now;
@@ -223,9 +295,18 @@ impl ManualClock {
                     true
                 }
             });
-            due
+            let mut cancels = Vec::new();
+            state.cancels.retain(|(_, at, token)| {
+                if *at <= now {
+                    cancels.push(token.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            (due, cancels)
         };
-        self.shared.moved.notify_all();
+        cancels.iter().for_each(CancellationToken::cancel);
         due.into_iter().for_each(Waker::wake);
     }
 
@@ -234,8 +315,7 @@ impl ManualClock {
     /// A test can wait for this to become non-zero to know a call has reached a backoff or an
     /// attempt ceiling before it advances time.
     pub fn sleepers(&self) -> usize {
-        let state = self.lock();
-        state.sleepers.len() + state.blocked
+        self.lock().sleepers.len()
     }
 
     /// The earliest deadline anyone is sleeping until, if any.
@@ -257,27 +337,23 @@ impl ManualClock {
         }
     }
 
-    fn block_until(&self, deadline: Instant, poll: Duration, stop: &dyn Fn() -> bool) -> bool {
+    /// Schedules `token` to be cancelled at `at`; `None` when `at` has already come (the
+    /// token is then cancelled at once).
+    fn schedule_cancel(&self, at: Instant, token: CancellationToken) -> Option<u64> {
         let mut state = self.lock();
-        state.blocked += 1;
-        let stopped = loop {
-            if stop() {
-                break true;
-            }
-            if state.now >= deadline {
-                break false;
-            }
-            // `poll` is real time here: it bounds how late a cancellation is noticed, while
-            // `advance` wakes the thread at once.
-            state = self
-                .shared
-                .moved
-                .wait_timeout(state, poll)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        };
-        state.blocked -= 1;
-        stopped
+        if state.now >= at {
+            drop(state);
+            token.cancel();
+            return None;
+        }
+        state.next_id += 1;
+        let id = state.next_id;
+        state.cancels.push((id, at, token));
+        Some(id)
+    }
+
+    fn unschedule_cancel(&self, id: u64) {
+        self.lock().cancels.retain(|(entry, _, _)| *entry != id);
     }
 }
 
@@ -292,7 +368,7 @@ impl fmt::Debug for ManualClock {
         let state = self.lock();
         f.debug_struct("ManualClock")
             .field("now", &state.now)
-            .field("sleepers", &(state.sleepers.len() + state.blocked))
+            .field("sleepers", &state.sleepers.len())
             .finish()
     }
 }
@@ -377,9 +453,7 @@ mod tests {
         let manual = ManualClock::new();
         let clock = Clock::from(manual.clone());
         let deadline = clock.now() + Duration::from_secs(30);
-        let waiter = std::thread::spawn(move || {
-            clock.block_until(deadline, Duration::from_millis(10), &|| false)
-        });
+        let waiter = std::thread::spawn(move || clock.block_until(deadline, None));
         while manual.sleepers() == 0 {
             std::thread::yield_now();
         }

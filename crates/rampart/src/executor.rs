@@ -78,6 +78,14 @@ impl<'a, C> Call<'a, C> {
         Call { policy, caller }
     }
 
+    pub(crate) fn shared(&self) -> &'a Shared<C> {
+        &self.policy.shared
+    }
+
+    pub(crate) fn caller(&self) -> Option<&'a CancellationToken> {
+        self.caller
+    }
+
     /// Runs `op`; see [`Policy::run`].
     pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
@@ -93,19 +101,9 @@ impl<'a, C> Call<'a, C> {
         C: Classify<T, E>,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
-        let mut report = Report {
-            log: AttemptLog::default(),
-            stop: StopReason::Succeeded,
-        };
+        let mut report = Report::default();
         let outcome = execute(&self.policy.shared, self.caller, op, &mut report).await;
-        match report.stop {
-            StopReason::Cancelled => Err(Cancelled),
-            stop => Ok(CallResult {
-                outcome,
-                stop,
-                log: report.log,
-            }),
-        }
+        report.into_result(outcome)
     }
 }
 
@@ -129,6 +127,32 @@ impl Record for () {
 pub(crate) struct Report {
     log: AttemptLog,
     stop: StopReason,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        Report {
+            log: AttemptLog::default(),
+            stop: StopReason::Succeeded,
+        }
+    }
+}
+
+impl Report {
+    /// The `try_run` result: caller cancellation stays an error.
+    pub(crate) fn into_result<T, E>(
+        self,
+        outcome: Result<T, Error<E>>,
+    ) -> Result<CallResult<T, E>, Cancelled> {
+        match self.stop {
+            StopReason::Cancelled => Err(Cancelled),
+            stop => Ok(CallResult {
+                outcome,
+                stop,
+                log: self.log,
+            }),
+        }
+    }
 }
 
 impl Record for &mut Report {
@@ -258,6 +282,25 @@ impl<'p, C> CallState<'p, C> {
             (Some(bound), Some(now)) => Some(bound.at.saturating_duration_since(now)),
             _ => None,
         }
+    }
+
+    /// Time from `began` to `now`, when both were read.
+    pub(crate) fn elapsed_since(&self, began: Option<Instant>, now: Option<Instant>) -> Duration {
+        match (began, now) {
+            (Some(began), Some(now)) => now.saturating_duration_since(began),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Ends the call before any attempt: the policy cannot run this way.
+    #[cold]
+    pub(crate) fn config_error<T, E>(
+        &self,
+        problem: ConfigProblem,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
+        let error = Error::Config(ConfigError::new(vec![problem]));
+        self.finish(Err(error), StopReason::Config, now)
     }
 
     pub(crate) fn elapsed(&self, now: Option<Instant>) -> Duration {
@@ -707,10 +750,7 @@ where
             if !fresh && !verdict.is_ok() {
                 now = call.now();
             }
-            let elapsed = match (began, now) {
-                (Some(began), Some(now)) => now.saturating_duration_since(began),
-                _ => Duration::ZERO,
-            };
+            let elapsed = call.elapsed_since(began, now);
             let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,

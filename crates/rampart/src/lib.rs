@@ -47,6 +47,7 @@
 //! |---|---|
 //! | [`policy`] | `Policy`, its builder and defaults |
 //! | [`executor`] | the loop that runs a call |
+//! | [`blocking`] | the same policy for a synchronous callback |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
@@ -64,6 +65,7 @@
 pub mod ambient;
 pub mod attempt;
 pub mod backoff;
+pub mod blocking;
 pub mod budget;
 pub mod classify;
 pub mod clock;
@@ -78,6 +80,7 @@ pub mod policy;
 pub mod result;
 mod sync;
 pub mod testing;
+mod timer;
 
 pub use ambient::Ambient;
 pub use attempt::Attempt;

@@ -129,6 +129,14 @@ pub(crate) struct Shared<C> {
     pub(crate) budget: Option<RetryBudget>,
 }
 
+impl<C> Shared<C> {
+    /// The option that makes this policy unable to run a blocking callback, if any.
+    pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
+        let _ = self;
+        None
+    }
+}
+
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
 ///
 /// `C` is the classifier; see [`crate::classify`].

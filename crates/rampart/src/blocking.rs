@@ -1,0 +1,162 @@
+//! Blocking execution: the same policy, for a synchronous callback on the calling thread.
+//!
+//! Same retries, deadline arithmetic, budget, classification and events as the async executor:
+//! both run the decisions of [`executor`](crate::executor)'s `CallState` and differ only in how
+//! they wait. Here a backoff blocks the thread (and a caller cancellation wakes it at once),
+//! and the attempt's token is cancelled at its ceiling by one shared timer thread (or by the
+//! manual clock when a test advances it), not by a thread per call. No tokio runtime is needed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::Policy;
+//!
+//! let policy = Policy::builder()
+//!     .max_attempts(3)
+//!     .attempt_timeout(Duration::from_millis(200))
+//!     .build()
+//!     .expect("valid policy");
+//! let size = policy.run_blocking(|attempt| {
+//!     // Long work checks its attempt between steps.
+//!     if attempt.is_cancelled() {
+//!         return Err(std::io::Error::other("stopped at the ceiling"));
+//!     }
+//!     std::fs::metadata(".").map(|m| m.len())
+//! });
+//! assert!(size.is_ok());
+//! ```
+//!
+//! # Cancellation
+//!
+//! A blocking attempt cannot be abandoned: it is always awaited. Its token
+//! ([`Attempt::token`], [`Attempt::is_cancelled`]) fires at the ceiling; a callback that ignores
+//! it and overruns its ceiling by more than 1 s is reported as `OrphanedWork` when it returns.
+//! Anything that needs async execution (hedging) fails the call before the callback runs, with
+//! a configuration error that names the option.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::{Attempt, Fired};
+use crate::classify::Classify;
+use crate::error::Error;
+use crate::executor::{Call, CallState, Record, Report, Step};
+use crate::policy::{Policy, Shared};
+use crate::result::{CallResult, Cancelled};
+
+impl<C> Policy<C> {
+    /// Runs the synchronous `op` under this policy on the calling thread; see
+    /// [`crate::blocking`].
+    pub fn run_blocking<T, E, F>(&self, op: F) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E>,
+        F: FnMut(&Attempt) -> Result<T, E>,
+    {
+        execute_blocking(&self.shared, None, op, ())
+    }
+
+    /// Like [`run_blocking`](Self::run_blocking), with the stop reason and attempt log.
+    pub fn try_run_blocking<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: FnMut(&Attempt) -> Result<T, E>,
+    {
+        let mut report = Report::default();
+        let outcome = execute_blocking(&self.shared, None, op, &mut report);
+        report.into_result(outcome)
+    }
+}
+
+impl<C> Call<'_, C> {
+    /// Runs the synchronous `op`; see [`Policy::run_blocking`].
+    pub fn run_blocking<T, E, F>(self, op: F) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E>,
+        F: FnMut(&Attempt) -> Result<T, E>,
+    {
+        execute_blocking(self.shared(), self.caller(), op, ())
+    }
+
+    /// Runs the synchronous `op` and reports how the call went; see
+    /// [`Policy::try_run_blocking`].
+    pub fn try_run_blocking<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: FnMut(&Attempt) -> Result<T, E>,
+    {
+        let mut report = Report::default();
+        let outcome = execute_blocking(self.shared(), self.caller(), op, &mut report);
+        report.into_result(outcome)
+    }
+}
+
+/// The blocking executor: the async loop's steps, waiting by blocking the thread.
+fn execute_blocking<T, E, C, F, L>(
+    shared: &Shared<C>,
+    caller: Option<&CancellationToken>,
+    mut op: F,
+    mut log: L,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    F: FnMut(&Attempt) -> Result<T, E>,
+    L: Record,
+{
+    let mut call = CallState::start(shared, true);
+    let mut attempt = Attempt::new(shared.clock.clone(), caller);
+    let mut now = call.now();
+    let finish = 'call: {
+        if let Some(problem) = shared.needs_async() {
+            break 'call call.config_error(problem, now);
+        }
+        if caller.is_some_and(CancellationToken::is_cancelled) {
+            break 'call call.cancelled(now);
+        }
+        loop {
+            let ceiling = match call.begin_attempt(now) {
+                Ok(ceiling) => ceiling,
+                Err(finish) => break 'call finish,
+            };
+            let began = now;
+            attempt.begin(call.attempts, ceiling, began);
+            let timer = attempt
+                .deadline()
+                .map(|at| shared.clock.cancel_at(at, attempt.arm_token()));
+            let result = op(&attempt);
+            drop(timer);
+            now = call.now();
+            if attempt.fired().is_none() {
+                if caller.is_some_and(CancellationToken::is_cancelled) {
+                    attempt.fire(Fired::Caller);
+                } else if attempt
+                    .deadline()
+                    .is_some_and(|at| now.is_some_and(|n| n >= at))
+                {
+                    attempt.fire(Fired::Ceiling);
+                }
+            }
+            let Some((outcome, verdict)) =
+                call.arbitrate(&attempt, Some(result), caller, began, now)
+            else {
+                attempt.end(false);
+                break 'call call.cancelled(now);
+            };
+            attempt.end(verdict.is_ok());
+            let elapsed = call.elapsed_since(began, now);
+            let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
+            let delay = match call.decide(outcome, verdict, kind, now) {
+                Step::Finish(finish) => break 'call finish,
+                Step::Retry(delay) => delay,
+            };
+            if !delay.is_zero() {
+                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                if shared.clock.block_until(wake, caller) {
+                    break 'call call.cancelled(call.now());
+                }
+            } else if caller.is_some_and(CancellationToken::is_cancelled) {
+                break 'call call.cancelled(now);
+            }
+            now = call.now();
+        }
+    };
+    log.stop(finish.stop);
+    finish.outcome
+}
