@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rampart::Policy;
+use rampart::{Breaker, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
 
 const LIMITS: Limits = Limits {
@@ -33,6 +33,7 @@ fn success_path(c: &mut Criterion) {
         .max_attempts(LIMITS.max_attempts)
         .deadline(LIMITS.deadline)
         .attempt_timeout(LIMITS.attempt_timeout)
+        .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()
         .expect("valid policy");
     let none = Policy::none();

@@ -110,9 +110,14 @@ where
         if caller.is_some_and(CancellationToken::is_cancelled) {
             break 'call call.cancelled(now);
         }
+        let mut last = None;
         loop {
-            let ceiling = match call.begin_attempt(now) {
+            let ceiling = match call.begin_attempt(now, &mut last) {
                 Ok(ceiling) => ceiling,
+                Err(finish) => break 'call finish,
+            };
+            let permit = match call.admit(now, &mut last) {
+                Ok(permit) => permit,
                 Err(finish) => break 'call finish,
             };
             let began = now;
@@ -142,9 +147,13 @@ where
             attempt.end(verdict.is_ok());
             let elapsed = call.elapsed_since(began, now);
             let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
+            call.settle(permit, kind, elapsed, now);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,
-                Step::Retry(delay) => delay,
+                Step::Retry(delay, outcome) => {
+                    last = Some(outcome);
+                    delay
+                }
             };
             if !delay.is_zero() {
                 let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;

@@ -35,6 +35,7 @@
 //! | `TimeoutIgnored` | an attempt finished after its ceiling fired, and its result was kept (`timeouts{outcome=ignored}`) |
 //! | `OrphanedWork` | an attempt that was awaited past its ceiling overran it by more than 1 s |
 //! | `AttemptAbandoned` | an attempt was dropped at its ceiling plus grace |
+//! | `BreakerTransition` | the policy's breaker opened, went half-open, closed, was isolated or reset |
 //! | `CallEnded` | exactly once per call, with its stop reason |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
@@ -47,6 +48,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::breaker::StateKind;
 use crate::result::StopReason;
 
 /// How one attempt ended, as the executor saw it.
@@ -128,6 +130,17 @@ pub enum Event<'a> {
         ceiling: Duration,
         /// The grace it was given after the ceiling.
         grace: Duration,
+    },
+    /// The policy's circuit breaker changed state.
+    BreakerTransition {
+        /// The policy's name.
+        policy: &'a str,
+        /// The state it left.
+        from: StateKind,
+        /// The state it entered.
+        to: StateKind,
+        /// How long it stays open, when it opened.
+        break_duration: Option<Duration>,
     },
     /// The call ended. Exactly one per call.
     CallEnded {
@@ -259,6 +272,7 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::TimeoutIgnored { policy, .. }
         | Event::OrphanedWork { policy, .. }
         | Event::AttemptAbandoned { policy, .. }
+        | Event::BreakerTransition { policy, .. }
         | Event::CallEnded { policy, .. } => policy,
     }
 }

@@ -54,6 +54,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::ambient::Ambient;
 use crate::attempt::{Attempt, Fired};
 use crate::backoff::{BackoffInput, Curve};
+use crate::breaker::{BreakerPermit, Evidence, Transition};
 use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant, Sleep};
 use crate::criticality::Criticality;
@@ -183,8 +184,9 @@ pub(crate) enum Outcome<T, E> {
 pub(crate) enum Step<T, E> {
     /// The call is over.
     Finish(Finish<T, E>),
-    /// Sleep this long, then try again.
-    Retry(Duration),
+    /// Sleep this long, then try again; the failed attempt's outcome is kept as the call's
+    /// last failure.
+    Retry(Duration, Outcome<T, E>),
 }
 
 /// Where a call's effective deadline came from.
@@ -310,15 +312,17 @@ impl<'p, C> CallState<'p, C> {
         }
     }
 
-    /// Step 2: the next attempt's number and ceiling, or why no attempt may start.
+    /// Step 2: the next attempt's ceiling, or why no attempt may start. [`admit`](Self::admit)
+    /// then asks the breaker and counts the attempt.
     #[inline(always)]
     pub(crate) fn begin_attempt<T, E>(
         &mut self,
         now: Option<Instant>,
+        last: &mut Option<Outcome<T, E>>,
     ) -> Result<Option<Duration>, Finish<T, E>> {
         let remaining = self.remaining(now);
         if remaining == Some(Duration::ZERO) {
-            return Err(self.deadline_exceeded(None));
+            return Err(self.deadline_exceeded(last.take()));
         }
         let timeout = match &self.shared.timeout_fn {
             None => self.shared.attempt_timeout,
@@ -346,7 +350,6 @@ impl<'p, C> CallState<'p, C> {
                 Some(timeout)
             }
         };
-        self.attempts += 1;
         self.ceiling = match (timeout, remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
             (t, r) => t.or(r),
@@ -507,12 +510,17 @@ impl<'p, C> CallState<'p, C> {
             return Step::Finish(self.deadline_exceeded(Some(outcome)));
         }
         if self.shared.drain.is_draining() {
-            return Step::Finish(self.draining(outcome, now));
+            return Step::Finish(self.reject(RejectReason::Draining, None, Some(outcome), now));
         }
         if !matches!(verdict, Verdict::Refused { .. })
             && let Err(retry_after) = self.spend_budget(now)
         {
-            return Step::Finish(self.budget_exhausted(outcome, retry_after, now));
+            return Step::Finish(self.reject(
+                RejectReason::BudgetExhausted,
+                retry_after,
+                Some(outcome),
+                now,
+            ));
         }
         let curve = match verdict {
             Verdict::Throttled { .. } => Curve::Throttled,
@@ -530,7 +538,7 @@ impl<'p, C> CallState<'p, C> {
             outcome: kind,
             delay,
         });
-        Step::Retry(delay)
+        Step::Retry(delay, outcome)
     }
 
     /// Charges one retry (or hedge) to the budget. A `Sheddable` call must leave half of it.
@@ -544,23 +552,95 @@ impl<'p, C> CallState<'p, C> {
         }
     }
 
-    #[cold]
-    fn budget_exhausted<T, E>(
+    /// Asks the breaker for the attempt `begin_attempt` prepared: a permit to record the
+    /// outcome with (the attempt then counts as made), or the call ends rejected, carrying the
+    /// last failure if there was one.
+    #[inline(always)]
+    pub(crate) fn admit<T, E>(
+        &mut self,
+        now: Option<Instant>,
+        last: &mut Option<Outcome<T, E>>,
+    ) -> Result<Option<BreakerPermit<'p>>, Finish<T, E>> {
+        let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
+            self.attempts += 1;
+            return Ok(None);
+        };
+        match breaker.try_acquire(now) {
+            Ok(permit) => {
+                if let Some(transition) = permit.transition() {
+                    self.breaker_moved(transition);
+                }
+                self.attempts += 1;
+                Ok(Some(permit))
+            }
+            Err(rejected) => Err(self.reject(
+                RejectReason::DependencyUnavailable,
+                rejected.retry_after,
+                last.take(),
+                Some(now),
+            )),
+        }
+    }
+
+    /// Gives the breaker the attempt's evidence: only transient failures and timeouts count
+    /// against the dependency; throttling, permanent errors and refusals are not its health.
+    #[inline(always)]
+    pub(crate) fn settle(
         &self,
-        last: Outcome<T, E>,
+        permit: Option<BreakerPermit<'_>>,
+        kind: AttemptOutcome,
+        elapsed: Duration,
+        now: Option<Instant>,
+    ) {
+        let (Some(permit), Some(now)) = (permit, now) else {
+            return;
+        };
+        let evidence = match kind {
+            AttemptOutcome::Ok => Evidence::Success,
+            AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
+            _ => Evidence::Ignored,
+        };
+        if let Some(transition) = permit.record(evidence, elapsed, now) {
+            self.breaker_moved(transition);
+        }
+    }
+
+    #[cold]
+    fn breaker_moved(&self, transition: Transition) {
+        self.shared.telemetry.emit(Event::BreakerTransition {
+            policy: &self.shared.name,
+            from: transition.from,
+            to: transition.to,
+            break_duration: transition.break_duration,
+        });
+    }
+
+    /// A component refused the call: `Rejected` with the last failure (a last value, even one
+    /// classified transient, is returned as the value).
+    #[cold]
+    fn reject<T, E>(
+        &self,
+        reason: RejectReason,
         retry_after: Option<Duration>,
+        last: Option<Outcome<T, E>>,
         now: Option<Instant>,
     ) -> Finish<T, E> {
-        let result = match self.result(last) {
-            Ok(value) => Ok(value),
-            Err(last) => Err(Error::Rejected {
-                reason: RejectReason::BudgetExhausted,
+        let stop = match reason {
+            RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
+            RejectReason::DependencyUnavailable => StopReason::DependencyUnavailable,
+            RejectReason::Overloaded => StopReason::Overloaded,
+            RejectReason::Draining => StopReason::Draining,
+        };
+        let result = match last.map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => Ok(value),
+            last => Err(Error::Rejected {
+                reason,
                 retry_after,
                 attempts: self.attempts,
-                last: Some(Box::new(last)),
+                last: last.and_then(Result::err).map(Box::new),
             }),
         };
-        self.finish(result, StopReason::BudgetExhausted, now)
+        self.finish(result, stop, now)
     }
 
     fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
@@ -608,51 +688,21 @@ impl<'p, C> CallState<'p, C> {
         let Some(bound) = self.deadline else {
             unreachable!("a deadline is exceeded only when there is one")
         };
-        let last = match last.map(|outcome| self.result(outcome)) {
-            Some(Ok(value)) => {
-                return self.finish(Ok(value), StopReason::DeadlineExceeded, self.now());
-            }
-            last => last.and_then(Result::err).map(Box::new),
+        let source = match bound.source {
+            Source::Drain => return self.reject(RejectReason::Draining, None, last, self.now()),
+            Source::Inherited => DeadlineSource::Inherited,
+            Source::Policy => DeadlineSource::Policy,
         };
-        let (error, stop) = match bound.source {
-            Source::Drain => (
-                Error::Rejected {
-                    reason: RejectReason::Draining,
-                    retry_after: None,
-                    attempts: self.attempts,
-                    last,
-                },
-                StopReason::Draining,
-            ),
-            source => (
-                Error::DeadlineExceeded {
-                    deadline: bound.span,
-                    source: match source {
-                        Source::Inherited => DeadlineSource::Inherited,
-                        _ => DeadlineSource::Policy,
-                    },
-                    attempts: self.attempts,
-                    last,
-                },
-                StopReason::DeadlineExceeded,
-            ),
-        };
-        self.finish(Err(error), stop, self.now())
-    }
-
-    /// The process is draining: no further attempt starts.
-    #[cold]
-    fn draining<T, E>(&self, last: Outcome<T, E>, now: Option<Instant>) -> Finish<T, E> {
-        let result = match self.result(last) {
-            Ok(value) => Ok(value),
-            Err(last) => Err(Error::Rejected {
-                reason: RejectReason::Draining,
-                retry_after: None,
+        let result = match last.map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => Ok(value),
+            last => Err(Error::DeadlineExceeded {
+                deadline: bound.span,
+                source,
                 attempts: self.attempts,
-                last: Some(Box::new(last)),
+                last: last.and_then(Result::err).map(Box::new),
             }),
         };
-        self.finish(result, StopReason::Draining, now)
+        self.finish(result, StopReason::DeadlineExceeded, self.now())
     }
 
     #[cold]
@@ -719,9 +769,14 @@ where
         if caller.is_some_and(CancellationToken::is_cancelled) {
             break 'call call.cancelled(now);
         }
+        let mut last = None;
         loop {
-            let ceiling = match call.begin_attempt(now) {
+            let ceiling = match call.begin_attempt(now, &mut last) {
                 Ok(ceiling) => ceiling,
+                Err(finish) => break 'call finish,
+            };
+            let permit = match call.admit(now, &mut last) {
+                Ok(permit) => permit,
                 Err(finish) => break 'call finish,
             };
             let began = now;
@@ -752,9 +807,13 @@ where
             }
             let elapsed = call.elapsed_since(began, now);
             let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
+            call.settle(permit, kind, elapsed, now);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,
-                Step::Retry(delay) => delay,
+                Step::Retry(delay, outcome) => {
+                    last = Some(outcome);
+                    delay
+                }
             };
             if !delay.is_zero() {
                 let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;

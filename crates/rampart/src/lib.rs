@@ -51,6 +51,7 @@
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
+//! | [`breaker`] | the circuit breaker: fail fast while a dependency is down |
 //! | [`budget`] | the retry budget: retries capped to a fraction of traffic |
 //! | [`clock`] | the injectable clock (system or manual) |
 //! | [`deadline`] | `Deadline`: the instant a caller stops waiting |
@@ -59,6 +60,7 @@
 //! | [`drain`] | graceful shutdown: no retries, deadlines clamped to the grace |
 //! | [`event`] | events, listeners and hooks |
 //! | [`error`] | `Error<E>` and `ConfigError` |
+//! | [`latency`] | latency histograms behind hedging and adaptive ceilings |
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
 //! | [`testing`] | helpers for tests on a manual clock |
 
@@ -66,6 +68,7 @@ pub mod ambient;
 pub mod attempt;
 pub mod backoff;
 pub mod blocking;
+pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
@@ -75,7 +78,7 @@ pub mod drain;
 pub mod error;
 pub mod event;
 pub mod executor;
-mod latency;
+pub mod latency;
 pub mod policy;
 pub mod result;
 mod sync;
@@ -84,6 +87,7 @@ mod timer;
 
 pub use ambient::Ambient;
 pub use attempt::Attempt;
+pub use breaker::Breaker;
 pub use budget::RetryBudget;
 pub use classify::{Classify, ErrorsAreTransient, IoErrors, Verdict};
 pub use clock::{Clock, Instant, ManualClock};

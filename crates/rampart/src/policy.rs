@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::attempt::Attempt;
 use crate::backoff::Backoff;
+use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::clock::Clock;
@@ -127,6 +128,8 @@ pub(crate) struct Shared<C> {
     pub(crate) drain: Drain,
     /// The retry budget every retry of this policy is charged to.
     pub(crate) budget: Option<RetryBudget>,
+    /// The circuit breaker every attempt of this policy asks first.
+    pub(crate) breaker: Option<Breaker>,
 }
 
 impl<C> Shared<C> {
@@ -268,6 +271,9 @@ impl<C> fmt::Display for Policy<C> {
         if let Some(budget) = &s.budget {
             write!(f, ", budget {}%", (budget.fraction() * 100.0).round())?;
         }
+        if let Some(breaker) = &s.breaker {
+            write!(f, ", {breaker}")?;
+        }
         Ok(())
     }
 }
@@ -300,6 +306,7 @@ struct Settings {
     ambient_criticality: bool,
     drain: Drain,
     budget: Budget,
+    breaker: Option<Breaker>,
 }
 
 /// Which retry budget a policy gets.
@@ -329,6 +336,7 @@ impl PolicyBuilder {
                 ambient_criticality: false,
                 drain: Drain::global().clone(),
                 budget: Budget::Automatic,
+                breaker: None,
             },
             classifier: ErrorsAreTransient,
         }
@@ -447,6 +455,14 @@ impl<C> PolicyBuilder<C> {
         self
     }
 
+    /// Asks `breaker` before every attempt and gives it every attempt's evidence. Clones share
+    /// one state: give the same breaker to every policy that calls the same dependency. None by
+    /// default.
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.settings.breaker = Some(breaker);
+        self
+    }
+
     /// Adds a listener for every [`Event`].
     pub fn listener(mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.settings.telemetry.listeners.push(Arc::new(listener));
@@ -534,6 +550,7 @@ impl<C> PolicyBuilder<C> {
             || s.timeout_fn.is_some()
             || s.ambient_deadline
             || budget.is_some()
+            || s.breaker.is_some()
             || s.telemetry.is_listened();
         Ok(Policy {
             shared: Arc::new(Shared {
@@ -552,6 +569,7 @@ impl<C> PolicyBuilder<C> {
                 ambient_criticality: s.ambient_criticality,
                 drain: s.drain,
                 budget,
+                breaker: s.breaker,
                 typical: TypicalLatency::default(),
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,

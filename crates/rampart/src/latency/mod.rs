@@ -1,12 +1,17 @@
-//! The typical latency of a policy's successful attempts, as cheap as a measurement can be.
+//! Latency measurements a policy keeps about its dependency.
 //!
-//! The executor uses it in one place: a backoff is not slept when `delay + typical latency`
-//! would not fit in the time left, because the attempt after it would very likely run out of
-//! time anyway. It is zero until the first success is measured.
+//! - [`window::LatencyWindow`]: a windowed histogram of successful attempts, read as a
+//!   quantile by hedging (the hedge delay) and by the adaptive attempt ceiling.
+//! - The typical latency (below, internal): the executor's estimate of how long an attempt
+//!   takes, used in one place: a backoff is not slept when `delay + typical latency` would not
+//!   fit in the time left, because the attempt after it would very likely run out of time
+//!   anyway. It is zero until the first success is measured.
 //!
 //! An exponentially weighted moving average (weight 1/8) in one atomic. Shared by every call
 //! through a policy, so it is written only when the average moves by more than 1/16 of itself:
 //! a steady dependency reads it and leaves the cache line alone.
+
+pub mod window;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -1,0 +1,372 @@
+//! Circuit breaker: stops calling a dependency that keeps failing, for a while.
+//!
+//! When a dependency is down, calling it anyway wastes the caller's time (every call waits for
+//! its timeout) and the dependency's chance to recover (every call is more load on something
+//! already struggling). A breaker watches the outcomes of calls and, once they look bad enough,
+//! *opens*: calls fail fast with [`Rejected`] for a break, and afterwards a few probe calls find
+//! out whether the dependency is back.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::breaker::{Breaker, BreakerState, Evidence, StateKind};
+//! use rampart::clock::Instant;
+//!
+//! let breaker = Breaker::builder().consecutive_failures(2).jitter(0.0).build()?;
+//! let t0 = Instant::now();
+//! let ms = Duration::from_millis;
+//!
+//! // Two failures in a row open it for 15 s.
+//! let first = breaker.try_acquire(t0).unwrap().record(Evidence::Failure, ms(20), t0);
+//! assert_eq!(first, None);
+//! let opened = breaker.try_acquire(t0).unwrap().record(Evidence::Failure, ms(20), t0).unwrap();
+//! assert_eq!((opened.from, opened.to), (StateKind::Closed, StateKind::Open));
+//!
+//! // Open: fail fast, and say when to come back.
+//! let rejected = breaker.try_acquire(t0 + ms(1_000)).unwrap_err();
+//! assert_eq!(rejected.retry_after, Some(ms(14_000)));
+//!
+//! // After the break, a probe goes through; two successful probes close it.
+//! for _ in 0..2 {
+//!     let probe = breaker.try_acquire(t0 + ms(15_000)).unwrap();
+//!     assert!(probe.is_probe());
+//!     probe.record(Evidence::Success, ms(20), t0 + ms(15_020));
+//! }
+//! assert_eq!(breaker.state(t0 + ms(15_020)), BreakerState::Closed);
+//! # Ok::<(), rampart::error::ConfigError>(())
+//! ```
+//!
+//! # Defaults
+//!
+//! | Setting | Default | |
+//! |---|---|---|
+//! | mode | [`consecutive_failures`](BreakerBuilder::consecutive_failures)`(5)` | or [`failure_ratio`](BreakerBuilder::failure_ratio)`(ratio, window, min_throughput)` |
+//! | [`slow_call`](BreakerBuilder::slow_call) | off | a success this slow counts as a failure |
+//! | [`break_duration`](BreakerBuilder::break_duration) | 15 s | doubles per consecutive opening |
+//! | [`max_break`](BreakerBuilder::max_break) | 2 min | cap on the doubling |
+//! | [`jitter`](BreakerBuilder::jitter) | 0.1 | shortens a break by up to 10 %, never lengthens it |
+//! | [`half_open_probes`](BreakerBuilder::half_open_probes) | 1 | probes in flight at once |
+//! | [`probe_successes`](BreakerBuilder::probe_successes) | 2 | successful probes that close it |
+//!
+//! # Evidence
+//!
+//! The caller reports each attempt as [`Evidence`]: only failures count against the dependency.
+//! [`Evidence::Ignored`] (throttled, permanent errors, the caller's own cancellation or refusal)
+//! neither counts as a failure nor resets the consecutive count. A permit dropped without
+//! [`record`](BreakerPermit::record) counts as ignored.
+//!
+//! # States and transitions
+//!
+//! *Closed* admits everything. *Open* rejects until its break has elapsed; the first
+//! [`try_acquire`](Breaker::try_acquire) at or after that instant turns it *half-open* and takes
+//! a probe slot (until then [`state`](Breaker::state) reads `Open { remaining: 0 }`). *Half-open*
+//! admits up to `half_open_probes` probes at once, closes after `probe_successes` successful
+//! probes and re-opens on a failed one, with the break doubled (up to `max_break`); a full close
+//! resets the doubling. [`isolate`](Breaker::isolate) holds it open until
+//! [`reset`](Breaker::reset), which closes it and clears its counts.
+//!
+//! The breaker emits nothing itself. Every change of state is handed to whoever caused it as a
+//! [`Transition`]: from [`BreakerPermit::record`], [`isolate`](Breaker::isolate),
+//! [`reset`](Breaker::reset), and, for open → half-open, [`BreakerPermit::transition`] on the
+//! first probe's permit. Taken in order they form one chain, each `from` the previous `to`.
+//!
+//! An outcome counts only in the period it was admitted in: a permit taken while closed that
+//! records after the breaker opened (or closed again) changes nothing, and neither does a probe
+//! from an earlier half-open period.
+//!
+//! # Thread safety
+//!
+//! A [`Breaker`] is `Send + Sync`; its clones share one state. The state is one atomic word:
+//! `try_acquire` while closed is a single atomic load, and recording a success while closed with
+//! no failures counted is a single load too (consecutive mode). Failures, probes and half-open
+//! bookkeeping are compare-and-swap loops on that word; a mutex is taken only to change state.
+//! In ratio mode outcomes go to per-thread stripes of counters, so cores recording at once do
+//! not contend on one cache line.
+//!
+//! Instants are kept as nanoseconds since the first `now` the breaker needs (an earlier instant
+//! reads as that one), so every `now` handed to one breaker must come from the same clock.
+
+mod builder;
+mod shared;
+#[cfg(all(test, not(rampart_loom)))]
+mod tests;
+mod window;
+mod word;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use builder::BreakerBuilder;
+use builder::Config;
+use shared::Shared;
+use word::Word;
+
+use crate::clock::Instant;
+use crate::sync::Arc;
+
+/// A circuit breaker for one dependency. Clones share its state.
+#[derive(Clone)]
+pub struct Breaker {
+    shared: Arc<Shared>,
+}
+
+/// Why the breaker refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rejected {
+    /// Time left in the break: `None` when isolated, or when half-open with every probe slot
+    /// taken (it reopens or closes when a probe ends, not at a known time).
+    pub retry_after: Option<Duration>,
+}
+
+/// What one attempt says about the dependency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// It answered (`Ok`). Resets the consecutive-failure count, unless slower than
+    /// [`slow_call`](BreakerBuilder::slow_call), which makes it a failure.
+    Success,
+    /// It failed the way a struggling dependency fails: a transient error or an attempt timeout.
+    Failure,
+    /// Says nothing about its health: throttled, a permanent error, the caller cancelled or
+    /// refused itself. Neither a failure nor a success.
+    Ignored,
+}
+
+/// The state of a breaker at some instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BreakerState {
+    /// Calls go through.
+    Closed,
+    /// Calls are rejected for the rest of the break.
+    Open {
+        /// Time left in the break; zero once it has elapsed and the next acquire will probe.
+        remaining: Duration,
+    },
+    /// A few probe calls go through to test the dependency.
+    HalfOpen,
+    /// Held open by [`Breaker::isolate`] until [`Breaker::reset`].
+    Isolated,
+}
+
+impl BreakerState {
+    /// Which state this is, without the details.
+    pub fn kind(&self) -> StateKind {
+        match self {
+            BreakerState::Closed => StateKind::Closed,
+            BreakerState::Open { .. } => StateKind::Open,
+            BreakerState::HalfOpen => StateKind::HalfOpen,
+            BreakerState::Isolated => StateKind::Isolated,
+        }
+    }
+}
+
+/// A change of state, for the caller to report (the breaker emits nothing itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Transition {
+    /// The state it left.
+    pub from: StateKind,
+    /// The state it entered.
+    pub to: StateKind,
+    /// The break it opened for, jitter applied: set exactly when `to` is [`StateKind::Open`].
+    pub break_duration: Option<Duration>,
+}
+
+/// The states, without their details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKind {
+    /// Calls go through.
+    Closed,
+    /// Calls are rejected until the break ends.
+    Open,
+    /// Probe calls test the dependency.
+    HalfOpen,
+    /// Held open until reset.
+    Isolated,
+}
+
+/// Held for one attempt. Dropping it without [`record`](Self::record) counts as
+/// [`Evidence::Ignored`] (and frees its probe slot).
+pub struct BreakerPermit<'a> {
+    breaker: &'a Breaker,
+    admitted: Word,
+    transition: Option<Transition>,
+    settled: bool,
+}
+
+impl BreakerPermit<'_> {
+    /// Whether this attempt is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.admitted.kind() == StateKind::HalfOpen
+    }
+
+    /// The transition taking this permit caused: open → half-open for the first probe after a
+    /// break, else `None`.
+    pub fn transition(&self) -> Option<Transition> {
+        self.transition
+    }
+
+    /// Reports the attempt's outcome; `elapsed` is how long it took (for
+    /// [`slow_call`](BreakerBuilder::slow_call)). Returns the transition it caused, if any.
+    pub fn record(
+        mut self,
+        evidence: Evidence,
+        elapsed: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        self.settled = true;
+        self.breaker
+            .shared
+            .record(self.admitted, evidence, elapsed, now)
+    }
+}
+
+impl Drop for BreakerPermit<'_> {
+    fn drop(&mut self) {
+        if !self.settled && self.is_probe() {
+            self.breaker.shared.release_probe(self.admitted);
+        }
+    }
+}
+
+impl fmt::Debug for BreakerPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerPermit")
+            .field("is_probe", &self.is_probe())
+            .field("transition", &self.transition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Breaker {
+    /// A builder with every default (see the [module table](self#defaults)).
+    pub fn builder() -> BreakerBuilder {
+        BreakerBuilder::new()
+    }
+
+    fn from_config(config: Config) -> Breaker {
+        Breaker {
+            shared: Arc::new(Shared::new(config)),
+        }
+    }
+
+    /// Asks to make one attempt at `now`. While closed this is one atomic load. When open, the
+    /// first call at or after the end of the break turns it half-open and gets the probe
+    /// (see [`BreakerPermit::transition`]); half-open admits only free probe slots.
+    pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
+        let s = &*self.shared;
+        loop {
+            let word = s.load();
+            let (admitted, transition) = match word.kind() {
+                StateKind::Closed => (word, None),
+                StateKind::Isolated => return Err(Rejected { retry_after: None }),
+                StateKind::HalfOpen => {
+                    if word.in_flight() >= s.config.half_open_probes {
+                        return Err(Rejected { retry_after: None });
+                    }
+                    let (generation, successes) = (word.generation(), word.successes());
+                    let next = Word::half_open(generation, word.in_flight() + 1, successes);
+                    if !s.swap(word, next) {
+                        continue;
+                    }
+                    (next, None)
+                }
+                StateKind::Open => {
+                    let t = s.nanos(now);
+                    if t < word.open_until() {
+                        let left = Duration::from_nanos(word.open_until() - t);
+                        return Err(Rejected {
+                            retry_after: Some(left),
+                        });
+                    }
+                    let mut transitions = s.lock();
+                    let next = Word::half_open(transitions.next_generation(), 1, 0);
+                    if !s.swap(word, next) {
+                        continue;
+                    }
+                    (next, Some(s.transition(word, next, None)))
+                }
+            };
+            return Ok(BreakerPermit {
+                breaker: self,
+                admitted,
+                transition,
+                settled: false,
+            });
+        }
+    }
+
+    /// The state at `now`, changing nothing (no probe is taken).
+    pub fn state(&self, now: Instant) -> BreakerState {
+        let word = self.shared.load();
+        match word.kind() {
+            StateKind::Closed => BreakerState::Closed,
+            StateKind::HalfOpen => BreakerState::HalfOpen,
+            StateKind::Isolated => BreakerState::Isolated,
+            StateKind::Open => {
+                let left = word.open_until().saturating_sub(self.shared.nanos(now));
+                BreakerState::Open {
+                    remaining: Duration::from_nanos(left),
+                }
+            }
+        }
+    }
+
+    /// Holds the breaker open until [`reset`](Self::reset): every acquire is rejected with
+    /// `retry_after: None`. `None` if it was already isolated.
+    pub fn isolate(&self, now: Instant) -> Option<Transition> {
+        let s = &*self.shared;
+        s.nanos(now);
+        let mut transitions = s.lock();
+        loop {
+            let word = s.load();
+            if word.kind() == StateKind::Isolated {
+                return None;
+            }
+            let next = Word::isolated(transitions.next_generation());
+            if s.swap(word, next) {
+                return Some(s.transition(word, next, None));
+            }
+        }
+    }
+
+    /// Closes the breaker and clears its counts (and the doubling of its break). `None` if it
+    /// was already closed (its counts are cleared all the same).
+    pub fn reset(&self, now: Instant) -> Option<Transition> {
+        let s = &*self.shared;
+        s.nanos(now);
+        let mut transitions = s.lock();
+        transitions.openings = 0;
+        if let Some(window) = &s.window {
+            window.clear();
+        }
+        loop {
+            let word = s.load();
+            if word.kind() == StateKind::Closed {
+                if word.failures() == 0 || s.swap(word, Word::closed(word.generation(), 0)) {
+                    return None;
+                }
+                continue;
+            }
+            let next = Word::closed(transitions.next_generation(), 0);
+            if s.swap(word, next) {
+                return Some(s.transition(word, next, None));
+            }
+        }
+    }
+}
+
+impl fmt::Display for Breaker {
+    /// One line, e.g. `breaker: open after 5 consecutive failures, break 15s doubling to 2m`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.config.fmt(f)
+    }
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("config", &self.shared.config)
+            .field("state", &self.shared.load().kind())
+            .finish()
+    }
+}

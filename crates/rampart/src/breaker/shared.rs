@@ -1,0 +1,281 @@
+//! The shared state behind every clone of a [`Breaker`](super::Breaker), and the rules that
+//! move it: what an outcome does in each state, and how long a break lasts.
+
+use std::sync::{OnceLock, PoisonError};
+use std::time::Duration;
+
+use super::builder::{Config, Mode};
+use super::window::Window;
+use super::word::{self, MAX_NANOS, Word};
+use super::{Evidence, StateKind, Transition};
+use crate::clock::Instant;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// What only transitions touch, behind the mutex.
+pub(super) struct Transitions {
+    generation: u32,
+    /// Consecutive openings since the last full close.
+    pub(super) openings: u32,
+    rng: fastrand::Rng,
+}
+
+impl Transitions {
+    pub(super) fn next_generation(&mut self) -> u32 {
+        self.generation = self.generation.wrapping_add(1) & word::GEN_MASK;
+        self.generation
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) config: Config,
+    word: AtomicU64,
+    base: OnceLock<Instant>,
+    pub(super) window: Option<Window>,
+    transitions: Mutex<Transitions>,
+}
+
+impl Shared {
+    pub(super) fn new(config: Config) -> Shared {
+        let window = match config.mode {
+            Mode::Ratio { window, .. } => Some(Window::new(nanos_of(window).max(1))),
+            Mode::Consecutive { .. } => None,
+        };
+        let rng = config
+            .seed
+            .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed);
+        let transitions = Transitions {
+            generation: 0,
+            openings: 0,
+            rng,
+        };
+        Shared {
+            config,
+            word: AtomicU64::new(Word::closed(0, 0).0),
+            base: OnceLock::new(),
+            window,
+            transitions: Mutex::new(transitions),
+        }
+    }
+
+    pub(super) fn load(&self) -> Word {
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    /// Compare-and-swap of the state word; whether it took.
+    pub(super) fn swap(&self, current: Word, next: Word) -> bool {
+        self.word
+            .compare_exchange(current.0, next.0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    pub(super) fn lock(&self) -> impl std::ops::DerefMut<Target = Transitions> + '_ {
+        self.transitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(super) fn transition(&self, from: Word, to: Word, break_nanos: Option<u64>) -> Transition {
+        Transition {
+            from: from.kind(),
+            to: to.kind(),
+            break_duration: break_nanos.map(Duration::from_nanos),
+        }
+    }
+
+    /// `now` in nanoseconds since the time base (fixed by the first call that needs it).
+    pub(super) fn nanos(&self, now: Instant) -> u64 {
+        let base = *self.base.get_or_init(|| now);
+        nanos_of(now.saturating_duration_since(base)).min(MAX_NANOS)
+    }
+
+    /// Opens from `from` at `t` if the word is still `from`, under the transition lock.
+    fn open(&self, transitions: &mut Transitions, from: Word, t: u64) -> Option<Transition> {
+        let openings = transitions.openings.saturating_add(1);
+        let nanos = self.break_nanos(openings, &mut transitions.rng);
+        let next = Word::open(t.saturating_add(nanos));
+        if !self.swap(from, next) {
+            return None;
+        }
+        transitions.openings = openings;
+        Some(self.transition(from, next, Some(nanos)))
+    }
+
+    /// The break for the `openings`-th consecutive opening: doubled per opening, capped, then
+    /// shortened by jitter. At least 1 ns.
+    pub(super) fn break_nanos(&self, openings: u32, rng: &mut fastrand::Rng) -> u64 {
+        let base = nanos_of(self.config.break_duration).max(1);
+        let doubling = 1u64 << openings.saturating_sub(1).min(63);
+        let nominal = base
+            .saturating_mul(doubling)
+            .min(nanos_of(self.config.max_break))
+            .max(1);
+        if self.config.jitter <= 0.0 {
+            return nominal;
+        }
+        // `nominal * u * jitter` < `nominal`; the float-to-int cast saturates.
+        let cut = (nominal as f64 * rng.f64() * self.config.jitter) as u64;
+        nominal - cut.min(nominal - 1)
+    }
+
+    pub(super) fn record(
+        &self,
+        admitted: Word,
+        evidence: Evidence,
+        elapsed: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        let failure = match evidence {
+            Evidence::Ignored => {
+                if admitted.kind() == StateKind::HalfOpen {
+                    self.release_probe(admitted);
+                }
+                return None;
+            }
+            Evidence::Failure => true,
+            Evidence::Success => self.config.slow_call.is_some_and(|slow| elapsed >= slow),
+        };
+        match admitted.kind() {
+            StateKind::HalfOpen => self.probe_outcome(admitted, failure, now),
+            _ => self.closed_outcome(admitted, failure, now),
+        }
+    }
+
+    /// A probe ended without a verdict: free its slot (if its half-open period still runs).
+    pub(super) fn release_probe(&self, admitted: Word) {
+        loop {
+            let word = self.load();
+            if !word.same_period(admitted) {
+                return;
+            }
+            let in_flight = word.in_flight().saturating_sub(1);
+            if self.swap(
+                word,
+                Word::half_open(word.generation(), in_flight, word.successes()),
+            ) {
+                return;
+            }
+        }
+    }
+
+    fn probe_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
+        let t = self.nanos(now);
+        let mut transitions = self.lock();
+        loop {
+            let word = self.load();
+            if !word.same_period(admitted) {
+                return None;
+            }
+            if failure {
+                match self.open(&mut transitions, word, t) {
+                    Some(transition) => return Some(transition),
+                    None => continue,
+                }
+            }
+            let successes = word.successes() + 1;
+            if successes < self.config.probe_successes {
+                let in_flight = word.in_flight().saturating_sub(1);
+                if self.swap(
+                    word,
+                    Word::half_open(word.generation(), in_flight, successes),
+                ) {
+                    return None;
+                }
+                continue;
+            }
+            if let Some(window) = &self.window {
+                window.clear();
+            }
+            let next = Word::closed(transitions.next_generation(), 0);
+            if self.swap(word, next) {
+                transitions.openings = 0;
+                return Some(self.transition(word, next, None));
+            }
+        }
+    }
+
+    fn closed_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
+        let threshold = match self.config.mode {
+            Mode::Consecutive { failures } => failures,
+            Mode::Ratio {
+                ratio,
+                min_throughput,
+                ..
+            } => return self.ratio_outcome(admitted, failure, now, ratio, min_throughput),
+        };
+        loop {
+            let word = self.load();
+            if !word.same_period(admitted) || (!failure && word.failures() == 0) {
+                return None;
+            }
+            let failures = if failure {
+                word.failures().saturating_add(1)
+            } else {
+                0
+            };
+            if failures >= threshold {
+                break;
+            }
+            if self.swap(word, Word::closed(word.generation(), failures)) {
+                return None;
+            }
+        }
+        // This failure reaches the threshold: open, unless the word moved on meanwhile.
+        let t = self.nanos(now);
+        let mut transitions = self.lock();
+        loop {
+            let word = self.load();
+            if !word.same_period(admitted) {
+                return None;
+            }
+            let failures = word.failures().saturating_add(1);
+            if failures < threshold {
+                // A success reset the count while this thread waited for the lock.
+                if self.swap(word, Word::closed(word.generation(), failures)) {
+                    return None;
+                }
+            } else if let Some(transition) = self.open(&mut transitions, word, t) {
+                return Some(transition);
+            }
+        }
+    }
+
+    fn ratio_outcome(
+        &self,
+        admitted: Word,
+        failure: bool,
+        now: Instant,
+        ratio: f64,
+        min_throughput: u32,
+    ) -> Option<Transition> {
+        let window = self.window.as_ref()?;
+        if !self.load().same_period(admitted) {
+            return None;
+        }
+        let t = self.nanos(now);
+        window.record(t, failure);
+        if !failure {
+            return None;
+        }
+        let counts = window.counts(t);
+        if counts.total < u64::from(min_throughput)
+            || (counts.failures as f64) < ratio * counts.total as f64
+        {
+            return None;
+        }
+        let mut transitions = self.lock();
+        loop {
+            let word = self.load();
+            if !word.same_period(admitted) {
+                return None;
+            }
+            if let Some(transition) = self.open(&mut transitions, word, t) {
+                return Some(transition);
+            }
+        }
+    }
+}
+
+fn nanos_of(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

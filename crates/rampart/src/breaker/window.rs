@@ -1,0 +1,246 @@
+//! The failure-ratio window: successes and failures per time bucket, striped so that many
+//! cores recording at once do not all write one cache line.
+//!
+//! The window is cut into (up to) ten buckets. Each of the [`STRIPES`] stripes holds one slot per
+//! bucket in its own 128-byte-aligned block; a thread always writes the stripe its thread-local
+//! index picks, and a reader sums every stripe. A slot is one `u64`, updated by compare-and-swap:
+//!
+//! ```text
+//! bits 63..44  bucket tag (bucket number, wrapping at 2^20)
+//! bits 43..22  failures   (22 bits)
+//! bits 21..0   successes  (22 bits)
+//! ```
+//!
+//! A slot whose tag is older than the current bucket is reset by the first write into it, so a
+//! call stops counting once it is older than the window (it may stop up to one bucket early). When
+//! a count would pass 2^22 − 1 both counts of the slot are halved, which keeps the ratio. A slot
+//! left untouched for exactly 2^20 buckets could be read as current again; with the default 3 s
+//! buckets that is 36 days without a call from that stripe.
+
+use crate::sync::atomic::{AtomicU64, Ordering, fence};
+
+/// Stripes per window (two under loom, to keep the models small).
+pub(super) const STRIPES: usize = if cfg!(rampart_loom) { 2 } else { 8 };
+/// Buckets per window (two under loom).
+const MAX_BUCKETS: u64 = if cfg!(rampart_loom) { 2 } else { 10 };
+
+const TAG_SHIFT: u32 = 44;
+const TAG_MASK: u64 = (1 << 20) - 1;
+const FAIL_SHIFT: u32 = 22;
+const COUNT_MAX: u64 = (1 << 22) - 1;
+
+/// One stripe: a slot per bucket, alone on its cache lines.
+#[repr(align(128))]
+struct Stripe {
+    slots: [AtomicU64; MAX_BUCKETS as usize],
+}
+
+/// Calls in the window, summed over every stripe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub(super) total: u64,
+    pub(super) failures: u64,
+}
+
+/// The striped sliding window of one ratio-mode breaker.
+pub(super) struct Window {
+    bucket_nanos: u64,
+    buckets: u64,
+    stripes: Box<[Stripe]>,
+}
+
+impl Window {
+    /// A window of `window_nanos` (at least 1) cut into up to ten buckets.
+    pub(super) fn new(window_nanos: u64) -> Window {
+        let buckets = MAX_BUCKETS.min(window_nanos).max(1);
+        let stripes = (0..STRIPES)
+            .map(|_| Stripe {
+                slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            })
+            .collect();
+        Window {
+            bucket_nanos: (window_nanos / buckets).max(1),
+            buckets,
+            stripes,
+        }
+    }
+
+    /// Counts one call at `now` (nanoseconds since the time base) in this thread's stripe.
+    pub(super) fn record(&self, now: u64, failure: bool) {
+        let bucket = now / self.bucket_nanos;
+        let tag = bucket & TAG_MASK;
+        let stripe = &self.stripes[stripe_index() % self.stripes.len()];
+        // `bucket % buckets` < MAX_BUCKETS, so the index is in range and the cast is lossless.
+        let Some(slot) = stripe.slots.get((bucket % self.buckets) as usize) else {
+            return;
+        };
+        let mut current = slot.load(Ordering::Relaxed);
+        loop {
+            let age = tag.wrapping_sub(current >> TAG_SHIFT) & TAG_MASK;
+            let (mut successes, mut failures) = if age == 0 {
+                unpack(current)
+            } else if age > TAG_MASK / 2 {
+                // The slot already holds a newer bucket: this call is older than the window as
+                // another thread sees it. Drop it.
+                return;
+            } else {
+                (0, 0)
+            };
+            if failure {
+                failures += 1;
+            } else {
+                successes += 1;
+            }
+            if successes > COUNT_MAX || failures > COUNT_MAX {
+                successes = successes.div_ceil(2);
+                failures = failures.div_ceil(2);
+            }
+            let next = tag << TAG_SHIFT | failures << FAIL_SHIFT | successes;
+            match slot.compare_exchange(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The calls counted in the window that ends at `now`.
+    ///
+    /// Starts with a `SeqCst` fence: of two threads that each [`record`](Self::record) a
+    /// failure and then count, the one whose fence comes second sees both failures (without
+    /// it, each could miss the other's, and a ratio reached together would not open).
+    pub(super) fn counts(&self, now: u64) -> Counts {
+        fence(Ordering::SeqCst);
+        let tag = (now / self.bucket_nanos) & TAG_MASK;
+        let mut counts = Counts {
+            total: 0,
+            failures: 0,
+        };
+        for stripe in self.stripes.iter() {
+            for slot in &stripe.slots {
+                let word = slot.load(Ordering::Relaxed);
+                let age = tag.wrapping_sub(word >> TAG_SHIFT) & TAG_MASK;
+                if age < self.buckets {
+                    let (successes, failures) = unpack(word);
+                    counts.total += successes + failures;
+                    counts.failures += failures;
+                }
+            }
+        }
+        counts
+    }
+
+    /// Forgets every call (on closing).
+    pub(super) fn clear(&self) {
+        for stripe in self.stripes.iter() {
+            for slot in &stripe.slots {
+                slot.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn unpack(word: u64) -> (u64, u64) {
+    (word & COUNT_MAX, (word >> FAIL_SHIFT) & COUNT_MAX)
+}
+
+/// This thread's stripe: threads are dealt stripes round-robin on first use.
+fn stripe_index() -> usize {
+    STRIPE.with(|s| *s)
+}
+
+#[cfg(not(rampart_loom))]
+static NEXT_STRIPE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[cfg(not(rampart_loom))]
+std::thread_local! {
+    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(rampart_loom)]
+loom::lazy_static! {
+    static ref NEXT_STRIPE: crate::sync::atomic::AtomicUsize =
+        crate::sync::atomic::AtomicUsize::new(0);
+}
+
+#[cfg(rampart_loom)]
+loom::thread_local! {
+    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg(all(test, not(rampart_loom)))]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_call_counts_until_it_is_older_than_the_window() {
+        let w = Window::new(10 * SEC);
+        w.record(0, true);
+        w.record(SEC / 2, false);
+        assert_eq!(w.counts(9 * SEC + SEC / 2).total, 2);
+        let late = w.counts(10 * SEC);
+        assert_eq!(
+            late,
+            Counts {
+                total: 0,
+                failures: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_reused_slot_starts_from_zero() {
+        let w = Window::new(10 * SEC);
+        w.record(0, true);
+        w.record(10 * SEC, false);
+        assert_eq!(
+            w.counts(10 * SEC),
+            Counts {
+                total: 1,
+                failures: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_call_older_than_the_slot_is_dropped() {
+        let w = Window::new(10 * SEC);
+        w.record(10 * SEC, false);
+        w.record(0, true);
+        assert_eq!(
+            w.counts(10 * SEC),
+            Counts {
+                total: 1,
+                failures: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_saturated_slot_halves_and_keeps_the_ratio() {
+        let w = Window::new(10 * SEC);
+        let slot = &w.stripes[stripe_index() % STRIPES].slots[0];
+        slot.store(COUNT_MAX << FAIL_SHIFT | COUNT_MAX, Ordering::Relaxed);
+        w.record(0, true);
+        let c = w.counts(0);
+        assert_eq!(c.failures, 1 << 21, "2^22 failures halved");
+        assert_eq!(c.total, c.failures + COUNT_MAX.div_ceil(2));
+    }
+
+    #[test]
+    fn a_tiny_window_still_has_a_bucket() {
+        let w = Window::new(1);
+        w.record(5, true);
+        assert_eq!(w.counts(5).failures, 1);
+        assert_eq!(w.counts(6).total, 0);
+    }
+
+    #[test]
+    fn clear_forgets_everything() {
+        let w = Window::new(SEC);
+        w.record(0, true);
+        w.clear();
+        assert_eq!(w.counts(0).total, 0);
+    }
+}

@@ -1,0 +1,136 @@
+//! The breaker's whole state in one `u64`, so that reading it is one atomic load and every
+//! change is one compare-and-swap.
+//!
+//! ```text
+//! bits 63..62  kind      0 closed, 1 open, 2 half-open, 3 isolated
+//! closed       61..32 generation, 31..0 consecutive failures (consecutive mode; 0 in ratio mode)
+//! half-open    61..32 generation, 31..16 probes in flight, 15..0 successful probes
+//! isolated     61..32 generation
+//! open         61..0  open-until, nanoseconds since the breaker's time base
+//! ```
+//!
+//! The generation changes on every transition (it is handed out under the transition lock), so a
+//! permit remembers the word it was admitted under and its outcome is dropped once the breaker
+//! has moved on. An open word needs no generation: nothing is admitted while open, and leaving it
+//! happens only under the transition lock.
+
+use super::StateKind;
+
+const KIND_SHIFT: u32 = 62;
+const GEN_SHIFT: u32 = 32;
+/// Generations wrap at 2^30.
+pub(super) const GEN_MASK: u32 = (1 << 30) - 1;
+/// The largest open-until instant: about 146 years after the time base.
+pub(super) const MAX_NANOS: u64 = (1 << KIND_SHIFT) - 1;
+/// Probes in flight and successful probes each have 16 bits.
+pub(super) const MAX_PROBES: u32 = u16::MAX as u32;
+
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+const ISOLATED: u64 = 3;
+
+/// One value of the state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Word(pub(super) u64);
+
+impl Word {
+    pub(super) fn closed(generation: u32, failures: u32) -> Word {
+        Word(CLOSED << KIND_SHIFT | gen_bits(generation) | u64::from(failures))
+    }
+
+    pub(super) fn open(until: u64) -> Word {
+        Word(OPEN << KIND_SHIFT | until.min(MAX_NANOS))
+    }
+
+    pub(super) fn half_open(generation: u32, in_flight: u32, successes: u32) -> Word {
+        let in_flight = u64::from(in_flight.min(MAX_PROBES));
+        let successes = u64::from(successes.min(MAX_PROBES));
+        Word(HALF_OPEN << KIND_SHIFT | gen_bits(generation) | in_flight << 16 | successes)
+    }
+
+    pub(super) fn isolated(generation: u32) -> Word {
+        Word(ISOLATED << KIND_SHIFT | gen_bits(generation))
+    }
+
+    pub(super) fn kind(self) -> StateKind {
+        match self.0 >> KIND_SHIFT {
+            CLOSED => StateKind::Closed,
+            OPEN => StateKind::Open,
+            HALF_OPEN => StateKind::HalfOpen,
+            _ => StateKind::Isolated,
+        }
+    }
+
+    /// The generation (meaningless for an open word).
+    pub(super) fn generation(self) -> u32 {
+        // Masked to 30 bits, so the cast keeps every bit.
+        ((self.0 >> GEN_SHIFT) as u32) & GEN_MASK
+    }
+
+    /// Whether `self` is the same closed or half-open period as `other` (same kind and
+    /// generation; the counts may differ).
+    pub(super) fn same_period(self, other: Word) -> bool {
+        self.kind() == other.kind()
+            && matches!(self.kind(), StateKind::Closed | StateKind::HalfOpen)
+            && self.generation() == other.generation()
+    }
+
+    /// Consecutive failures of a closed word.
+    pub(super) fn failures(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// Probes in flight of a half-open word.
+    pub(super) fn in_flight(self) -> u32 {
+        ((self.0 >> 16) & 0xFFFF) as u32
+    }
+
+    /// Successful probes of a half-open word.
+    pub(super) fn successes(self) -> u32 {
+        (self.0 & 0xFFFF) as u32
+    }
+
+    /// Open-until of an open word, in nanoseconds since the time base.
+    pub(super) fn open_until(self) -> u64 {
+        self.0 & MAX_NANOS
+    }
+}
+
+fn gen_bits(generation: u32) -> u64 {
+    u64::from(generation & GEN_MASK) << GEN_SHIFT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_round_trips_at_its_extremes() {
+        let w = Word::closed(GEN_MASK, u32::MAX);
+        assert_eq!(
+            (w.kind(), w.generation(), w.failures()),
+            (StateKind::Closed, GEN_MASK, u32::MAX)
+        );
+        let w = Word::half_open(7, MAX_PROBES, MAX_PROBES);
+        assert_eq!(w.kind(), StateKind::HalfOpen);
+        assert_eq!(
+            (w.generation(), w.in_flight(), w.successes()),
+            (7, MAX_PROBES, MAX_PROBES)
+        );
+        let w = Word::open(u64::MAX);
+        assert_eq!((w.kind(), w.open_until()), (StateKind::Open, MAX_NANOS));
+        let w = Word::isolated(GEN_MASK + 5);
+        assert_eq!((w.kind(), w.generation()), (StateKind::Isolated, 4));
+    }
+
+    #[test]
+    fn periods_match_on_kind_and_generation_only() {
+        assert!(Word::closed(3, 0).same_period(Word::closed(3, 4)));
+        assert!(!Word::closed(3, 0).same_period(Word::closed(4, 0)));
+        assert!(!Word::closed(3, 0).same_period(Word::half_open(3, 0, 0)));
+        assert!(Word::half_open(3, 1, 0).same_period(Word::half_open(3, 0, 1)));
+        assert!(!Word::isolated(3).same_period(Word::isolated(3)));
+        assert!(!Word::open(5).same_period(Word::open(5)));
+    }
+}

@@ -1,0 +1,312 @@
+//! Properties of the breaker under random sequences of acquires, outcomes, dropped permits,
+//! time steps, isolation and resets, checked against a reference model.
+// Test helpers and property bodies unwrap: a failure is the test's report.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rampart::breaker::*;
+use rampart::clock::Instant;
+
+const SLOW: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire,
+    Record {
+        pick: usize,
+        evidence: Evidence,
+        elapsed: Duration,
+    },
+    Drop {
+        pick: usize,
+    },
+    Advance(Duration),
+    Isolate,
+    Reset,
+}
+
+fn evidence() -> impl Strategy<Value = Evidence> {
+    prop_oneof![
+        Just(Evidence::Success),
+        Just(Evidence::Failure),
+        Just(Evidence::Ignored)
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => Just(Op::Acquire),
+        8 => (any::<usize>(), evidence(), 0..2_000u64).prop_map(|(pick, evidence, ms)| {
+            Op::Record { pick, evidence, elapsed: Duration::from_millis(ms) }
+        }),
+        2 => any::<usize>().prop_map(|pick| Op::Drop { pick }),
+        4 => (0..40_000u64).prop_map(|ms| Op::Advance(Duration::from_millis(ms))),
+        1 => Just(Op::Isolate),
+        1 => Just(Op::Reset),
+    ]
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    failures: u32,
+    probes: u32,
+    probe_successes: u32,
+    base: Duration,
+    max: Duration,
+}
+
+fn settings() -> impl Strategy<Value = Settings> {
+    (1..=5u32, 1..=3u32, 1..=3u32, 1..=20u64, 1..=10u32).prop_map(|(f, p, s, base, k)| Settings {
+        failures: f,
+        probes: p,
+        probe_successes: s,
+        base: Duration::from_secs(base),
+        max: Duration::from_secs(base) * k,
+    })
+}
+
+/// What the breaker should do, one period (epoch) at a time: a permit counts only in the
+/// epoch it was admitted in.
+struct Model {
+    s: Settings,
+    kind: StateKind,
+    epoch: u64,
+    failures: u32,
+    open_until: Instant,
+    in_flight: u32,
+    successes: u32,
+    openings: u32,
+}
+
+impl Model {
+    fn enter(&mut self, to: StateKind) -> Transition {
+        let from = self.kind;
+        self.kind = to;
+        self.epoch += 1;
+        (self.in_flight, self.successes) = (0, 0);
+        (from, to, None).into_transition()
+    }
+
+    fn open(&mut self, now: Instant) -> Transition {
+        self.openings += 1;
+        let nominal = self.s.base * 2u32.saturating_pow(self.openings - 1).min(1 << 20);
+        let pause = nominal.min(self.s.max);
+        self.open_until = now + pause;
+        let mut t = self.enter(StateKind::Open);
+        t.break_duration = Some(pause);
+        t
+    }
+
+    fn acquire(&mut self, now: Instant) -> Result<(bool, Option<Transition>), Rejected> {
+        match self.kind {
+            StateKind::Closed => Ok((false, None)),
+            StateKind::Isolated => Err(Rejected { retry_after: None }),
+            StateKind::HalfOpen if self.in_flight < self.s.probes => {
+                self.in_flight += 1;
+                Ok((true, None))
+            }
+            StateKind::HalfOpen => Err(Rejected { retry_after: None }),
+            StateKind::Open if now < self.open_until => Err(Rejected {
+                retry_after: Some(self.open_until - now),
+            }),
+            StateKind::Open => {
+                let t = self.enter(StateKind::HalfOpen);
+                self.in_flight = 1;
+                Ok((true, Some(t)))
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        epoch: u64,
+        probe: bool,
+        e: Evidence,
+        took: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        let e = match e {
+            Evidence::Success if took >= SLOW => Evidence::Failure,
+            e => e,
+        };
+        if epoch != self.epoch {
+            return None;
+        }
+        match (probe, e) {
+            (_, Evidence::Ignored) => {
+                self.in_flight -= u32::from(probe);
+                None
+            }
+            (true, Evidence::Failure) => Some(self.open(now)),
+            (true, Evidence::Success) => {
+                self.in_flight -= 1;
+                self.successes += 1;
+                (self.successes >= self.s.probe_successes).then(|| self.close())
+            }
+            (false, Evidence::Success) => {
+                self.failures = 0;
+                None
+            }
+            (false, Evidence::Failure) => {
+                self.failures += 1;
+                (self.failures >= self.s.failures).then(|| self.open(now))
+            }
+        }
+    }
+
+    fn close(&mut self) -> Transition {
+        (self.failures, self.openings) = (0, 0);
+        self.enter(StateKind::Closed)
+    }
+
+    fn state(&self, now: Instant) -> BreakerState {
+        match self.kind {
+            StateKind::Closed => BreakerState::Closed,
+            StateKind::HalfOpen => BreakerState::HalfOpen,
+            StateKind::Isolated => BreakerState::Isolated,
+            StateKind::Open => BreakerState::Open {
+                remaining: self.open_until.saturating_duration_since(now),
+            },
+        }
+    }
+}
+
+trait IntoTransition {
+    fn into_transition(self) -> Transition;
+}
+
+/// `Transition` is `#[non_exhaustive]`: start from a real one and set its fields.
+impl IntoTransition for (StateKind, StateKind, Option<Duration>) {
+    fn into_transition(self) -> Transition {
+        let b = Breaker::builder().consecutive_failures(1).build().unwrap();
+        let now = Instant::now();
+        let mut t = b
+            .try_acquire(now)
+            .unwrap()
+            .record(Evidence::Failure, SLOW, now)
+            .unwrap();
+        (t.from, t.to, t.break_duration) = self;
+        t
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_breaker_follows_the_model(s in settings(), ops in prop::collection::vec(op(), 1..120)) {
+        let b = Breaker::builder()
+            .consecutive_failures(s.failures)
+            .half_open_probes(s.probes)
+            .probe_successes(s.probe_successes)
+            .break_duration(s.base)
+            .max_break(s.max)
+            .slow_call(SLOW)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        let mut now = Instant::now();
+        let mut m = Model {
+            s, kind: StateKind::Closed, epoch: 0, failures: 0, open_until: now,
+            in_flight: 0, successes: 0, openings: 0,
+        };
+        let mut held: Vec<(BreakerPermit<'_>, u64)> = Vec::new();
+        let mut last_to = StateKind::Closed;
+        for op in ops {
+            let failures_before = m.failures;
+            let got = match op {
+                Op::Acquire => {
+                    let want = m.acquire(now);
+                    match (b.try_acquire(now), want) {
+                        (Ok(p), Ok((probe, t))) => {
+                            prop_assert_eq!(p.is_probe(), probe);
+                            prop_assert_eq!(p.transition(), t);
+                            let t = p.transition();
+                            held.push((p, m.epoch));
+                            t
+                        }
+                        (Err(r), Err(want)) => { prop_assert_eq!(r, want); None }
+                        (got, want) => {
+                            return Err(TestCaseError::fail(format!("acquire: {got:?}, model {want:?}")));
+                        }
+                    }
+                }
+                Op::Record { pick, evidence, elapsed } if !held.is_empty() => {
+                    let (p, epoch) = held.swap_remove(pick % held.len());
+                    let probe = p.is_probe();
+                    let want = m.record(epoch, probe, evidence, elapsed, now);
+                    let got = p.record(evidence, elapsed, now);
+                    prop_assert_eq!(got, want);
+                    if let Some(t) = got.filter(|t| t.from == StateKind::Closed && t.to == StateKind::Open) {
+                        prop_assert!(failures_before + 1 >= s.failures, "{:?} after {} failures", t, failures_before);
+                    }
+                    got
+                }
+                Op::Drop { pick } if !held.is_empty() => {
+                    let (p, epoch) = held.swap_remove(pick % held.len());
+                    m.record(epoch, p.is_probe(), Evidence::Ignored, Duration::ZERO, now);
+                    drop(p);
+                    None
+                }
+                Op::Record { .. } | Op::Drop { .. } => None,
+                Op::Advance(d) => { now += d; None }
+                Op::Isolate => {
+                    let want = (m.kind != StateKind::Isolated).then(|| m.enter(StateKind::Isolated));
+                    let got = b.isolate(now);
+                    prop_assert_eq!(got, want);
+                    got
+                }
+                Op::Reset => {
+                    let want = if m.kind == StateKind::Closed { m.failures = 0; None } else { Some(m.close()) };
+                    m.openings = 0;
+                    let got = b.reset(now);
+                    prop_assert_eq!(got, want);
+                    got
+                }
+            };
+            if let Some(t) = got {
+                prop_assert_eq!(t.from, last_to, "transitions form one chain");
+                prop_assert_eq!(t.break_duration.is_some(), t.to == StateKind::Open);
+                last_to = t.to;
+            }
+            let state = b.state(now);
+            prop_assert_eq!(state, m.state(now));
+            prop_assert_eq!(state.kind(), last_to, "the state is the last transition's target");
+            let probes = held.iter().filter(|(p, e)| p.is_probe() && *e == m.epoch).count();
+            let probes = if m.kind == StateKind::HalfOpen { probes } else { 0 };
+            prop_assert_eq!(probes, m.in_flight as usize);
+            prop_assert!(probes <= s.probes as usize, "{} probes in flight", probes);
+        }
+    }
+
+    #[test]
+    fn ratio_mode_opens_only_with_enough_failures_in_the_window(
+        ratio_pct in prop::sample::select(vec![25u32, 50, 75, 100]),
+        min in 1..=10u32,
+        steps in prop::collection::vec((any::<bool>(), 0..3_000u64), 1..200),
+    ) {
+        let window = Duration::from_secs(10);
+        let ratio = f64::from(ratio_pct) / 100.0;
+        let b = Breaker::builder().failure_ratio(ratio, window, min).jitter(0.0).build().unwrap();
+        let mut now = Instant::now();
+        let mut log: Vec<(Instant, bool)> = Vec::new();
+        for (failure, ms) in steps {
+            now += Duration::from_millis(ms);
+            let evidence = if failure { Evidence::Failure } else { Evidence::Success };
+            let got = b.try_acquire(now).unwrap().record(evidence, SLOW / 10, now);
+            log.push((now, failure));
+            if let Some(t) = got {
+                prop_assert!(failure, "only a failure opens it");
+                let recent: Vec<_> = log.iter().filter(|(at, _)| now - *at < window).collect();
+                let failures = recent.iter().filter(|(_, f)| *f).count() as f64;
+                prop_assert!(recent.len() >= min as usize, "{} calls in the window", recent.len());
+                prop_assert!(failures >= (ratio * f64::from(min)).ceil(), "{} failures", failures);
+                prop_assert_eq!(t.to, StateKind::Open);
+                b.reset(now).unwrap();
+                log.clear();
+            }
+        }
+    }
+}
