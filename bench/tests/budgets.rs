@@ -6,6 +6,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use rampart::hedge::Hedge;
 use rampart::{Breaker, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
 
@@ -63,6 +64,28 @@ fn allocations_per_success(policy: &Policy, calls: u32) -> u64 {
 #[test]
 fn full_policy_success_path_allocates_nothing() {
     assert_eq!(allocations_per_success(&full_policy(), 1_000), 0);
+}
+
+#[test]
+fn hedging_policy_allocates_nothing_while_no_hedge_fires() {
+    let policy = Policy::builder()
+        .max_attempts(LIMITS.max_attempts)
+        .deadline(LIMITS.deadline)
+        .attempt_timeout(LIMITS.attempt_timeout)
+        .hedge(Hedge::fixed(Duration::from_millis(100)))
+        .build()
+        .expect("valid policy");
+    let rt = runtime();
+    let _context = rt.enter();
+    let call =
+        || ready(policy.run_hedged(async |attempt| Ok::<_, std::io::Error>(attempt.number())));
+    call().expect("warm-up");
+    let info = allocation_counter::measure(|| {
+        for _ in 0..1_000 {
+            call().expect("success");
+        }
+    });
+    assert_eq!(info.count_total, 0);
 }
 
 #[test]

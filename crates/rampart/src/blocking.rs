@@ -146,7 +146,7 @@ where
             };
             attempt.end(verdict.is_ok());
             let elapsed = call.elapsed_since(began, now);
-            let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
+            let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
             call.settle(permit, kind, elapsed, now);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,

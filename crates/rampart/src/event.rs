@@ -36,6 +36,7 @@
 //! | `OrphanedWork` | an attempt that was awaited past its ceiling overran it by more than 1 s |
 //! | `AttemptAbandoned` | an attempt was dropped at its ceiling plus grace |
 //! | `BreakerTransition` | the policy's breaker opened, went half-open, closed, was isolated or reset |
+//! | `HedgeStarted`, `HedgeWon`, `HedgeDiscarded`, `HedgeSuppressed` | a hedged call's legs |
 //! | `CallEnded` | exactly once per call, with its stop reason |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
@@ -49,6 +50,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::breaker::StateKind;
+use crate::hedge::Suppressed;
 use crate::result::StopReason;
 
 /// How one attempt ended, as the executor saw it.
@@ -141,6 +143,36 @@ pub enum Event<'a> {
         to: StateKind,
         /// How long it stays open, when it opened.
         break_duration: Option<Duration>,
+    },
+    /// A hedged call launched another leg.
+    HedgeStarted {
+        /// The policy's name.
+        policy: &'a str,
+        /// The new leg's attempt number.
+        attempt: u32,
+        /// Time from the start of the call.
+        after: Duration,
+    },
+    /// A leg of a hedged call won (only when more than one leg ran).
+    HedgeWon {
+        /// The policy's name.
+        policy: &'a str,
+        /// The winning leg's attempt number.
+        attempt: u32,
+    },
+    /// A losing leg was cancelled and dropped, unclassified.
+    HedgeDiscarded {
+        /// The policy's name.
+        policy: &'a str,
+        /// The dropped leg's attempt number.
+        attempt: u32,
+    },
+    /// A hedge was not armed or not launched, and why.
+    HedgeSuppressed {
+        /// The policy's name.
+        policy: &'a str,
+        /// Why.
+        reason: Suppressed,
     },
     /// The call ended. Exactly one per call.
     CallEnded {
@@ -273,6 +305,10 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::OrphanedWork { policy, .. }
         | Event::AttemptAbandoned { policy, .. }
         | Event::BreakerTransition { policy, .. }
+        | Event::HedgeStarted { policy, .. }
+        | Event::HedgeWon { policy, .. }
+        | Event::HedgeDiscarded { policy, .. }
+        | Event::HedgeSuppressed { policy, .. }
         | Event::CallEnded { policy, .. } => policy,
     }
 }

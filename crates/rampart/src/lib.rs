@@ -47,6 +47,7 @@
 //! |---|---|
 //! | [`policy`] | `Policy`, its builder and defaults |
 //! | [`executor`] | the loop that runs a call |
+//! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`blocking`] | the same policy for a synchronous callback |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
@@ -78,6 +79,7 @@ pub mod drain;
 pub mod error;
 pub mod event;
 pub mod executor;
+pub mod hedge;
 pub mod latency;
 pub mod policy;
 pub mod result;
@@ -96,6 +98,6 @@ pub use deadline::Deadline;
 pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
 pub use event::{AttemptOutcome, Event};
 pub use executor::Call;
-pub use policy::{Policy, PolicyBuilder, TimeoutContext, TimeoutMode};
+pub use policy::{AdaptiveTimeout, Policy, PolicyBuilder, TimeoutContext, TimeoutMode};
 pub use result::{CallResult, Cancelled, StopReason};
 pub use tokio_util::sync::CancellationToken;

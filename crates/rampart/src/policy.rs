@@ -56,7 +56,8 @@ use crate::drain::Drain;
 use crate::error::{ConfigError, ConfigProblem, Error};
 use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
 use crate::executor::Call;
-use crate::latency::TypicalLatency;
+use crate::hedge::Hedge;
+use crate::latency::{Estimate, Latency};
 use crate::result::{CallResult, Cancelled};
 
 /// What happens to an attempt whose ceiling has passed.
@@ -99,6 +100,103 @@ pub struct TimeoutContext<'a> {
     pub remaining: Option<Duration>,
 }
 
+/// An attempt timeout that follows the dependency: a multiple of a measured latency quantile
+/// of successful attempts, never below a floor and never above the configured attempt timeout.
+/// Until enough samples are in, the configured timeout applies.
+///
+/// | knob | default |
+/// |---|---|
+/// | `multiple` | 3 |
+/// | `quantile` | 0.95 |
+/// | `window` | 5 min |
+/// | `min_samples` | 20 |
+/// | `floor` | 50 ms |
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveTimeout {
+    multiple: f64,
+    quantile: f64,
+    window: Duration,
+    min_samples: u32,
+    floor: Duration,
+}
+
+impl Default for AdaptiveTimeout {
+    fn default() -> Self {
+        AdaptiveTimeout {
+            multiple: 3.0,
+            quantile: 0.95,
+            window: Duration::from_secs(300),
+            min_samples: 20,
+            floor: Duration::from_millis(50),
+        }
+    }
+}
+
+impl AdaptiveTimeout {
+    /// The multiple of the quantile (default 3; at least 1).
+    pub fn multiple(mut self, multiple: f64) -> Self {
+        self.multiple = multiple;
+        self
+    }
+
+    /// The latency quantile (default 0.95).
+    pub fn quantile(mut self, quantile: f64) -> Self {
+        self.quantile = quantile;
+        self
+    }
+
+    /// The window the quantile is measured over (default 5 min).
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Samples needed before the measurement is trusted (default 20).
+    pub fn min_samples(mut self, samples: u32) -> Self {
+        self.min_samples = samples;
+        self
+    }
+
+    /// The lowest timeout it sets (default 50 ms).
+    pub fn floor(mut self, floor: Duration) -> Self {
+        self.floor = floor;
+        self
+    }
+
+    /// The timeout for a measured quantile, capped by the configured one.
+    pub(crate) fn ceiling(&self, measured: Duration, configured: Option<Duration>) -> Duration {
+        let adaptive = measured.mul_f64(self.multiple).max(self.floor);
+        configured.map_or(adaptive, |c| c.min(adaptive))
+    }
+
+    fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        if !(self.multiple.is_finite() && self.multiple >= 1.0) {
+            problems.push(ConfigProblem::new(
+                "adaptive_attempt_timeout.multiple",
+                format!("must be finite and at least 1 (was {})", self.multiple),
+            ));
+        }
+        if !(self.quantile > 0.0 && self.quantile < 1.0) {
+            problems.push(ConfigProblem::new(
+                "adaptive_attempt_timeout.quantile",
+                format!("must be between 0 and 1, exclusive (was {})", self.quantile),
+            ));
+        }
+        if self.window.is_zero() {
+            problems.push(ConfigProblem::new(
+                "adaptive_attempt_timeout.window",
+                "must be positive (was 0ns)",
+            ));
+        }
+        if self.floor.is_zero() {
+            problems.push(ConfigProblem::new(
+                "adaptive_attempt_timeout.floor",
+                "must be positive (was 0ns)",
+            ));
+        }
+    }
+}
+
 pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
 
 /// The state every clone of a policy shares.
@@ -113,7 +211,11 @@ pub(crate) struct Shared<C> {
     pub(crate) classifier: C,
     pub(crate) telemetry: Telemetry,
     pub(crate) clock: Clock,
-    pub(crate) typical: TypicalLatency,
+    pub(crate) latency: Latency,
+    /// How calls through `run_hedged` hedge.
+    pub(crate) hedge: Option<Hedge>,
+    /// The adaptive attempt ceiling, if any.
+    pub(crate) adaptive: Option<AdaptiveTimeout>,
     /// Call sequence numbers, used only to vary a seeded backoff's randomness per call.
     pub(crate) seeded_calls: AtomicU64,
     /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
@@ -135,8 +237,15 @@ pub(crate) struct Shared<C> {
 impl<C> Shared<C> {
     /// The option that makes this policy unable to run a blocking callback, if any.
     pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
-        let _ = self;
-        None
+        self.hedge.map(|_| {
+            ConfigProblem::new(
+                "hedge",
+                format!(
+                    "of policy `{}` runs legs concurrently and needs async execution (`run_hedged`); a blocking call cannot hedge",
+                    self.name
+                ),
+            )
+        })
     }
 }
 
@@ -240,6 +349,28 @@ impl<C> Policy<C> {
     }
 }
 
+impl<C> Policy<C> {
+    /// Like [`run`](Self::run), hedged when the policy [hedges](crate::hedge): the callback is
+    /// an `AsyncFn`, since two legs may run it at once. Without a hedge configured (or when the
+    /// hedge gate is closed for this call) it behaves exactly as `run`.
+    pub fn run_hedged<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        F: AsyncFn(&Attempt) -> Result<T, E>,
+    {
+        Call::new(self, None).run_hedged(op)
+    }
+
+    /// Like [`try_run`](Self::try_run), hedged; see [`run_hedged`](Self::run_hedged).
+    pub async fn try_run_hedged<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: AsyncFn(&Attempt) -> Result<T, E>,
+    {
+        Call::new(self, None).try_run_hedged(op).await
+    }
+}
+
 impl<C> fmt::Display for Policy<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
@@ -274,6 +405,9 @@ impl<C> fmt::Display for Policy<C> {
         if let Some(breaker) = &s.breaker {
             write!(f, ", {breaker}")?;
         }
+        if let Some(hedge) = &s.hedge {
+            write!(f, ", {hedge}")?;
+        }
         Ok(())
     }
 }
@@ -307,6 +441,8 @@ struct Settings {
     drain: Drain,
     budget: Budget,
     breaker: Option<Breaker>,
+    hedge: Option<Hedge>,
+    adaptive: Option<AdaptiveTimeout>,
 }
 
 /// Which retry budget a policy gets.
@@ -337,6 +473,8 @@ impl PolicyBuilder {
                 drain: Drain::global().clone(),
                 budget: Budget::Automatic,
                 breaker: None,
+                hedge: None,
+                adaptive: None,
             },
             classifier: ErrorsAreTransient,
         }
@@ -463,6 +601,20 @@ impl<C> PolicyBuilder<C> {
         self
     }
 
+    /// Hedges calls made through [`Policy::run_hedged`]: see [`crate::hedge`]. A hedging
+    /// policy cannot run blocking calls.
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.settings.hedge = Some(hedge);
+        self
+    }
+
+    /// Lowers each attempt's timeout to a multiple of the measured latency: see
+    /// [`AdaptiveTimeout`]. Never above the configured attempt timeout.
+    pub fn adaptive_attempt_timeout(mut self, adaptive: AdaptiveTimeout) -> Self {
+        self.settings.adaptive = Some(adaptive);
+        self
+    }
+
     /// Adds a listener for every [`Event`].
     pub fn listener(mut self, listener: impl Fn(&Event<'_>) + Send + Sync + 'static) -> Self {
         self.settings.telemetry.listeners.push(Arc::new(listener));
@@ -518,6 +670,22 @@ impl<C> PolicyBuilder<C> {
             ));
         }
         s.backoff.validate(&mut problems);
+        if let Some(hedge) = &s.hedge {
+            hedge.validate(&mut problems);
+            if s.max_attempts as usize > crate::hedge::MAX_LEGS {
+                problems.push(ConfigProblem::new(
+                    "max_attempts",
+                    format!(
+                        "must be at most {} for a hedging policy (was {})",
+                        crate::hedge::MAX_LEGS,
+                        s.max_attempts
+                    ),
+                ));
+            }
+        }
+        if let Some(adaptive) = &s.adaptive {
+            adaptive.validate(&mut problems);
+        }
         let budget = match s.budget {
             Budget::Given(budget) => Some(budget),
             Budget::Automatic if s.max_attempts > 1 => match RetryBudget::builder().build() {
@@ -529,7 +697,7 @@ impl<C> PolicyBuilder<C> {
             },
             Budget::Automatic | Budget::None => None,
         };
-        if s.ambient_criticality {
+        if s.ambient_criticality && s.hedge.is_none() {
             if s.max_attempts == 1 {
                 problems.push(ConfigProblem::new(
                     "use_ambient_criticality",
@@ -551,7 +719,22 @@ impl<C> PolicyBuilder<C> {
             || s.ambient_deadline
             || budget.is_some()
             || s.breaker.is_some()
+            || s.hedge.is_some()
+            || s.adaptive.is_some()
             || s.telemetry.is_listened();
+        let now = s.clock.now();
+        let hedge_estimate = s.hedge.and_then(|hedge| match hedge.delay {
+            crate::hedge::Delay::Adaptive {
+                quantile,
+                window,
+                min_samples,
+                ..
+            } => Some(Estimate::new(window, min_samples, quantile, now)),
+            crate::hedge::Delay::Fixed(_) => None,
+        });
+        let ceiling_estimate = s
+            .adaptive
+            .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
         Ok(Policy {
             shared: Arc::new(Shared {
                 pass_through: !reads_clock && s.max_attempts == 1,
@@ -570,7 +753,9 @@ impl<C> PolicyBuilder<C> {
                 drain: s.drain,
                 budget,
                 breaker: s.breaker,
-                typical: TypicalLatency::default(),
+                latency: Latency::new(hedge_estimate, ceiling_estimate),
+                hedge: s.hedge,
+                adaptive: s.adaptive,
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,
             }),

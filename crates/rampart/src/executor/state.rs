@@ -1,170 +1,25 @@
-//! The executor: the whole life of a call, in one loop.
-//!
-//! Strategies are data the loop consults, not layers nested around it; so every bound is
-//! known in one place and the arithmetic between them is exact:
-//!
-//! 1. At the start: a cancelled caller ends the call before anything runs. The deadline is
-//!    resolved once, `start + deadline`; time already spent means no attempt runs.
-//! 2. Before each attempt: `remaining = deadline - now`, `ceiling = min(attempt timeout,
-//!    remaining)` (a dynamic timeout is generated here and validated).
-//! 3. The attempt: the callback's future is polled first; only if it is not ready at once are
-//!    the ceiling timer and the caller's cancellation armed. When either fires, the attempt's
-//!    cancellation is signalled *before* the work is polled again; in abandon mode the work
-//!    is dropped after the grace, in cooperative mode it is awaited.
-//! 4. Arbitration, after the attempt: caller cancellation wins (a value classified Ok is still
-//!    returned); else a fired ceiling turns the attempt's own cancellation outcome into the
-//!    executor's timeout outcome (transient); else the outcome stands, for the classifier.
-//! 5. The decision, in this order: Ok → return. Permanent → return it. Attempts exhausted →
-//!    return the last outcome. Deadline spent → `DeadlineExceeded`. Backoff plus typical
-//!    latency will not fit → `DeadlineExceeded`. Else sleep (a cancel during the sleep returns
-//!    at once) and go to 2.
-//!
-//! Steps 2, 4 and 5 are [`CallState`] methods, shared with the blocking executor, which differs
-//! only in how it waits.
-//!
-//! ```
-//! # async fn demo() {
-//! use std::time::Duration;
-//! use rampart::{Error, Policy};
-//! use tokio_util::sync::CancellationToken;
-//!
-//! let policy = Policy::builder()
-//!     .max_attempts(3)
-//!     .deadline(Duration::from_secs(2))
-//!     .attempt_timeout(Duration::from_millis(500))
-//!     .build()
-//!     .expect("valid policy");
-//! let token = CancellationToken::new();
-//! token.cancel();
-//! let outcome = policy
-//!     .with_token(&token)
-//!     .run(async |_attempt| Ok::<_, std::io::Error>("never runs"))
-//!     .await;
-//! assert!(matches!(outcome, Err(Error::Cancelled)));
-//! # }
-//! ```
+//! The decisions of a call, shared by the async, hedged and blocking executors: the deadline
+//! resolved at the start, the ceiling before each attempt, the arbitration after it, and what
+//! to do next, in the contract's order.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use tokio_util::sync::CancellationToken;
 
 use crate::ambient::Ambient;
 use crate::attempt::{Attempt, Fired};
 use crate::backoff::{BackoffInput, Curve};
-use crate::breaker::{BreakerPermit, Evidence, Transition};
+use crate::breaker::{BreakerPermit, Evidence, StateKind, Transition};
 use crate::classify::{Classify, Verdict};
-use crate::clock::{Clock, Instant, Sleep};
+use crate::clock::Instant;
 use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
-use crate::policy::{Policy, Shared, TimeoutContext, TimeoutMode};
-use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled, StopReason};
+use crate::hedge::{Delay, Hedge, Suppressed};
+use crate::policy::{Shared, TimeoutContext, TimeoutMode};
+use crate::result::{AttemptRecord, StopReason};
 
-/// How far past its ceiling an awaited attempt may return before it is reported as orphaned.
-pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
-
-/// A call about to run, with its caller's token: made by [`Policy::with_token`].
-#[derive(Debug)]
-#[must_use = "a call does nothing until run"]
-pub struct Call<'a, C> {
-    policy: &'a Policy<C>,
-    caller: Option<&'a CancellationToken>,
-}
-
-impl<'a, C> Call<'a, C> {
-    pub(crate) fn new(policy: &'a Policy<C>, caller: Option<&'a CancellationToken>) -> Self {
-        Call { policy, caller }
-    }
-
-    pub(crate) fn shared(&self) -> &'a Shared<C> {
-        &self.policy.shared
-    }
-
-    pub(crate) fn caller(&self) -> Option<&'a CancellationToken> {
-        self.caller
-    }
-
-    /// Runs `op`; see [`Policy::run`].
-    pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
-    where
-        C: Classify<T, E>,
-        F: AsyncFnMut(&Attempt) -> Result<T, E>,
-    {
-        execute(&self.policy.shared, self.caller, op, ())
-    }
-
-    /// Runs `op` and reports how the call went; see [`Policy::try_run`].
-    pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        F: AsyncFnMut(&Attempt) -> Result<T, E>,
-    {
-        let mut report = Report::default();
-        let outcome = execute(&self.policy.shared, self.caller, op, &mut report).await;
-        report.into_result(outcome)
-    }
-}
-
-/// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`.
-pub(crate) trait Record {
-    /// Whether records need attempt durations (and so clock reads).
-    const TIMED: bool;
-    fn record(&mut self, record: AttemptRecord);
-    fn stop(&mut self, stop: StopReason);
-}
-
-impl Record for () {
-    const TIMED: bool = false;
-    #[inline(always)]
-    fn record(&mut self, _: AttemptRecord) {}
-    #[inline(always)]
-    fn stop(&mut self, _: StopReason) {}
-}
-
-/// What `try_run` learns besides the outcome.
-pub(crate) struct Report {
-    log: AttemptLog,
-    stop: StopReason,
-}
-
-impl Default for Report {
-    fn default() -> Self {
-        Report {
-            log: AttemptLog::default(),
-            stop: StopReason::Succeeded,
-        }
-    }
-}
-
-impl Report {
-    /// The `try_run` result: caller cancellation stays an error.
-    pub(crate) fn into_result<T, E>(
-        self,
-        outcome: Result<T, Error<E>>,
-    ) -> Result<CallResult<T, E>, Cancelled> {
-        match self.stop {
-            StopReason::Cancelled => Err(Cancelled),
-            stop => Ok(CallResult {
-                outcome,
-                stop,
-                log: self.log,
-            }),
-        }
-    }
-}
-
-impl Record for &mut Report {
-    const TIMED: bool = true;
-    fn record(&mut self, record: AttemptRecord) {
-        self.log.push(record);
-    }
-    fn stop(&mut self, stop: StopReason) {
-        self.stop = stop;
-    }
-}
+use super::{ORPHAN_THRESHOLD, Record};
 
 /// How a call ended.
 pub(crate) struct Finish<T, E> {
@@ -177,7 +32,10 @@ pub(crate) enum Outcome<T, E> {
     /// The callback returned this.
     Returned(Result<T, E>),
     /// The executor's own timeout outcome: the ceiling decided the attempt.
-    TimedOut,
+    TimedOut {
+        /// The ceiling the attempt ran into.
+        ceiling: Duration,
+    },
 }
 
 /// What to do after an attempt.
@@ -212,12 +70,11 @@ struct Bound {
 pub(crate) struct CallState<'p, C> {
     pub(crate) shared: &'p Shared<C>,
     pub(crate) timed: bool,
-    start: Option<Instant>,
+    pub(crate) start: Option<Instant>,
     deadline: Option<Bound>,
     /// The call's criticality (`Critical` unless the policy reads the ambient one).
     pub(crate) level: Criticality,
     pub(crate) attempts: u32,
-    ceiling: Option<Duration>,
     previous_delay: Duration,
     rng: Option<fastrand::Rng>,
 }
@@ -267,7 +124,6 @@ impl<'p, C> CallState<'p, C> {
             deadline,
             level,
             attempts: 0,
-            ceiling: None,
             previous_delay: Duration::ZERO,
             rng: None,
         }
@@ -350,11 +206,17 @@ impl<'p, C> CallState<'p, C> {
                 Some(timeout)
             }
         };
-        self.ceiling = match (timeout, remaining) {
+        let timeout = match (&self.shared.adaptive, &self.shared.latency.ceiling, now) {
+            (Some(adaptive), Some(estimate), Some(now)) => match estimate.get(now) {
+                Some(measured) => Some(adaptive.ceiling(measured, timeout)),
+                None => timeout,
+            },
+            _ => timeout,
+        };
+        Ok(match (timeout, remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
             (t, r) => t.or(r),
-        };
-        Ok(self.ceiling)
+        })
     }
 
     /// Step 4: caller cancellation wins; a fired ceiling turns the attempt's own cancellation
@@ -373,18 +235,19 @@ impl<'p, C> CallState<'p, C> {
     {
         let caller_cancelled = caller.is_some_and(CancellationToken::is_cancelled)
             || attempt.fired() == Some(Fired::Caller);
+        let ceiling = attempt.timeout().unwrap_or(Duration::ZERO);
         let outcome = match returned {
             None => {
                 self.shared.telemetry.emit(Event::AttemptAbandoned {
                     policy: &self.shared.name,
                     attempt: attempt.number(),
-                    ceiling: self.ceiling.unwrap_or(Duration::ZERO),
+                    ceiling,
                     grace: match self.shared.mode {
                         TimeoutMode::Abandon { grace } => grace,
                         TimeoutMode::Cooperative => Duration::ZERO,
                     },
                 });
-                Outcome::TimedOut
+                Outcome::TimedOut { ceiling }
             }
             Some(result) => match attempt.fired() {
                 Some(Fired::Ceiling) | Some(Fired::Caller) => {
@@ -395,7 +258,7 @@ impl<'p, C> CallState<'p, C> {
         };
         let verdict = match &outcome {
             Outcome::Returned(result) => self.shared.classifier.classify(result),
-            Outcome::TimedOut => Verdict::Transient,
+            Outcome::TimedOut { .. } => Verdict::Transient,
         };
         if caller_cancelled && !(verdict.is_ok() && matches!(outcome, Outcome::Returned(Ok(_)))) {
             return None;
@@ -413,11 +276,8 @@ impl<'p, C> CallState<'p, C> {
     ) -> Outcome<T, E> {
         let telemetry = &self.shared.telemetry;
         let policy = &*self.shared.name;
-        let ceiling = self.ceiling.unwrap_or(Duration::ZERO);
-        let elapsed = match (began, now) {
-            (Some(began), Some(now)) => now.saturating_duration_since(began),
-            _ => Duration::ZERO,
-        };
+        let ceiling = attempt.timeout().unwrap_or(Duration::ZERO);
+        let elapsed = self.elapsed_since(began, now);
         let overrun = elapsed.saturating_sub(ceiling);
         if attempt.fired() == Some(Fired::Ceiling) && overrun > ORPHAN_THRESHOLD {
             telemetry.emit(Event::OrphanedWork {
@@ -429,7 +289,7 @@ impl<'p, C> CallState<'p, C> {
         }
         if result.is_err() && attempt.was_observed() {
             // The attempt answered its cancellation: that is the timeout's outcome.
-            return Outcome::TimedOut;
+            return Outcome::TimedOut { ceiling };
         }
         if attempt.fired() == Some(Fired::Ceiling) {
             telemetry.emit(Event::TimeoutIgnored {
@@ -442,13 +302,16 @@ impl<'p, C> CallState<'p, C> {
         Outcome::Returned(result)
     }
 
-    /// Reports the attempt to listeners, the log, the on-timeout hook and the latency estimate.
+    /// Reports the attempt to listeners, the log, the on-timeout hook and the latency
+    /// measurements (a success's duration).
     #[inline(always)]
     pub(crate) fn attempt_ended<T, E>(
         &self,
+        attempt: &Attempt,
         outcome: &Outcome<T, E>,
         verdict: Verdict,
         elapsed: Duration,
+        now: Option<Instant>,
         log: &mut impl Record,
     ) -> AttemptOutcome {
         let kind = attempt_outcome(outcome, verdict);
@@ -457,25 +320,28 @@ impl<'p, C> CallState<'p, C> {
         if telemetry.is_listened() {
             telemetry.emit(Event::AttemptEnded {
                 policy,
-                attempt: self.attempts,
+                attempt: attempt.number(),
                 outcome: kind,
                 elapsed,
             });
         }
         log.record(AttemptRecord {
-            number: self.attempts,
+            number: attempt.number(),
             outcome: kind,
             elapsed,
         });
-        if kind == AttemptOutcome::TimedOut {
+        if let Outcome::TimedOut { ceiling } = outcome {
             telemetry.timed_out(TimeoutInfo {
                 policy,
-                attempt: self.attempts,
-                timeout: self.ceiling.unwrap_or(Duration::ZERO),
+                attempt: attempt.number(),
+                timeout: *ceiling,
             });
         }
-        if kind == AttemptOutcome::Ok && self.timed && !elapsed.is_zero() {
-            self.shared.typical.record(elapsed);
+        if kind == AttemptOutcome::Ok
+            && !elapsed.is_zero()
+            && let Some(now) = now
+        {
+            self.shared.latency.record(elapsed, now);
         }
         kind
     }
@@ -528,7 +394,7 @@ impl<'p, C> CallState<'p, C> {
         };
         let delay = self.backoff(curve, verdict.retry_after());
         if let Some(remaining) = remaining
-            && delay.saturating_add(self.shared.typical.get()) >= remaining
+            && delay.saturating_add(self.shared.latency.typical.get()) >= remaining
         {
             return Step::Finish(self.deadline_exceeded(Some(outcome)));
         }
@@ -561,25 +427,84 @@ impl<'p, C> CallState<'p, C> {
         now: Option<Instant>,
         last: &mut Option<Outcome<T, E>>,
     ) -> Result<Option<BreakerPermit<'p>>, Finish<T, E>> {
+        self.try_admit(now).map_err(|retry_after| {
+            self.reject(
+                RejectReason::DependencyUnavailable,
+                retry_after,
+                last.take(),
+                now,
+            )
+        })
+    }
+
+    /// The breaker's answer for the next attempt, counting it when admitted; `Err` carries the
+    /// breaker's retry-after.
+    pub(crate) fn try_admit(
+        &mut self,
+        now: Option<Instant>,
+    ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             self.attempts += 1;
             return Ok(None);
         };
-        match breaker.try_acquire(now) {
-            Ok(permit) => {
-                if let Some(transition) = permit.transition() {
-                    self.breaker_moved(transition);
-                }
-                self.attempts += 1;
-                Ok(Some(permit))
-            }
-            Err(rejected) => Err(self.reject(
-                RejectReason::DependencyUnavailable,
-                rejected.retry_after,
-                last.take(),
-                Some(now),
-            )),
+        let permit = breaker.try_acquire(now).map_err(|r| r.retry_after)?;
+        if let Some(transition) = permit.transition() {
+            self.breaker_moved(transition);
         }
+        self.attempts += 1;
+        Ok(Some(permit))
+    }
+
+    /// Whether a hedge may be armed for this call, and after how long: the breaker is closed,
+    /// the estimate is warm, the delay fits in the time left, the call is not `Sheddable` and
+    /// the process is not draining.
+    pub(crate) fn hedge_delay(
+        &self,
+        hedge: &Hedge,
+        now: Option<Instant>,
+    ) -> Result<Duration, Suppressed> {
+        if self.level.is_sheddable() {
+            return Err(Suppressed::Sheddable);
+        }
+        if self.shared.drain.is_draining() {
+            return Err(Suppressed::Draining);
+        }
+        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+            && breaker.state(now).kind() != StateKind::Closed
+        {
+            return Err(Suppressed::BreakerNotClosed);
+        }
+        let delay = match hedge.delay {
+            Delay::Fixed(delay) => delay,
+            Delay::Adaptive { floor, .. } => {
+                let estimate = self.shared.latency.hedge.as_ref();
+                match (estimate, now) {
+                    (Some(estimate), Some(now)) => match estimate.get(now) {
+                        Some(quantile) => quantile.max(floor),
+                        None => return Err(Suppressed::Cold),
+                    },
+                    _ => return Err(Suppressed::Cold),
+                }
+            }
+        };
+        if self.remaining(now).is_some_and(|left| delay >= left) {
+            return Err(Suppressed::NoTime);
+        }
+        Ok(delay)
+    }
+
+    /// Reports why a hedge did not happen.
+    #[cold]
+    pub(crate) fn hedge_suppressed(&self, reason: Suppressed) {
+        self.shared.telemetry.emit(Event::HedgeSuppressed {
+            policy: &self.shared.name,
+            reason,
+        });
+    }
+
+    /// Time left before the deadline, `None` when unbounded.
+    pub(crate) fn time_left(&self, now: Option<Instant>) -> Option<Duration> {
+        self.remaining(now)
     }
 
     /// Gives the breaker the attempt's evidence: only transient failures and timeouts count
@@ -676,8 +601,8 @@ impl<'p, C> CallState<'p, C> {
         match outcome {
             Outcome::Returned(Ok(value)) => Ok(value),
             Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
-            Outcome::TimedOut => Err(Error::AttemptTimeout {
-                timeout: self.ceiling.unwrap_or(Duration::ZERO),
+            Outcome::TimedOut { ceiling } => Err(Error::AttemptTimeout {
+                timeout: ceiling,
                 attempts: self.attempts,
             }),
         }
@@ -732,245 +657,11 @@ impl<'p, C> CallState<'p, C> {
 
 fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {
     match (outcome, verdict) {
-        (Outcome::TimedOut, _) => AttemptOutcome::TimedOut,
+        (Outcome::TimedOut { .. }, _) => AttemptOutcome::TimedOut,
         (_, Verdict::Ok) => AttemptOutcome::Ok,
         (_, Verdict::Transient) => AttemptOutcome::Transient,
         (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,
         (_, Verdict::Permanent) => AttemptOutcome::Permanent,
         (_, Verdict::Refused { .. }) => AttemptOutcome::Refused,
     }
-}
-
-/// The async executor: the loop of the module docs.
-///
-/// Returns the outcome as `run` gives it and tells `log` the stop reason. It is the only future
-/// between the caller and the callback: `run` returns it as is, with no wrapper to move it.
-pub(crate) async fn execute<T, E, C, F, L>(
-    shared: &Shared<C>,
-    caller: Option<&CancellationToken>,
-    mut op: F,
-    mut log: L,
-) -> Result<T, Error<E>>
-where
-    C: Classify<T, E>,
-    F: AsyncFnMut(&Attempt) -> Result<T, E>,
-    L: Record,
-{
-    if shared.pass_through && caller.is_none() && !L::TIMED && !shared.drain.is_draining() {
-        let finish = pass_through(shared, op).await;
-        log.stop(finish.stop);
-        return finish.outcome;
-    }
-    let mut call = CallState::start(shared, L::TIMED);
-    let needs_times = L::TIMED || shared.telemetry.is_listened();
-    let mut attempt = Attempt::new(shared.clock.clone(), caller);
-    let mut now = call.start;
-    let finish = 'call: {
-        if caller.is_some_and(CancellationToken::is_cancelled) {
-            break 'call call.cancelled(now);
-        }
-        let mut last = None;
-        loop {
-            let ceiling = match call.begin_attempt(now, &mut last) {
-                Ok(ceiling) => ceiling,
-                Err(finish) => break 'call finish,
-            };
-            let permit = match call.admit(now, &mut last) {
-                Ok(permit) => permit,
-                Err(finish) => break 'call finish,
-            };
-            let began = now;
-            attempt.begin(call.attempts, ceiling, began);
-            let (returned, suspended) = Race {
-                work: op(&attempt),
-                timer: None,
-                cancel: None,
-                attempt: &attempt,
-                caller,
-                clock: &shared.clock,
-                mode: shared.mode,
-                armed: false,
-            }
-            .await;
-            // An attempt that succeeded on its first poll took no time the call must account
-            // for: the clock is read again only when something will use the reading.
-            let fresh = suspended || needs_times || !matches!(returned, Some(Ok(_)));
-            now = if fresh { call.now() } else { began };
-            let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now)
-            else {
-                attempt.end(false);
-                break 'call call.cancelled(now);
-            };
-            attempt.end(verdict.is_ok());
-            if !fresh && !verdict.is_ok() {
-                now = call.now();
-            }
-            let elapsed = call.elapsed_since(began, now);
-            let kind = call.attempt_ended(&outcome, verdict, elapsed, &mut log);
-            call.settle(permit, kind, elapsed, now);
-            let delay = match call.decide(outcome, verdict, kind, now) {
-                Step::Finish(finish) => break 'call finish,
-                Step::Retry(delay, outcome) => {
-                    last = Some(outcome);
-                    delay
-                }
-            };
-            if !delay.is_zero() {
-                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
-                if sleep_or_cancel(&shared.clock, wake, caller).await {
-                    break 'call call.cancelled(call.now());
-                }
-            } else if caller.is_some_and(CancellationToken::is_cancelled) {
-                break 'call call.cancelled(now);
-            }
-            now = call.now();
-        }
-    };
-    log.stop(finish.stop);
-    finish.outcome
-}
-
-/// The loop above for a policy with one attempt, no bound, no listener and no caller token
-/// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply runs.
-/// The outcome and stop reason are the ones the loop would give.
-#[inline(always)]
-async fn pass_through<T, E, C, F>(shared: &Shared<C>, mut op: F) -> Finish<T, E>
-where
-    C: Classify<T, E>,
-    F: AsyncFnMut(&Attempt) -> Result<T, E>,
-{
-    let mut attempt = Attempt::new(shared.clock.clone(), None);
-    attempt.begin(1, None, None);
-    let result = op(&attempt).await;
-    let verdict = shared.classifier.classify(&result);
-    attempt.end(verdict.is_ok());
-    let stop = match verdict {
-        Verdict::Ok => StopReason::Succeeded,
-        Verdict::Permanent => StopReason::Permanent,
-        _ => StopReason::AttemptsExhausted,
-    };
-    Finish {
-        outcome: result.map_err(Error::Inner),
-        stop,
-    }
-}
-
-/// Sleeps until `wake`; returns true, at once, if the caller cancels first.
-async fn sleep_or_cancel(clock: &Clock, wake: Instant, caller: Option<&CancellationToken>) -> bool {
-    let sleep = clock.sleep_until(wake);
-    let Some(caller) = caller else {
-        sleep.await;
-        return false;
-    };
-    let mut sleep = std::pin::pin!(sleep);
-    let mut cancelled = std::pin::pin!(caller.cancelled());
-    std::future::poll_fn(|cx| {
-        if cancelled.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(true);
-        }
-        sleep.as_mut().poll(cx).map(|()| false)
-    })
-    .await
-}
-
-pin_project_lite::pin_project! {
-    /// One attempt raced against its ceiling and its caller's cancellation.
-    ///
-    /// The work is polled first; the timer and the cancellation are armed only if it is not
-    /// ready at once, so an attempt that completes on its first poll costs no timer. Once armed,
-    /// a wake-up checks the ceiling and the caller *before* polling the work again: a scope
-    /// whose ceiling has passed fires its attempt's cancellation first, which is what makes an
-    /// outer scope win over an inner one whose ceiling falls on the same instant.
-    #[project = RaceProj]
-    struct Race<'a, W> {
-        #[pin]
-        work: W,
-        #[pin]
-        timer: Option<Sleep>,
-        #[pin]
-        cancel: Option<WaitForCancellationFuture<'a>>,
-        attempt: &'a Attempt,
-        caller: Option<&'a CancellationToken>,
-        clock: &'a Clock,
-        mode: TimeoutMode,
-        armed: bool,
-    }
-}
-
-impl<W: Future> Future for Race<'_, W> {
-    /// The work's output (`None` when it was abandoned), and whether the work suspended.
-    type Output = (Option<W::Output>, bool);
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if *this.armed {
-            signal(&mut this, cx);
-        }
-        loop {
-            if let Poll::Ready(out) = this.work.as_mut().poll(cx) {
-                return Poll::Ready((Some(out), *this.armed));
-            }
-            if !*this.armed {
-                *this.armed = true;
-                if let Some(at) = this.attempt.deadline() {
-                    this.timer.set(Some(this.clock.sleep_until(at)));
-                }
-                if let Some(caller) = *this.caller {
-                    this.cancel.set(Some(caller.cancelled()));
-                }
-                if signal(&mut this, cx) {
-                    continue;
-                }
-                return Poll::Pending;
-            }
-            if this.attempt.fired().is_some()
-                && matches!(this.mode, TimeoutMode::Abandon { .. })
-                && let Some(grace) = this.timer.as_mut().as_pin_mut()
-                && grace.poll(cx).is_ready()
-            {
-                return Poll::Ready((None, true));
-            }
-            return Poll::Pending;
-        }
-    }
-}
-
-/// Checks the ceiling, then the caller; fires the attempt's cancellation if either has come.
-/// Returns whether it fired now. In abandon mode the timer is re-armed for the grace.
-fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
-    if this.attempt.fired().is_some() {
-        return false;
-    }
-    let ceiling = this
-        .timer
-        .as_mut()
-        .as_pin_mut()
-        .is_some_and(|timer| timer.poll(cx).is_ready());
-    let why = if ceiling {
-        Fired::Ceiling
-    } else if this
-        .cancel
-        .as_mut()
-        .as_pin_mut()
-        .is_some_and(|cancel| cancel.poll(cx).is_ready())
-    {
-        Fired::Caller
-    } else {
-        return false;
-    };
-    this.attempt.fire(why);
-    this.cancel.set(None);
-    match *this.mode {
-        TimeoutMode::Cooperative => this.timer.set(None),
-        TimeoutMode::Abandon { grace } => {
-            let from = match why {
-                Fired::Ceiling => this.attempt.deadline(),
-                Fired::Caller => None,
-            }
-            .unwrap_or_else(|| this.clock.now());
-            let until = from.checked_add(grace).unwrap_or(from);
-            this.timer.set(Some(this.clock.sleep_until(until)));
-        }
-    }
-    true
 }

@@ -1,0 +1,319 @@
+//! The executor: the whole life of a call, in one loop.
+//!
+//! Strategies are data the loop consults, not layers nested around it; so every bound is
+//! known in one place and the arithmetic between them is exact:
+//!
+//! 1. At the start: a cancelled caller ends the call before anything runs. The deadline is
+//!    resolved once, `start + deadline`; time already spent means no attempt runs.
+//! 2. Before each attempt: `remaining = deadline - now`, `ceiling = min(attempt timeout,
+//!    remaining)` (a dynamic timeout is generated here and validated).
+//! 3. The attempt: the callback's future is polled first; only if it is not ready at once are
+//!    the ceiling timer and the caller's cancellation armed. When either fires, the attempt's
+//!    cancellation is signalled *before* the work is polled again; in abandon mode the work
+//!    is dropped after the grace, in cooperative mode it is awaited.
+//! 4. Arbitration, after the attempt: caller cancellation wins (a value classified Ok is still
+//!    returned); else a fired ceiling turns the attempt's own cancellation outcome into the
+//!    executor's timeout outcome (transient); else the outcome stands, for the classifier.
+//! 5. The decision, in this order: Ok → return. Permanent → return it. Attempts exhausted →
+//!    return the last outcome. Deadline spent → `DeadlineExceeded`. Backoff plus typical
+//!    latency will not fit → `DeadlineExceeded`. Else sleep (a cancel during the sleep returns
+//!    at once) and go to 2.
+//!
+//! Steps 2, 4 and 5 are [`CallState`] methods, shared with the blocking executor, which differs
+//! only in how it waits.
+//!
+//! ```
+//! # async fn demo() {
+//! use std::time::Duration;
+//! use rampart::{Error, Policy};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let policy = Policy::builder()
+//!     .max_attempts(3)
+//!     .deadline(Duration::from_secs(2))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .build()
+//!     .expect("valid policy");
+//! let token = CancellationToken::new();
+//! token.cancel();
+//! let outcome = policy
+//!     .with_token(&token)
+//!     .run(async |_attempt| Ok::<_, std::io::Error>("never runs"))
+//!     .await;
+//! assert!(matches!(outcome, Err(Error::Cancelled)));
+//! # }
+//! ```
+
+mod hedged;
+mod race;
+mod state;
+
+use std::future::Future;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::Attempt;
+use crate::classify::{Classify, Verdict};
+use crate::clock::{Clock, Instant};
+use crate::error::Error;
+use crate::policy::{Policy, Shared};
+use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled, StopReason};
+
+pub(crate) use race::Race;
+pub(crate) use state::{CallState, Finish, Outcome, Step};
+
+use hedged::execute_hedged;
+
+/// How far past its ceiling an awaited attempt may return before it is reported as orphaned.
+pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
+
+/// A call about to run, with its caller's token: made by [`Policy::with_token`].
+#[derive(Debug)]
+#[must_use = "a call does nothing until run"]
+pub struct Call<'a, C> {
+    policy: &'a Policy<C>,
+    caller: Option<&'a CancellationToken>,
+}
+
+impl<'a, C> Call<'a, C> {
+    pub(crate) fn new(policy: &'a Policy<C>, caller: Option<&'a CancellationToken>) -> Self {
+        Call { policy, caller }
+    }
+
+    pub(crate) fn shared(&self) -> &'a Shared<C> {
+        &self.policy.shared
+    }
+
+    pub(crate) fn caller(&self) -> Option<&'a CancellationToken> {
+        self.caller
+    }
+
+    /// Runs `op`; see [`Policy::run`].
+    pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        execute(&self.policy.shared, self.caller, op, ())
+    }
+
+    /// Runs `op` and reports how the call went; see [`Policy::try_run`].
+    pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    {
+        let mut report = Report::default();
+        let outcome = execute(&self.policy.shared, self.caller, op, &mut report).await;
+        report.into_result(outcome)
+    }
+}
+
+impl<'a, C> Call<'a, C> {
+    /// Runs `op`, hedged when the policy hedges; see [`Policy::run_hedged`].
+    pub fn run_hedged<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        F: AsyncFn(&Attempt) -> Result<T, E>,
+    {
+        execute_hedged(&self.policy.shared, self.caller, op, ())
+    }
+
+    /// Runs `op` hedged and reports how the call went; see [`Policy::try_run_hedged`].
+    pub async fn try_run_hedged<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        F: AsyncFn(&Attempt) -> Result<T, E>,
+    {
+        let mut report = Report::default();
+        let outcome = execute_hedged(&self.policy.shared, self.caller, op, &mut report).await;
+        report.into_result(outcome)
+    }
+}
+
+/// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`.
+pub(crate) trait Record {
+    /// Whether records need attempt durations (and so clock reads).
+    const TIMED: bool;
+    fn record(&mut self, record: AttemptRecord);
+    fn stop(&mut self, stop: StopReason);
+}
+
+impl Record for () {
+    const TIMED: bool = false;
+    #[inline(always)]
+    fn record(&mut self, _: AttemptRecord) {}
+    #[inline(always)]
+    fn stop(&mut self, _: StopReason) {}
+}
+
+/// What `try_run` learns besides the outcome.
+pub(crate) struct Report {
+    log: AttemptLog,
+    stop: StopReason,
+}
+
+impl Default for Report {
+    fn default() -> Self {
+        Report {
+            log: AttemptLog::default(),
+            stop: StopReason::Succeeded,
+        }
+    }
+}
+
+impl Report {
+    /// The `try_run` result: caller cancellation stays an error.
+    pub(crate) fn into_result<T, E>(
+        self,
+        outcome: Result<T, Error<E>>,
+    ) -> Result<CallResult<T, E>, Cancelled> {
+        match self.stop {
+            StopReason::Cancelled => Err(Cancelled),
+            stop => Ok(CallResult {
+                outcome,
+                stop,
+                log: self.log,
+            }),
+        }
+    }
+}
+
+impl Record for &mut Report {
+    const TIMED: bool = true;
+    fn record(&mut self, record: AttemptRecord) {
+        self.log.push(record);
+    }
+    fn stop(&mut self, stop: StopReason) {
+        self.stop = stop;
+    }
+}
+
+/// The async executor: the loop of the module docs.
+///
+/// Returns the outcome as `run` gives it and tells `log` the stop reason. It is the only future
+/// between the caller and the callback: `run` returns it as is, with no wrapper to move it.
+pub(crate) async fn execute<T, E, C, F, L>(
+    shared: &Shared<C>,
+    caller: Option<&CancellationToken>,
+    mut op: F,
+    mut log: L,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    F: AsyncFnMut(&Attempt) -> Result<T, E>,
+    L: Record,
+{
+    if shared.pass_through && caller.is_none() && !L::TIMED && !shared.drain.is_draining() {
+        let finish = pass_through(shared, op).await;
+        log.stop(finish.stop);
+        return finish.outcome;
+    }
+    let mut call = CallState::start(shared, L::TIMED);
+    let needs_times = L::TIMED || shared.telemetry.is_listened();
+    let mut attempt = Attempt::new(shared.clock.clone(), caller);
+    let mut now = call.start;
+    let finish = 'call: {
+        if caller.is_some_and(CancellationToken::is_cancelled) {
+            break 'call call.cancelled(now);
+        }
+        let mut last = None;
+        loop {
+            let ceiling = match call.begin_attempt(now, &mut last) {
+                Ok(ceiling) => ceiling,
+                Err(finish) => break 'call finish,
+            };
+            let permit = match call.admit(now, &mut last) {
+                Ok(permit) => permit,
+                Err(finish) => break 'call finish,
+            };
+            let began = now;
+            attempt.begin(call.attempts, ceiling, began);
+            let (returned, suspended) =
+                Race::new(op(&attempt), &attempt, caller, &shared.clock, shared.mode).await;
+            // An attempt that succeeded on its first poll took no time the call must account
+            // for: the clock is read again only when something will use the reading.
+            let fresh = suspended || needs_times || !matches!(returned, Some(Ok(_)));
+            now = if fresh { call.now() } else { began };
+            let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now)
+            else {
+                attempt.end(false);
+                break 'call call.cancelled(now);
+            };
+            attempt.end(verdict.is_ok());
+            if !fresh && !verdict.is_ok() {
+                now = call.now();
+            }
+            let elapsed = call.elapsed_since(began, now);
+            let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
+            call.settle(permit, kind, elapsed, now);
+            let delay = match call.decide(outcome, verdict, kind, now) {
+                Step::Finish(finish) => break 'call finish,
+                Step::Retry(delay, outcome) => {
+                    last = Some(outcome);
+                    delay
+                }
+            };
+            if !delay.is_zero() {
+                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                if sleep_or_cancel(&shared.clock, wake, caller).await {
+                    break 'call call.cancelled(call.now());
+                }
+            } else if caller.is_some_and(CancellationToken::is_cancelled) {
+                break 'call call.cancelled(now);
+            }
+            now = call.now();
+        }
+    };
+    log.stop(finish.stop);
+    finish.outcome
+}
+
+/// The loop above for a policy with one attempt, no bound, no listener and no caller token
+/// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply runs.
+/// The outcome and stop reason are the ones the loop would give.
+#[inline(always)]
+async fn pass_through<T, E, C, F>(shared: &Shared<C>, mut op: F) -> Finish<T, E>
+where
+    C: Classify<T, E>,
+    F: AsyncFnMut(&Attempt) -> Result<T, E>,
+{
+    let mut attempt = Attempt::new(shared.clock.clone(), None);
+    attempt.begin(1, None, None);
+    let result = op(&attempt).await;
+    let verdict = shared.classifier.classify(&result);
+    attempt.end(verdict.is_ok());
+    let stop = match verdict {
+        Verdict::Ok => StopReason::Succeeded,
+        Verdict::Permanent => StopReason::Permanent,
+        _ => StopReason::AttemptsExhausted,
+    };
+    Finish {
+        outcome: result.map_err(Error::Inner),
+        stop,
+    }
+}
+
+/// Sleeps until `wake`; returns true, at once, if the caller cancels first.
+pub(crate) async fn sleep_or_cancel(
+    clock: &Clock,
+    wake: Instant,
+    caller: Option<&CancellationToken>,
+) -> bool {
+    let sleep = clock.sleep_until(wake);
+    let Some(caller) = caller else {
+        sleep.await;
+        return false;
+    };
+    let mut sleep = std::pin::pin!(sleep);
+    let mut cancelled = std::pin::pin!(caller.cancelled());
+    std::future::poll_fn(|cx| {
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        sleep.as_mut().poll(cx).map(|()| false)
+    })
+    .await
+}
