@@ -35,19 +35,22 @@
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::{Admit, AdmitContext};
 use crate::attempt::{Attempt, Fired};
 use crate::classify::Classify;
+use crate::clock::Blocked;
 use crate::error::Error;
-use crate::executor::{Call, CallState, Record, Report, Step};
+use crate::executor::{Admitted, Call, CallState, Record, Report, Step};
 use crate::policy::{Policy, Shared};
 use crate::result::{CallResult, Cancelled};
 
-impl<C> Policy<C> {
+impl<C, A> Policy<C, A> {
     /// Runs the synchronous `op` under this policy on the calling thread; see
     /// [`crate::blocking`].
     pub fn run_blocking<T, E, F>(&self, op: F) -> Result<T, Error<E>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         execute_blocking(&self.shared, None, op, ())
@@ -57,6 +60,7 @@ impl<C> Policy<C> {
     pub fn try_run_blocking<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
@@ -65,11 +69,12 @@ impl<C> Policy<C> {
     }
 }
 
-impl<C> Call<'_, C> {
+impl<C, A> Call<'_, C, A> {
     /// Runs the synchronous `op`; see [`Policy::run_blocking`].
     pub fn run_blocking<T, E, F>(self, op: F) -> Result<T, Error<E>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         execute_blocking(self.shared(), self.caller(), op, ())
@@ -80,6 +85,7 @@ impl<C> Call<'_, C> {
     pub fn try_run_blocking<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
@@ -89,14 +95,15 @@ impl<C> Call<'_, C> {
 }
 
 /// The blocking executor: the async loop's steps, waiting by blocking the thread.
-fn execute_blocking<T, E, C, F, L>(
-    shared: &Shared<C>,
+fn execute_blocking<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
     mut op: F,
     mut log: L,
 ) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
+    A: Admit,
     F: FnMut(&Attempt) -> Result<T, E>,
     L: Record,
 {
@@ -122,31 +129,49 @@ where
             };
             let began = now;
             attempt.begin(call.attempts, ceiling, began);
-            let timer = attempt
-                .deadline()
-                .map(|at| shared.clock.cancel_at(at, attempt.arm_token()));
-            let result = op(&attempt);
-            drop(timer);
-            now = call.now();
-            if attempt.fired().is_none() {
-                if caller.is_some_and(CancellationToken::is_cancelled) {
-                    attempt.fire(Fired::Caller);
-                } else if attempt
-                    .deadline()
-                    .is_some_and(|at| now.is_some_and(|n| n >= at))
-                {
-                    attempt.fire(Fired::Ceiling);
+            let cx = call.admit_context(&attempt, now);
+            let (outcome, verdict, held) = match admit_blocking(shared, &cx, &attempt, caller) {
+                Admitted::Permit(held) => {
+                    let timer = attempt
+                        .deadline()
+                        .map(|at| shared.clock.cancel_at(at, attempt.arm_token()));
+                    let result = op(&attempt);
+                    drop(timer);
+                    now = call.now();
+                    if attempt.fired().is_none() {
+                        if caller.is_some_and(CancellationToken::is_cancelled) {
+                            attempt.fire(Fired::Caller);
+                        } else if attempt
+                            .deadline()
+                            .is_some_and(|at| now.is_some_and(|n| n >= at))
+                        {
+                            attempt.fire(Fired::Ceiling);
+                        }
+                    }
+                    let Some((outcome, verdict)) =
+                        call.arbitrate(&attempt, Some(result), caller, began, now)
+                    else {
+                        attempt.end(false);
+                        break 'call call.cancelled(now);
+                    };
+                    (outcome, verdict, held)
                 }
-            }
-            let Some((outcome, verdict)) =
-                call.arbitrate(&attempt, Some(result), caller, began, now)
-            else {
-                attempt.end(false);
-                break 'call call.cancelled(now);
+                Admitted::Refused(refusal) => {
+                    now = call.now();
+                    let (outcome, verdict) = call.not_admitted(&attempt, Some(refusal));
+                    (outcome, verdict, None)
+                }
+                Admitted::TimedOut => {
+                    now = call.now();
+                    let (outcome, verdict) = call.not_admitted(&attempt, None);
+                    (outcome, verdict, None)
+                }
+                Admitted::Cancelled => break 'call call.cancelled(call.now()),
             };
             attempt.end(verdict.is_ok());
             let elapsed = call.elapsed_since(began, now);
             let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
+            call.release(held, kind, elapsed);
             call.settle(permit, kind, elapsed, now);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,
@@ -168,4 +193,26 @@ where
     };
     log.stop(finish.stop);
     finish.outcome
+}
+
+/// Admission for a blocking attempt: the component's wait is driven on this thread, bounded by
+/// the attempt's ceiling and the caller's token.
+fn admit_blocking<C, A: Admit>(
+    shared: &Shared<C, A>,
+    cx: &AdmitContext<'_>,
+    attempt: &Attempt,
+    caller: Option<&CancellationToken>,
+) -> Admitted<A::Permit> {
+    if A::ALWAYS_ADMITS {
+        return Admitted::Permit(None);
+    }
+    match shared
+        .clock
+        .block_on(shared.admit.acquire(cx), attempt.deadline(), caller)
+    {
+        Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
+        Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
+        Blocked::TimedOut => Admitted::TimedOut,
+        Blocked::Cancelled => Admitted::Cancelled,
+    }
 }

@@ -80,37 +80,56 @@ impl Clock {
     /// comes first; returns whether the cancellation ended the wait. A cancellation wakes the
     /// thread at once. Needs no runtime: used by blocking execution.
     pub fn block_until(&self, deadline: Instant, caller: Option<&CancellationToken>) -> bool {
+        let never = std::future::pending::<()>();
+        matches!(
+            self.block_on(never, Some(deadline), caller),
+            Blocked::Cancelled
+        )
+    }
+
+    /// Drives `future` on the current thread until it completes, `deadline` passes on this
+    /// clock, or `caller` is cancelled, parking the thread in between (any wake-up of the
+    /// future, the clock or the token unparks it at once). Needs no runtime.
+    pub fn block_on<F: Future>(
+        &self,
+        future: F,
+        deadline: Option<Instant>,
+        caller: Option<&CancellationToken>,
+    ) -> Blocked<F::Output> {
         let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
         let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
         let mut cancelled = std::pin::pin!(caller.map(CancellationToken::cancelled));
-        let mut cancel_ready = |cx: &mut Context<'_>| {
-            cancelled
+        let mut sleep = match (&self.0, deadline) {
+            (Kind::Manual(manual), Some(at)) => Some(manual.sleep_until(at)),
+            _ => None,
+        };
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return Blocked::Ready(out);
+            }
+            if cancelled
                 .as_mut()
                 .as_pin_mut()
-                .is_some_and(|c| c.poll(cx).is_ready())
-        };
-        match &self.0 {
-            Kind::System => loop {
-                if cancel_ready(&mut cx) {
-                    return true;
-                }
-                let now = Instant::now();
-                if now >= deadline {
-                    return false;
-                }
-                std::thread::park_timeout(deadline - now);
-            },
-            Kind::Manual(manual) => {
-                let mut sleep = manual.sleep_until(deadline);
-                loop {
-                    if cancel_ready(&mut cx) {
-                        return true;
-                    }
-                    if sleep.poll(&mut cx).is_ready() {
-                        return false;
+                .is_some_and(|c| c.poll(&mut cx).is_ready())
+            {
+                return Blocked::Cancelled;
+            }
+            match (&self.0, deadline) {
+                (Kind::Manual(_), Some(_)) => {
+                    if sleep.as_mut().is_some_and(|s| s.poll(&mut cx).is_ready()) {
+                        return Blocked::TimedOut;
                     }
                     std::thread::park();
                 }
+                (Kind::System, Some(at)) => {
+                    let now = Instant::now();
+                    if now >= at {
+                        return Blocked::TimedOut;
+                    }
+                    std::thread::park_timeout(at - now);
+                }
+                (_, None) => std::thread::park(),
             }
         }
     }
@@ -185,6 +204,17 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep").finish_non_exhaustive()
     }
+}
+
+/// How [`Clock::block_on`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocked<T> {
+    /// The future completed.
+    Ready(T),
+    /// The deadline passed first.
+    TimedOut,
+    /// The caller's token fired first.
+    Cancelled,
 }
 
 /// Keeps a cancellation scheduled by [`Clock::cancel_at`]; dropping it unschedules it.

@@ -35,6 +35,7 @@
 //! | `TimeoutIgnored` | an attempt finished after its ceiling fired, and its result was kept (`timeouts{outcome=ignored}`) |
 //! | `OrphanedWork` | an attempt that was awaited past its ceiling overran it by more than 1 s |
 //! | `AttemptAbandoned` | an attempt was dropped at its ceiling plus grace |
+//! | `AttemptRefused` | admission refused an attempt (it did not run) |
 //! | `BreakerTransition` | the policy's breaker opened, went half-open, closed, was isolated or reset |
 //! | `HedgeStarted`, `HedgeWon`, `HedgeDiscarded`, `HedgeSuppressed` | a hedged call's legs |
 //! | `CallEnded` | exactly once per call, with its stop reason |
@@ -132,6 +133,18 @@ pub enum Event<'a> {
         ceiling: Duration,
         /// The grace it was given after the ceiling.
         grace: Duration,
+    },
+    /// Admission refused an attempt (it did not run). Counts as
+    /// `rampart.rejections{reason="overloaded"}`.
+    AttemptRefused {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt.
+        attempt: u32,
+        /// The refusing component.
+        by: &'static str,
+        /// When it expects room.
+        retry_after: Option<Duration>,
     },
     /// The policy's circuit breaker changed state.
     BreakerTransition {
@@ -305,6 +318,7 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::OrphanedWork { policy, .. }
         | Event::AttemptAbandoned { policy, .. }
         | Event::BreakerTransition { policy, .. }
+        | Event::AttemptRefused { policy, .. }
         | Event::HedgeStarted { policy, .. }
         | Event::HedgeWon { policy, .. }
         | Event::HedgeDiscarded { policy, .. }

@@ -197,6 +197,8 @@ pub enum Suppressed {
     Draining,
     /// The retry budget refused the hedge.
     Budget,
+    /// Admission would not let the hedge start now.
+    Admission,
 }
 
 impl fmt::Display for Suppressed {
@@ -208,6 +210,7 @@ impl fmt::Display for Suppressed {
             Suppressed::Sheddable => "sheddable call",
             Suppressed::Draining => "process draining",
             Suppressed::Budget => "retry budget exhausted",
+            Suppressed::Admission => "admission refused",
         })
     }
 }

@@ -45,6 +45,8 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`admit`] | admission: may this attempt start at all |
+//! | [`limit`] | ready-made admission components: limiters |
 //! | [`policy`] | `Policy`, its builder and defaults |
 //! | [`executor`] | the loop that runs a call |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
@@ -65,6 +67,7 @@
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
 //! | [`testing`] | helpers for tests on a manual clock |
 
+pub mod admit;
 pub mod ambient;
 pub mod attempt;
 pub mod backoff;
@@ -81,6 +84,7 @@ pub mod event;
 pub mod executor;
 pub mod hedge;
 pub mod latency;
+pub mod limit;
 pub mod policy;
 pub mod result;
 mod sync;

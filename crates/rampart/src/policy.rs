@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::{Admit, Unlimited};
 use crate::attempt::Attempt;
 use crate::backoff::Backoff;
 use crate::breaker::Breaker;
@@ -200,7 +201,9 @@ impl AdaptiveTimeout {
 pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
 
 /// The state every clone of a policy shares.
-pub(crate) struct Shared<C> {
+pub(crate) struct Shared<C, A> {
+    /// Whether each attempt may start.
+    pub(crate) admit: A,
     pub(crate) name: Box<str>,
     pub(crate) max_attempts: u32,
     pub(crate) deadline: Option<Duration>,
@@ -234,7 +237,7 @@ pub(crate) struct Shared<C> {
     pub(crate) breaker: Option<Breaker>,
 }
 
-impl<C> Shared<C> {
+impl<C, A> Shared<C, A> {
     /// The option that makes this policy unable to run a blocking callback, if any.
     pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
         self.hedge.map(|_| {
@@ -252,11 +255,11 @@ impl<C> Shared<C> {
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
 ///
 /// `C` is the classifier; see [`crate::classify`].
-pub struct Policy<C = ErrorsAreTransient> {
-    pub(crate) shared: Arc<Shared<C>>,
+pub struct Policy<C = ErrorsAreTransient, A = Unlimited> {
+    pub(crate) shared: Arc<Shared<C, A>>,
 }
 
-impl<C> Clone for Policy<C> {
+impl<C, A> Clone for Policy<C, A> {
     fn clone(&self) -> Self {
         Policy {
             shared: Arc::clone(&self.shared),
@@ -288,7 +291,7 @@ impl Policy {
     }
 }
 
-impl<C> Policy<C> {
+impl<C, A> Policy<C, A> {
     /// The policy's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -317,7 +320,7 @@ impl<C> Policy<C> {
 
     /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
     /// with [`Error::Cancelled`] at the next check (at once during a backoff).
-    pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C> {
+    pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C, A> {
         Call::new(self, Some(token))
     }
 
@@ -333,6 +336,7 @@ impl<C> Policy<C> {
     pub fn run<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
         Call::new(self, None).run(op)
@@ -343,19 +347,21 @@ impl<C> Policy<C> {
     pub async fn try_run<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
         Call::new(self, None).try_run(op).await
     }
 }
 
-impl<C> Policy<C> {
+impl<C, A> Policy<C, A> {
     /// Like [`run`](Self::run), hedged when the policy [hedges](crate::hedge): the callback is
     /// an `AsyncFn`, since two legs may run it at once. Without a hedge configured (or when the
     /// hedge gate is closed for this call) it behaves exactly as `run`.
     pub fn run_hedged<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFn(&Attempt) -> Result<T, E>,
     {
         Call::new(self, None).run_hedged(op)
@@ -365,13 +371,14 @@ impl<C> Policy<C> {
     pub async fn try_run_hedged<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFn(&Attempt) -> Result<T, E>,
     {
         Call::new(self, None).try_run_hedged(op).await
     }
 }
 
-impl<C> fmt::Display for Policy<C> {
+impl<C, A> fmt::Display for Policy<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
         write!(f, "{}: ", s.name)?;
@@ -412,7 +419,7 @@ impl<C> fmt::Display for Policy<C> {
     }
 }
 
-impl<C> fmt::Debug for Policy<C> {
+impl<C, A> fmt::Debug for Policy<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Policy({self})")
     }
@@ -420,9 +427,10 @@ impl<C> fmt::Debug for Policy<C> {
 
 /// Builds a [`Policy`]; every setter has a default, and [`build`](Self::build) validates.
 #[must_use = "a builder does nothing until built"]
-pub struct PolicyBuilder<C = ErrorsAreTransient> {
+pub struct PolicyBuilder<C = ErrorsAreTransient, A = Unlimited> {
     settings: Settings,
     classifier: C,
+    admit: A,
 }
 
 /// Everything a builder holds but the classifier.
@@ -477,11 +485,12 @@ impl PolicyBuilder {
                 adaptive: None,
             },
             classifier: ErrorsAreTransient,
+            admit: Unlimited,
         }
     }
 }
 
-impl<C> PolicyBuilder<C> {
+impl<C, A> PolicyBuilder<C, A> {
     /// The name used in events, errors and [`Policy::explain`].
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.settings.name = name.into();
@@ -543,10 +552,21 @@ impl<C> PolicyBuilder<C> {
     }
 
     /// Decides what each outcome means; see [`crate::classify`].
-    pub fn classifier<C2>(self, classifier: C2) -> PolicyBuilder<C2> {
+    pub fn classifier<C2>(self, classifier: C2) -> PolicyBuilder<C2, A> {
         PolicyBuilder {
             settings: self.settings,
             classifier,
+            admit: self.admit,
+        }
+    }
+
+    /// Asks `admit` before every attempt; see [`crate::admit`]. Share a component between
+    /// policies by cloning it (the ready-made limiters share their state across clones).
+    pub fn admit<A2: Admit>(self, admit: A2) -> PolicyBuilder<C, A2> {
+        PolicyBuilder {
+            settings: self.settings,
+            classifier: self.classifier,
+            admit,
         }
     }
 
@@ -644,7 +664,10 @@ impl<C> PolicyBuilder<C> {
     }
 
     /// Validates every setting and builds the policy, or lists every problem.
-    pub fn build(self) -> Result<Policy<C>, ConfigError> {
+    pub fn build(self) -> Result<Policy<C, A>, ConfigError>
+    where
+        A: Admit,
+    {
         let s = self.settings;
         let mut problems = Vec::new();
         if s.max_attempts == 0 {
@@ -737,7 +760,7 @@ impl<C> PolicyBuilder<C> {
             .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
         Ok(Policy {
             shared: Arc::new(Shared {
-                pass_through: !reads_clock && s.max_attempts == 1,
+                pass_through: !reads_clock && s.max_attempts == 1 && A::ALWAYS_ADMITS,
                 name: s.name.into_boxed_str(),
                 max_attempts: s.max_attempts,
                 deadline: s.deadline,
@@ -746,6 +769,7 @@ impl<C> PolicyBuilder<C> {
                 mode: s.mode,
                 backoff: s.backoff,
                 classifier: self.classifier,
+                admit: self.admit,
                 telemetry: s.telemetry,
                 clock: s.clock,
                 ambient_deadline: s.ambient_deadline,
@@ -763,7 +787,7 @@ impl<C> PolicyBuilder<C> {
     }
 }
 
-impl<C> fmt::Debug for PolicyBuilder<C> {
+impl<C, A> fmt::Debug for PolicyBuilder<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.settings;
         f.debug_struct("PolicyBuilder")

@@ -17,9 +17,11 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::OnceLock;
 use std::task::Poll;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::Admit;
 use crate::attempt::Attempt;
 use crate::breaker::BreakerPermit;
 use crate::classify::{Classify, Verdict};
@@ -29,7 +31,10 @@ use crate::event::Event;
 use crate::hedge::{MAX_LEGS, Suppressed};
 use crate::policy::Shared;
 
-use super::{CallState, Outcome, Race, Record, Step, execute, sleep_or_cancel};
+use super::{
+    Admitted, CallState, Finish, Outcome, Race, Record, Step, admission, admission_now, execute,
+    sleep_or_cancel,
+};
 
 /// What woke the hedged loop.
 enum Wake<O> {
@@ -40,14 +45,15 @@ enum Wake<O> {
 }
 
 /// Runs `op` under `shared`, hedged when the policy hedges and the gate allows.
-pub(crate) async fn execute_hedged<T, E, C, F, L>(
-    shared: &Shared<C>,
+pub(crate) async fn execute_hedged<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
     op: F,
     mut log: L,
 ) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
+    A: Admit,
     F: AsyncFn(&Attempt) -> Result<T, E>,
     L: Record,
 {
@@ -68,6 +74,7 @@ where
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut began: [Option<Instant>; MAX_LEGS] = [None; MAX_LEGS];
     let mut permits: [Option<BreakerPermit<'_>>; MAX_LEGS] = array::from_fn(|_| None);
+    let mut held: [Option<A::Permit>; MAX_LEGS] = array::from_fn(|_| None);
     let mut primary = pin!(None);
     let mut hedges: [Option<Pin<Box<_>>>; MAX_LEGS] = array::from_fn(|_| None);
     let mut timer = pin!(None::<Sleep>);
@@ -82,60 +89,76 @@ where
         // Every turn of the loop may start one leg: the first, a hedge that came due, a
         // replacement for a failed leg, or a retry after a backoff.
         loop {
+            // A leg that ended without running (admission said no) skips the wait below.
+            let mut ended = None;
             if launched < limit && in_flight < concurrent {
-                let hedging = in_flight > 0;
-                let ceiling = if hedging {
-                    if call.time_left(now).is_some_and(|left| left.is_zero()) {
-                        None
-                    } else if let Err(reason) = hedge_gate(&mut call, now) {
-                        call.hedge_suppressed(reason);
-                        None
-                    } else {
-                        match call.begin_attempt(now, &mut None::<Outcome<T, E>>) {
-                            Ok(ceiling) => Some(ceiling),
-                            Err(finish) => break 'call finish,
-                        }
-                    }
-                } else {
-                    match call.begin_attempt(now, &mut last) {
-                        Ok(ceiling) => Some(ceiling),
-                        Err(finish) => break 'call finish,
-                    }
-                };
-                if let Some(ceiling) = ceiling {
-                    let permit = if hedging {
-                        call.try_admit(now).ok()
-                    } else {
-                        match call.admit(now, &mut last) {
-                            Ok(permit) => Some(permit),
-                            Err(finish) => break 'call finish,
-                        }
-                    };
-                    if let Some(permit) = permit {
-                        let leg = launched;
-                        let attempt = attempts[leg].get_or_init(|| {
-                            let mut attempt = Attempt::new(shared.clock.clone(), caller);
-                            attempt.begin(call.attempts, ceiling, now);
-                            attempt
-                        });
-                        began[leg] = now;
-                        permits[leg] = permit;
-                        let race =
-                            Race::new(op(attempt), attempt, caller, &shared.clock, shared.mode);
-                        if leg == 0 {
-                            primary.set(Some(race));
-                        } else {
+                let leg = launched;
+                if in_flight > 0 {
+                    // A hedge starts now or not at all, and never holds up the legs in flight.
+                    // A hedge that does not start costs no attempt and no budget.
+                    match hedge_launch(&mut call, now) {
+                        Ok(Some((ceiling, permit, admitted))) => {
+                            let attempt = attempts[leg].get_or_init(|| {
+                                let mut attempt = Attempt::new(shared.clock.clone(), caller);
+                                attempt.begin(call.attempts, ceiling, now);
+                                attempt
+                            });
+                            began[leg] = now;
+                            permits[leg] = permit;
+                            held[leg] = admitted;
+                            let race =
+                                Race::new(op(attempt), attempt, caller, &shared.clock, shared.mode);
                             hedges[leg] = Some(Box::pin(race));
-                        }
-                        if hedging {
                             shared.telemetry.emit(Event::HedgeStarted {
                                 policy: &shared.name,
                                 attempt: attempt.number(),
                                 after: call.elapsed(now),
                             });
+                            launched += 1;
+                            in_flight += 1;
                         }
-                        launched += 1;
-                        in_flight += 1;
+                        Ok(None) => {}
+                        Err(finish) => break 'call finish,
+                    }
+                } else {
+                    let ceiling = match call.begin_attempt(now, &mut last) {
+                        Ok(ceiling) => ceiling,
+                        Err(finish) => break 'call finish,
+                    };
+                    let permit = match call.admit(now, &mut last) {
+                        Ok(permit) => permit,
+                        Err(finish) => break 'call finish,
+                    };
+                    let attempt = attempts[leg].get_or_init(|| {
+                        let mut attempt = Attempt::new(shared.clock.clone(), caller);
+                        attempt.begin(call.attempts, ceiling, now);
+                        attempt
+                    });
+                    began[leg] = now;
+                    permits[leg] = permit;
+                    launched += 1;
+                    let cx = call.admit_context(attempt, now);
+                    match admission(&shared.admit, &cx, attempt, caller, &shared.clock).await {
+                        Admitted::Permit(admitted) => {
+                            held[leg] = admitted;
+                            let race =
+                                Race::new(op(attempt), attempt, caller, &shared.clock, shared.mode);
+                            if leg == 0 {
+                                primary.set(Some(race));
+                            } else {
+                                hedges[leg] = Some(Box::pin(race));
+                            }
+                            in_flight += 1;
+                        }
+                        Admitted::Refused(refusal) => {
+                            now = call.now();
+                            ended = Some((leg, call.not_admitted(attempt, Some(refusal))));
+                        }
+                        Admitted::TimedOut => {
+                            now = call.now();
+                            ended = Some((leg, call.not_admitted(attempt, None)));
+                        }
+                        Admitted::Cancelled => break 'call call.cancelled(call.now()),
                     }
                 }
                 // The next hedge is due one delay from now (at once for a zero delay).
@@ -146,58 +169,67 @@ where
                     timer.set(None);
                 }
             }
-            let wake = std::future::poll_fn(|cx| {
-                if let Some(race) = primary.as_mut().as_pin_mut()
-                    && let Poll::Ready(out) = race.poll(cx)
-                {
-                    return Poll::Ready(Wake::Leg(0, out));
-                }
-                for (leg, slot) in hedges.iter_mut().enumerate() {
-                    if let Some(race) = slot
-                        && let Poll::Ready(out) = race.as_mut().poll(cx)
-                    {
-                        return Poll::Ready(Wake::Leg(leg, out));
+
+            let (leg, (outcome, verdict)) = match ended {
+                Some(ended) => ended,
+                None => {
+                    let wake = std::future::poll_fn(|cx| {
+                        if let Some(race) = primary.as_mut().as_pin_mut()
+                            && let Poll::Ready(out) = race.poll(cx)
+                        {
+                            return Poll::Ready(Wake::Leg(0, out));
+                        }
+                        for (leg, slot) in hedges.iter_mut().enumerate() {
+                            if let Some(race) = slot
+                                && let Poll::Ready(out) = race.as_mut().poll(cx)
+                            {
+                                return Poll::Ready(Wake::Leg(leg, out));
+                            }
+                        }
+                        if in_flight < concurrent
+                            && let Some(due) = timer.as_mut().as_pin_mut()
+                            && due.poll(cx).is_ready()
+                        {
+                            return Poll::Ready(Wake::HedgeDue);
+                        }
+                        Poll::Pending
+                    })
+                    .await;
+                    let (leg, (returned, _suspended)) = match wake {
+                        Wake::HedgeDue => {
+                            timer.set(None);
+                            now = call.now();
+                            continue;
+                        }
+                        Wake::Leg(leg, out) => (leg, out),
+                    };
+                    if leg == 0 {
+                        primary.set(None);
+                    } else {
+                        hedges[leg] = None;
+                    }
+                    in_flight -= 1;
+                    now = call.now();
+                    let Some(attempt) = attempts[leg].get() else {
+                        unreachable!("a leg that finished was launched")
+                    };
+                    match call.arbitrate(attempt, returned, caller, began[leg], now) {
+                        Some(arbitrated) => (leg, arbitrated),
+                        None => {
+                            attempt.end(false);
+                            break 'call call.cancelled(now);
+                        }
                     }
                 }
-                if in_flight < concurrent
-                    && let Some(due) = timer.as_mut().as_pin_mut()
-                    && due.poll(cx).is_ready()
-                {
-                    return Poll::Ready(Wake::HedgeDue);
-                }
-                Poll::Pending
-            })
-            .await;
-
-            let (leg, (returned, _suspended)) = match wake {
-                Wake::HedgeDue => {
-                    timer.set(None);
-                    now = call.now();
-                    continue;
-                }
-                Wake::Leg(leg, out) => (leg, out),
             };
-            if leg == 0 {
-                primary.set(None);
-            } else {
-                hedges[leg] = None;
-            }
-            in_flight -= 1;
-            now = call.now();
             let Some(attempt) = attempts[leg].get() else {
-                unreachable!("a leg that finished was launched")
-            };
-            let permit = permits[leg].take();
-            let Some((outcome, verdict)) =
-                call.arbitrate(attempt, returned, caller, began[leg], now)
-            else {
-                attempt.end(false);
-                break 'call call.cancelled(now);
+                unreachable!("a leg that ended was launched")
             };
             attempt.end(verdict.is_ok());
             let elapsed = call.elapsed_since(began[leg], now);
             let kind = call.attempt_ended(attempt, &outcome, verdict, elapsed, now, &mut log);
-            call.settle(permit, kind, elapsed, now);
+            call.release(held[leg].take(), kind, elapsed);
+            call.settle(permits[leg].take(), kind, elapsed, now);
 
             let settled = matches!(verdict, Verdict::Ok | Verdict::Permanent);
             if !settled && in_flight > 0 {
@@ -234,20 +266,57 @@ where
     finish.outcome
 }
 
-/// Whether a hedge may launch now: the process is not draining and the budget pays for it.
-fn hedge_gate<C>(call: &mut CallState<'_, C>, now: Option<Instant>) -> Result<(), Suppressed> {
-    if call.shared.drain.is_draining() {
-        return Err(Suppressed::Draining);
+/// What a hedge needs to start now: its ceiling, its breaker permit and its admission permit;
+/// `None` (with a `HedgeSuppressed` event) when the deadline, the drain, admission, the budget
+/// or the breaker says no. A hedge that does not start is neither counted nor charged.
+#[allow(clippy::type_complexity)]
+fn hedge_launch<'p, T, E, C, A: Admit>(
+    call: &mut CallState<'p, C, A>,
+    now: Option<Instant>,
+) -> Result<
+    Option<(
+        Option<Duration>,
+        Option<BreakerPermit<'p>>,
+        Option<A::Permit>,
+    )>,
+    Finish<T, E>,
+> {
+    if call.time_left(now).is_some_and(|left| left.is_zero()) {
+        return Ok(None);
     }
-    call.spend_budget(now).map_err(|_| Suppressed::Budget)
+    if call.shared.drain.is_draining() {
+        call.hedge_suppressed(Suppressed::Draining);
+        return Ok(None);
+    }
+    let ceiling = call.begin_attempt(now, &mut None::<Outcome<T, E>>)?;
+    let deadline = match (ceiling, now) {
+        (Some(ceiling), Some(now)) => now.checked_add(ceiling),
+        _ => None,
+    };
+    let cx = call.admit_context_for(call.attempts + 1, deadline, now);
+    let Some(Ok(admitted)) = admission_now(&call.shared.admit, &cx) else {
+        call.hedge_suppressed(Suppressed::Admission);
+        return Ok(None);
+    };
+    if call.spend_budget(now).is_err() {
+        call.hedge_suppressed(Suppressed::Budget);
+        return Ok(None);
+    }
+    match call.try_admit(now) {
+        Ok(permit) => Ok(Some((ceiling, permit, admitted))),
+        Err(_) => {
+            call.hedge_suppressed(Suppressed::BreakerNotClosed);
+            Ok(None)
+        }
+    }
 }
 
 /// Cancels and drops every leg still in flight, unclassified.
-fn discard<W: Future, C>(
+fn discard<W: Future, C, A>(
     attempts: &[OnceLock<Attempt>; MAX_LEGS],
     primary: &mut Pin<&mut Option<W>>,
     hedges: &mut [Option<Pin<Box<W>>>; MAX_LEGS],
-    shared: &Shared<C>,
+    shared: &Shared<C, A>,
 ) {
     let dropped = |leg: usize| {
         if let Some(attempt) = attempts[leg].get() {

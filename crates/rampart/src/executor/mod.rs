@@ -54,6 +54,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::Admit;
 use crate::attempt::Attempt;
 use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant};
@@ -61,7 +62,7 @@ use crate::error::Error;
 use crate::policy::{Policy, Shared};
 use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled, StopReason};
 
-pub(crate) use race::Race;
+pub(crate) use race::{Admitted, Race, admission, admission_now};
 pub(crate) use state::{CallState, Finish, Outcome, Step};
 
 use hedged::execute_hedged;
@@ -72,17 +73,17 @@ pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
 /// A call about to run, with its caller's token: made by [`Policy::with_token`].
 #[derive(Debug)]
 #[must_use = "a call does nothing until run"]
-pub struct Call<'a, C> {
-    policy: &'a Policy<C>,
+pub struct Call<'a, C, A> {
+    policy: &'a Policy<C, A>,
     caller: Option<&'a CancellationToken>,
 }
 
-impl<'a, C> Call<'a, C> {
-    pub(crate) fn new(policy: &'a Policy<C>, caller: Option<&'a CancellationToken>) -> Self {
+impl<'a, C, A> Call<'a, C, A> {
+    pub(crate) fn new(policy: &'a Policy<C, A>, caller: Option<&'a CancellationToken>) -> Self {
         Call { policy, caller }
     }
 
-    pub(crate) fn shared(&self) -> &'a Shared<C> {
+    pub(crate) fn shared(&self) -> &'a Shared<C, A> {
         &self.policy.shared
     }
 
@@ -94,6 +95,7 @@ impl<'a, C> Call<'a, C> {
     pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
         execute(&self.policy.shared, self.caller, op, ())
@@ -103,6 +105,7 @@ impl<'a, C> Call<'a, C> {
     pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFnMut(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
@@ -111,11 +114,12 @@ impl<'a, C> Call<'a, C> {
     }
 }
 
-impl<'a, C> Call<'a, C> {
+impl<'a, C, A> Call<'a, C, A> {
     /// Runs `op`, hedged when the policy hedges; see [`Policy::run_hedged`].
     pub fn run_hedged<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFn(&Attempt) -> Result<T, E>,
     {
         execute_hedged(&self.policy.shared, self.caller, op, ())
@@ -125,6 +129,7 @@ impl<'a, C> Call<'a, C> {
     pub async fn try_run_hedged<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
+        A: Admit,
         F: AsyncFn(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
@@ -195,14 +200,15 @@ impl Record for &mut Report {
 ///
 /// Returns the outcome as `run` gives it and tells `log` the stop reason. It is the only future
 /// between the caller and the callback: `run` returns it as is, with no wrapper to move it.
-pub(crate) async fn execute<T, E, C, F, L>(
-    shared: &Shared<C>,
+pub(crate) async fn execute<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
     mut op: F,
     mut log: L,
 ) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
+    A: Admit,
     F: AsyncFnMut(&Attempt) -> Result<T, E>,
     L: Record,
 {
@@ -231,23 +237,45 @@ where
             };
             let began = now;
             attempt.begin(call.attempts, ceiling, began);
-            let (returned, suspended) =
-                Race::new(op(&attempt), &attempt, caller, &shared.clock, shared.mode).await;
-            // An attempt that succeeded on its first poll took no time the call must account
-            // for: the clock is read again only when something will use the reading.
-            let fresh = suspended || needs_times || !matches!(returned, Some(Ok(_)));
-            now = if fresh { call.now() } else { began };
-            let Some((outcome, verdict)) = call.arbitrate(&attempt, returned, caller, began, now)
-            else {
-                attempt.end(false);
-                break 'call call.cancelled(now);
+            let admitted = if A::ALWAYS_ADMITS {
+                Admitted::Permit(None)
+            } else {
+                let cx = call.admit_context(&attempt, now);
+                admission(&shared.admit, &cx, &attempt, caller, &shared.clock).await
+            };
+            // Unpacked before the attempt runs, so nothing of the admission stays in the
+            // call's future while the attempt is awaited.
+            let (held, refused) = match admitted {
+                Admitted::Permit(held) => (held, None),
+                Admitted::Refused(refusal) => (None, Some(Some(refusal))),
+                Admitted::TimedOut => (None, Some(None)),
+                Admitted::Cancelled => break 'call call.cancelled(call.now()),
+            };
+            let (outcome, verdict) = if let Some(refusal) = refused {
+                now = call.now();
+                call.not_admitted(&attempt, refusal)
+            } else {
+                let (returned, suspended) =
+                    Race::new(op(&attempt), &attempt, caller, &shared.clock, shared.mode).await;
+                // An attempt that succeeded on its first poll took no time the call must
+                // account for: the clock is read again only when the reading will be used.
+                let fresh = suspended || needs_times || !matches!(returned, Some(Ok(_)));
+                now = if fresh { call.now() } else { began };
+                let Some((outcome, verdict)) =
+                    call.arbitrate(&attempt, returned, caller, began, now)
+                else {
+                    attempt.end(false);
+                    break 'call call.cancelled(now);
+                };
+                if !fresh && !verdict.is_ok() {
+                    now = call.now();
+                }
+                (outcome, verdict)
             };
             attempt.end(verdict.is_ok());
-            if !fresh && !verdict.is_ok() {
-                now = call.now();
-            }
             let elapsed = call.elapsed_since(began, now);
             let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
+            call.release(held, kind, elapsed);
             call.settle(permit, kind, elapsed, now);
             let delay = match call.decide(outcome, verdict, kind, now) {
                 Step::Finish(finish) => break 'call finish,
@@ -275,9 +303,10 @@ where
 /// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply runs.
 /// The outcome and stop reason are the ones the loop would give.
 #[inline(always)]
-async fn pass_through<T, E, C, F>(shared: &Shared<C>, mut op: F) -> Finish<T, E>
+async fn pass_through<T, E, C, A, F>(shared: &Shared<C, A>, mut op: F) -> Finish<T, E>
 where
     C: Classify<T, E>,
+    A: Admit,
     F: AsyncFnMut(&Attempt) -> Result<T, E>,
 {
     let mut attempt = Attempt::new(shared.clock.clone(), None);

@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::admit::{Admit, AdmitContext, Refusal};
 use crate::attempt::{Attempt, Fired};
 use crate::clock::{Clock, Sleep};
 use crate::policy::TimeoutMode;
@@ -133,4 +134,54 @@ fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
         }
     }
     true
+}
+
+/// How an attempt's admission ended.
+pub(crate) enum Admitted<P> {
+    /// Admitted: run the callback, holding the permit (`None` when nothing was asked).
+    Permit(Option<P>),
+    /// Refused.
+    Refused(Refusal),
+    /// The attempt's ceiling passed while it waited.
+    TimedOut,
+    /// The caller cancelled while it waited.
+    Cancelled,
+}
+
+/// Asks `admit` for the attempt. A wait is raced against the attempt's ceiling and the
+/// caller's cancellation by the same [`Race`] that runs the attempt (with no grace): a queued
+/// attempt whose time is up leaves the queue at once.
+pub(crate) async fn admission<A: Admit>(
+    admit: &A,
+    cx: &AdmitContext<'_>,
+    attempt: &Attempt,
+    caller: Option<&CancellationToken>,
+    clock: &Clock,
+) -> Admitted<A::Permit> {
+    let no_grace = TimeoutMode::Abandon {
+        grace: std::time::Duration::ZERO,
+    };
+    match Race::new(admit.acquire(cx), attempt, caller, clock, no_grace).await {
+        (Some(Ok(permit)), _) => Admitted::Permit(Some(permit)),
+        (Some(Err(refusal)), _) => Admitted::Refused(refusal),
+        (None, _) if attempt.fired() == Some(Fired::Caller) => Admitted::Cancelled,
+        (None, _) => Admitted::TimedOut,
+    }
+}
+
+/// Asks `admit` without waiting: the answer if it is immediate, `None` if it would wait. For
+/// hedges, which must not hold up the legs in flight.
+pub(crate) fn admission_now<A: Admit>(
+    admit: &A,
+    cx: &AdmitContext<'_>,
+) -> Option<Result<Option<A::Permit>, Refusal>> {
+    if A::ALWAYS_ADMITS {
+        return Some(Ok(None));
+    }
+    let mut acquire = std::pin::pin!(admit.acquire(cx));
+    let mut task = Context::from_waker(std::task::Waker::noop());
+    match acquire.as_mut().poll(&mut task) {
+        Poll::Ready(answer) => Some(answer.map(Some)),
+        Poll::Pending => None,
+    }
 }

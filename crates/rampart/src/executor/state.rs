@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::ambient::Ambient;
 use crate::attempt::{Attempt, Fired};
 use crate::backoff::{BackoffInput, Curve};
@@ -36,6 +37,8 @@ pub(crate) enum Outcome<T, E> {
         /// The ceiling the attempt ran into.
         ceiling: Duration,
     },
+    /// Admission refused the attempt; the callback did not run.
+    Refused(Refusal),
 }
 
 /// What to do after an attempt.
@@ -67,8 +70,8 @@ struct Bound {
 
 /// The running state of one call: everything the loop decides with, shared by the async and
 /// the blocking executors.
-pub(crate) struct CallState<'p, C> {
-    pub(crate) shared: &'p Shared<C>,
+pub(crate) struct CallState<'p, C, A> {
+    pub(crate) shared: &'p Shared<C, A>,
     pub(crate) timed: bool,
     pub(crate) start: Option<Instant>,
     deadline: Option<Bound>,
@@ -79,10 +82,10 @@ pub(crate) struct CallState<'p, C> {
     rng: Option<fastrand::Rng>,
 }
 
-impl<'p, C> CallState<'p, C> {
+impl<'p, C, A> CallState<'p, C, A> {
     /// Step 1: resolve the clock, the deadline and the level once.
     #[inline(always)]
-    pub(crate) fn start(shared: &'p Shared<C>, timed: bool) -> Self {
+    pub(crate) fn start(shared: &'p Shared<C, A>, timed: bool) -> Self {
         let draining = shared.drain.is_draining();
         let timed = timed || shared.reads_clock || draining;
         let start = timed.then(|| shared.clock.now());
@@ -232,6 +235,7 @@ impl<'p, C> CallState<'p, C> {
     ) -> Option<(Outcome<T, E>, Verdict)>
     where
         C: Classify<T, E>,
+        A: Admit,
     {
         let caller_cancelled = caller.is_some_and(CancellationToken::is_cancelled)
             || attempt.fired() == Some(Fired::Caller);
@@ -259,6 +263,9 @@ impl<'p, C> CallState<'p, C> {
         let verdict = match &outcome {
             Outcome::Returned(result) => self.shared.classifier.classify(result),
             Outcome::TimedOut { .. } => Verdict::Transient,
+            Outcome::Refused(refusal) => Verdict::Refused {
+                retry_after: refusal.retry_after,
+            },
         };
         if caller_cancelled && !(verdict.is_ok() && matches!(outcome, Outcome::Returned(Ok(_)))) {
             return None;
@@ -415,6 +422,79 @@ impl<'p, C> CallState<'p, C> {
                 budget.try_spend(now, reserve)
             }
             _ => Ok(()),
+        }
+    }
+
+    /// What an admission component is told about `attempt`.
+    pub(crate) fn admit_context(
+        &self,
+        attempt: &Attempt,
+        now: Option<Instant>,
+    ) -> AdmitContext<'p> {
+        self.admit_context_for(attempt.number(), attempt.deadline(), now)
+    }
+
+    /// What an admission component is told about attempt `number` with ceiling `deadline`.
+    pub(crate) fn admit_context_for(
+        &self,
+        number: u32,
+        deadline: Option<Instant>,
+        now: Option<Instant>,
+    ) -> AdmitContext<'p> {
+        AdmitContext {
+            policy: &self.shared.name,
+            attempt: number,
+            level: self.level,
+            deadline,
+            now: now.unwrap_or_else(|| self.shared.clock.now()),
+        }
+    }
+
+    /// The outcome of an attempt admission did not let run.
+    #[cold]
+    pub(crate) fn not_admitted<T, E>(
+        &self,
+        attempt: &Attempt,
+        refusal: Option<Refusal>,
+    ) -> (Outcome<T, E>, Verdict) {
+        match refusal {
+            Some(refusal) => {
+                self.shared.telemetry.emit(Event::AttemptRefused {
+                    policy: &self.shared.name,
+                    attempt: attempt.number(),
+                    by: refusal.by,
+                    retry_after: refusal.retry_after,
+                });
+                (
+                    Outcome::Refused(refusal),
+                    Verdict::Refused {
+                        retry_after: refusal.retry_after,
+                    },
+                )
+            }
+            None => (
+                Outcome::TimedOut {
+                    ceiling: attempt.timeout().unwrap_or(Duration::ZERO),
+                },
+                Verdict::Transient,
+            ),
+        }
+    }
+
+    /// Gives an admission permit back with the attempt's outcome.
+    #[inline(always)]
+    pub(crate) fn release(&self, permit: Option<A::Permit>, kind: AttemptOutcome, elapsed: Duration)
+    where
+        A: Admit,
+    {
+        if let Some(permit) = permit {
+            self.shared.admit.release(
+                permit,
+                Feedback {
+                    outcome: kind,
+                    elapsed,
+                },
+            );
         }
     }
 
@@ -605,6 +685,12 @@ impl<'p, C> CallState<'p, C> {
                 timeout: ceiling,
                 attempts: self.attempts,
             }),
+            Outcome::Refused(refusal) => Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                retry_after: refusal.retry_after,
+                attempts: self.attempts,
+                last: None,
+            }),
         }
     }
 
@@ -658,6 +744,7 @@ impl<'p, C> CallState<'p, C> {
 fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {
     match (outcome, verdict) {
         (Outcome::TimedOut { .. }, _) => AttemptOutcome::TimedOut,
+        (Outcome::Refused(_), _) => AttemptOutcome::Refused,
         (_, Verdict::Ok) => AttemptOutcome::Ok,
         (_, Verdict::Transient) => AttemptOutcome::Transient,
         (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,
