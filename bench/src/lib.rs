@@ -5,3 +5,4 @@
 //! rampart-bench` checks the allocation and future-size budgets recorded in `BUDGETS.md`.
 
 pub mod floor;
+pub mod scaling;

@@ -127,27 +127,25 @@ impl Admit for ConcurrencyLimit {
     type Permit = OwnedSemaphorePermit;
 
     async fn acquire(&self, _: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
-        {
-            let inner = &self.inner;
-            if let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
-                return Ok(permit);
-            }
-            let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
-            let _queued = Queued(&inner.queued);
-            if waiting >= inner.queue {
-                return Err(self.refusal());
-            }
-            let wait = Arc::clone(&inner.semaphore).acquire_owned();
-            let permit = match inner.queue_timeout {
-                None => wait.await,
-                Some(limit) => match tokio::time::timeout(limit, wait).await {
-                    Ok(permit) => permit,
-                    Err(_) => return Err(self.refusal()),
-                },
-            };
-            // The semaphore is never closed, so a failed acquire cannot happen; refuse if it does.
-            permit.map_err(|_| self.refusal())
+        let inner = &self.inner;
+        if let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
+            return Ok(permit);
         }
+        let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = Queued(&inner.queued);
+        if waiting >= inner.queue {
+            return Err(self.refusal());
+        }
+        let wait = Arc::clone(&inner.semaphore).acquire_owned();
+        let permit = match inner.queue_timeout {
+            None => wait.await,
+            Some(limit) => match tokio::time::timeout(limit, wait).await {
+                Ok(permit) => permit,
+                Err(_) => return Err(self.refusal()),
+            },
+        };
+        // The semaphore is never closed, so a failed acquire cannot happen; refuse if it does.
+        permit.map_err(|_| self.refusal())
     }
 
     fn release(&self, permit: Self::Permit, feedback: Feedback) {
