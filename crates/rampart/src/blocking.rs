@@ -119,18 +119,14 @@ where
         }
         let mut last = None;
         loop {
-            let ceiling = match call.begin_attempt(now, &mut last) {
-                Ok(ceiling) => ceiling,
-                Err(finish) => break 'call finish,
-            };
-            let permit = match call.admit(now, &mut last) {
-                Ok(permit) => permit,
+            let (ceiling, permit) = match call.prepare(now, &mut last) {
+                Ok(prepared) => prepared,
                 Err(finish) => break 'call finish,
             };
             let began = now;
             attempt.begin(call.attempts, ceiling, began);
             let cx = call.admit_context(&attempt, now);
-            let (outcome, verdict, held) = match admit_blocking(shared, &cx, &attempt, caller) {
+            let (ended, held) = match admit_blocking(shared, &cx, &attempt, caller) {
                 Admitted::Permit(held) => {
                     let timer = attempt
                         .deadline()
@@ -148,32 +144,25 @@ where
                             attempt.fire(Fired::Ceiling);
                         }
                     }
-                    let Some((outcome, verdict)) =
-                        call.arbitrate(&attempt, Some(result), caller, began, now)
+                    let Some(ended) = call.arbitrate(&attempt, Some(result), caller, began, now)
                     else {
                         attempt.end(false);
                         break 'call call.cancelled(now);
                     };
-                    (outcome, verdict, held)
+                    (ended, held)
                 }
                 Admitted::Refused(refusal) => {
                     now = call.now();
-                    let (outcome, verdict) = call.not_admitted(&attempt, Some(refusal));
-                    (outcome, verdict, None)
+                    (call.not_admitted(&attempt, Some(refusal)), None)
                 }
                 Admitted::TimedOut => {
                     now = call.now();
-                    let (outcome, verdict) = call.not_admitted(&attempt, None);
-                    (outcome, verdict, None)
+                    (call.not_admitted(&attempt, None), None)
                 }
                 Admitted::Cancelled => break 'call call.cancelled(call.now()),
             };
-            attempt.end(verdict.is_ok());
-            let elapsed = call.elapsed_since(began, now);
-            let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
-            call.release(held, kind, elapsed);
-            call.settle(permit, kind, elapsed, now);
-            let delay = match call.decide(outcome, verdict, kind, now) {
+            let (step, _) = call.conclude(&attempt, ended, began, now, held, permit, &mut log);
+            let delay = match step {
                 Step::Finish(finish) => break 'call finish,
                 Step::Retry(delay, outcome) => {
                     last = Some(outcome);

@@ -121,12 +121,8 @@ where
                         Err(finish) => break 'call finish,
                     }
                 } else {
-                    let ceiling = match call.begin_attempt(now, &mut last) {
-                        Ok(ceiling) => ceiling,
-                        Err(finish) => break 'call finish,
-                    };
-                    let permit = match call.admit(now, &mut last) {
-                        Ok(permit) => permit,
+                    let (ceiling, permit) = match call.prepare(now, &mut last) {
+                        Ok(prepared) => prepared,
                         Err(finish) => break 'call finish,
                     };
                     let attempt = attempts[leg].get_or_init(|| {

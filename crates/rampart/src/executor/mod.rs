@@ -227,12 +227,8 @@ where
         }
         let mut last = None;
         loop {
-            let ceiling = match call.begin_attempt(now, &mut last) {
-                Ok(ceiling) => ceiling,
-                Err(finish) => break 'call finish,
-            };
-            let permit = match call.admit(now, &mut last) {
-                Ok(permit) => permit,
+            let (ceiling, permit) = match call.prepare(now, &mut last) {
+                Ok(prepared) => prepared,
                 Err(finish) => break 'call finish,
             };
             let began = now;
@@ -251,7 +247,7 @@ where
                 Admitted::TimedOut => (None, Some(None)),
                 Admitted::Cancelled => break 'call call.cancelled(call.now()),
             };
-            let (outcome, verdict) = if let Some(refusal) = refused {
+            let ended = if let Some(refusal) = refused {
                 now = call.now();
                 call.not_admitted(&attempt, refusal)
             } else {
@@ -272,12 +268,8 @@ where
                 }
                 (outcome, verdict)
             };
-            attempt.end(verdict.is_ok());
-            let elapsed = call.elapsed_since(began, now);
-            let kind = call.attempt_ended(&attempt, &outcome, verdict, elapsed, now, &mut log);
-            call.release(held, kind, elapsed);
-            call.settle(permit, kind, elapsed, now);
-            let delay = match call.decide(outcome, verdict, kind, now) {
+            let (step, _) = call.conclude(&attempt, ended, began, now, held, permit, &mut log);
+            let delay = match step {
                 Step::Finish(finish) => break 'call finish,
                 Step::Retry(delay, outcome) => {
                     last = Some(outcome);

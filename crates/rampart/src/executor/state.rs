@@ -222,6 +222,45 @@ impl<'p, C, A> CallState<'p, C, A> {
         })
     }
 
+    /// Steps 2 and the breaker together: the next attempt's ceiling and breaker permit (the
+    /// attempt is then counted), or why the call ends here.
+    #[inline(always)]
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn prepare<T, E>(
+        &mut self,
+        now: Option<Instant>,
+        last: &mut Option<Outcome<T, E>>,
+    ) -> Result<(Option<Duration>, Option<BreakerPermit<'p>>), Finish<T, E>> {
+        let ceiling = self.begin_attempt(now, last)?;
+        let permit = self.admit(now, last)?;
+        Ok((ceiling, permit))
+    }
+
+    /// After an attempt (or an attempt admission did not let run): ends it, reports it, gives
+    /// back its admission and breaker permits, and decides what comes next.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conclude<T, E>(
+        &mut self,
+        attempt: &Attempt,
+        (outcome, verdict): (Outcome<T, E>, Verdict),
+        began: Option<Instant>,
+        now: Option<Instant>,
+        held: Option<A::Permit>,
+        permit: Option<BreakerPermit<'_>>,
+        log: &mut impl Record,
+    ) -> (Step<T, E>, AttemptOutcome)
+    where
+        A: Admit,
+    {
+        attempt.end(verdict.is_ok());
+        let elapsed = self.elapsed_since(began, now);
+        let kind = self.attempt_ended(attempt, &outcome, verdict, elapsed, now, log);
+        self.release(held, kind, elapsed);
+        self.settle(permit, kind, elapsed, now);
+        (self.decide(outcome, verdict, kind, now), kind)
+    }
+
     /// Step 4: caller cancellation wins; a fired ceiling turns the attempt's own cancellation
     /// outcome into the timeout outcome; anything else stands. `None` is caller cancellation.
     #[inline(always)]
