@@ -1,7 +1,7 @@
 //! rampart: one policy for every call to a dependency.
 //!
 //! Services call services. rampart runs each such call under one [`Policy`]: retries with
-//! [backoff](backoff), a per-attempt timeout and a total deadline with exact arithmetic between
+//! [backoff], a per-attempt timeout and a total deadline with exact arithmetic between
 //! them, and a precise cancellation contract. The whole life of a call is one loop in
 //! [`executor`]; strategies are data it consults.
 //!

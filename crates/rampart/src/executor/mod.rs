@@ -3,24 +3,30 @@
 //! Strategies are data the loop consults, not layers nested around it; so every bound is
 //! known in one place and the arithmetic between them is exact:
 //!
-//! 1. At the start: a cancelled caller ends the call before anything runs. The deadline is
-//!    resolved once, `start + deadline`; time already spent means no attempt runs.
+//! 1. At the start: a cancelled caller ends the call before anything runs. The effective
+//!    deadline is resolved once: the earliest of the policy's, the ambient one (if the policy
+//!    reads it) and the drain grace (if draining). Time already spent means no attempt runs.
 //! 2. Before each attempt: `remaining = deadline - now`, `ceiling = min(attempt timeout,
-//!    remaining)` (a dynamic timeout is generated here and validated).
+//!    remaining)` (a dynamic or adaptive timeout is resolved here). The breaker is asked (an
+//!    open breaker ends the call, rejected), then admission (a refusal stands in for the
+//!    attempt's outcome, a queue wait is bounded by the ceiling and the caller).
 //! 3. The attempt: the callback's future is polled first; only if it is not ready at once are
 //!    the ceiling timer and the caller's cancellation armed. When either fires, the attempt's
 //!    cancellation is signalled *before* the work is polled again; in abandon mode the work
 //!    is dropped after the grace, in cooperative mode it is awaited.
 //! 4. Arbitration, after the attempt: caller cancellation wins (a value classified Ok is still
 //!    returned); else a fired ceiling turns the attempt's own cancellation outcome into the
-//!    executor's timeout outcome (transient); else the outcome stands, for the classifier.
-//! 5. The decision, in this order: Ok → return. Permanent → return it. Attempts exhausted →
-//!    return the last outcome. Deadline spent → `DeadlineExceeded`. Backoff plus typical
-//!    latency will not fit → `DeadlineExceeded`. Else sleep (a cancel during the sleep returns
-//!    at once) and go to 2.
+//!    executor's timeout outcome (transient); else the outcome stands, for the classifier. The
+//!    outcome goes to the listeners, the latency measurements, admission and the breaker.
+//! 5. The decision, in this order: Ok → deposit to the budget, return. Permanent → return it.
+//!    Attempts exhausted → return the last outcome. Deadline spent → `DeadlineExceeded`.
+//!    Draining → `Rejected(Draining)`. The budget refuses (unless the outcome was a
+//!    self-imposed refusal) → `Rejected(BudgetExhausted)`. Backoff plus typical latency will
+//!    not fit → `DeadlineExceeded`. Else sleep (a cancel during the sleep returns at once) and
+//!    go to 2.
 //!
-//! Steps 2, 4 and 5 are [`CallState`] methods, shared with the blocking executor, which differs
-//! only in how it waits.
+//! Steps 2, 4 and 5 are methods of the call's state (`state.rs`), shared with the blocking and
+//! hedged executors, which differ only in how they wait.
 //!
 //! ```
 //! # async fn demo() {
