@@ -31,6 +31,7 @@
 //! when its attempt times out, is cancelled, or ends in failure.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
@@ -186,7 +187,23 @@ impl Attempt {
             if self.is_cancelled() {
                 return;
             }
-            notified.await;
+            match self.token.get() {
+                None => notified.await,
+                // A blocking attempt's token is cancelled by a timer, not through `fire`.
+                Some(token) => {
+                    let mut token = std::pin::pin!(token.cancelled());
+                    std::future::poll_fn(|cx| {
+                        if notified.as_mut().poll(cx).is_ready()
+                            || token.as_mut().poll(cx).is_ready()
+                        {
+                            std::task::Poll::Ready(())
+                        } else {
+                            std::task::Poll::Pending
+                        }
+                    })
+                    .await;
+                }
+            }
         }
     }
 

@@ -99,6 +99,8 @@ pub struct Backoff {
 }
 
 const DEFAULT_MAX: Duration = Duration::from_secs(30);
+/// The longest delay a backoff may be configured to sleep.
+const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
 const DEFAULT_THROTTLED_BASE: Duration = Duration::from_secs(1);
 
 impl Backoff {
@@ -184,6 +186,12 @@ impl Backoff {
     }
 
     pub(crate) fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        if self.max > MAX_DELAY {
+            problems.push(ConfigProblem::new(
+                "backoff.max",
+                format!("must be at most 24h (was {:?})", self.max),
+            ));
+        }
         if let Kind::Exponential { factor, .. } = self.kind
             && !(factor.is_finite() && factor >= 1.0)
         {

@@ -40,7 +40,7 @@ use crate::attempt::{Attempt, Fired};
 use crate::classify::Classify;
 use crate::clock::Blocked;
 use crate::error::Error;
-use crate::executor::{Admitted, Call, CallState, Record, Report, Step};
+use crate::executor::{Admitted, Call, CallState, Record, Report, Step, later};
 use crate::policy::{Policy, Shared};
 use crate::result::{CallResult, Cancelled};
 
@@ -170,7 +170,7 @@ where
                 }
             };
             if !delay.is_zero() {
-                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                let wake = later(&shared.clock, now, delay);
                 if shared.clock.block_until(wake, caller) {
                     break 'call call.cancelled(call.now());
                 }

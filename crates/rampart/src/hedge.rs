@@ -127,6 +127,14 @@ impl Hedge {
     }
 
     pub(crate) fn validate(&self, problems: &mut Vec<ConfigProblem>) {
+        if let Delay::Fixed(delay) = self.delay
+            && delay > Duration::from_secs(3600)
+        {
+            problems.push(ConfigProblem::new(
+                "hedge.delay",
+                format!("must be at most 1h (was {delay:?})"),
+            ));
+        }
         if !(2..=MAX_LEGS as u32).contains(&self.max_concurrent) {
             problems.push(ConfigProblem::new(
                 "hedge.max_concurrent",

@@ -171,10 +171,10 @@ impl AdaptiveTimeout {
     }
 
     fn validate(&self, problems: &mut Vec<ConfigProblem>) {
-        if !(self.multiple.is_finite() && self.multiple >= 1.0) {
+        if !(self.multiple.is_finite() && (1.0..=1000.0).contains(&self.multiple)) {
             problems.push(ConfigProblem::new(
                 "adaptive_attempt_timeout.multiple",
-                format!("must be finite and at least 1 (was {})", self.multiple),
+                format!("must be between 1 and 1000 (was {})", self.multiple),
             ));
         }
         if !(self.quantile > 0.0 && self.quantile < 1.0) {

@@ -91,6 +91,6 @@ fn invalid_adaptive_settings_are_reported_with_their_values() {
         .expect_err("invalid");
     assert_eq!(
         err.to_string(),
-        "adaptive_attempt_timeout.multiple must be finite and at least 1 (was 0.5); adaptive_attempt_timeout.quantile must be between 0 and 1, exclusive (was 1.5)"
+        "adaptive_attempt_timeout.multiple must be between 1 and 1000 (was 0.5); adaptive_attempt_timeout.quantile must be between 0 and 1, exclusive (was 1.5)"
     );
 }

@@ -33,7 +33,7 @@ use crate::policy::Shared;
 
 use super::{
     Admitted, CallState, Finish, Outcome, Race, Record, Step, admission, admission_now, execute,
-    sleep_or_cancel,
+    later, sleep_or_cancel,
 };
 
 /// What woke the hedged loop.
@@ -65,6 +65,7 @@ where
         Ok(delay) => delay,
         Err(reason) => {
             call.hedge_suppressed(reason);
+            call.hand_over();
             return execute(shared, caller, op, log).await;
         }
     };
@@ -79,6 +80,8 @@ where
     let mut hedges: [Option<Pin<Box<_>>>; MAX_LEGS] = array::from_fn(|_| None);
     let mut timer = pin!(None::<Sleep>);
     let (mut launched, mut in_flight) = (0usize, 0usize);
+    // Whether a hedge started in this call, and whether hedging is off for this round.
+    let (mut hedged, mut blocked) = (false, false);
     let mut last = None;
     let mut now = call.start;
 
@@ -91,13 +94,14 @@ where
         loop {
             // A leg that ended without running (admission said no) skips the wait below.
             let mut ended = None;
-            if launched < limit && in_flight < concurrent {
+            if launched < limit && in_flight < concurrent && (in_flight == 0 || !blocked) {
                 let leg = launched;
                 if in_flight > 0 {
                     // A hedge starts now or not at all, and never holds up the legs in flight.
                     // A hedge that does not start costs no attempt and no budget.
                     match hedge_launch(&mut call, now) {
                         Ok(Some((ceiling, permit, admitted))) => {
+                            hedged = true;
                             let attempt = attempts[leg].get_or_init(|| {
                                 let mut attempt = Attempt::new(shared.clock.clone(), caller);
                                 attempt.begin(call.attempts, ceiling, now);
@@ -117,7 +121,9 @@ where
                             launched += 1;
                             in_flight += 1;
                         }
-                        Ok(None) => {}
+                        // No more hedges in this round: a suppressed hedge is not retried
+                        // on a timer (with a zero delay that would spin).
+                        Ok(None) => blocked = true,
                         Err(finish) => break 'call finish,
                     }
                 } else {
@@ -158,8 +164,8 @@ where
                     }
                 }
                 // The next hedge is due one delay from now (at once for a zero delay).
-                if launched < limit {
-                    let at = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                if launched < limit && !blocked {
+                    let at = later(&shared.clock, now, delay);
                     timer.set(Some(shared.clock.sleep_until(at)));
                 } else {
                     timer.set(None);
@@ -229,11 +235,15 @@ where
 
             let settled = matches!(verdict, Verdict::Ok | Verdict::Permanent);
             if !settled && in_flight > 0 {
-                // Others are still running: this failure is replaced at once, as a hedge.
+                // Others are still running. A transient failure is replaced at once, as a
+                // hedge; a dependency that asked to slow down (or a local refusal) is not.
+                if !matches!(verdict, Verdict::Transient) {
+                    blocked = true;
+                }
                 last = Some(outcome);
                 continue;
             }
-            if launched > 1 && verdict.is_ok() {
+            if hedged && verdict.is_ok() {
                 shared.telemetry.emit(Event::HedgeWon {
                     policy: &shared.name,
                     attempt: attempt.number(),
@@ -247,12 +257,13 @@ where
                 Step::Retry(delay, outcome) => {
                     last = Some(outcome);
                     if !delay.is_zero() {
-                        let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                        let wake = later(&shared.clock, now, delay);
                         if sleep_or_cancel(&shared.clock, wake, caller).await {
                             break 'call call.cancelled(call.now());
                         }
                     }
                     now = call.now();
+                    blocked = false;
                 }
             }
         }
@@ -263,8 +274,10 @@ where
 }
 
 /// What a hedge needs to start now: its ceiling, its breaker permit and its admission permit;
-/// `None` (with a `HedgeSuppressed` event) when the deadline, the drain, admission, the budget
-/// or the breaker says no. A hedge that does not start is neither counted nor charged.
+/// `None` (with a `HedgeSuppressed` event) when the deadline, the drain, the breaker, the budget
+/// or admission says no. A hedge that does not start is not counted as an attempt; the budget
+/// is charged only once the breaker has let it through (a hedge that admission then refuses
+/// has spent its token).
 #[allow(clippy::type_complexity)]
 fn hedge_launch<'p, T, E, C, A: Admit>(
     call: &mut CallState<'p, C, A>,
@@ -285,6 +298,14 @@ fn hedge_launch<'p, T, E, C, A: Admit>(
         return Ok(None);
     }
     let ceiling = call.begin_attempt(now, &mut None::<Outcome<T, E>>)?;
+    let Ok(permit) = call.breaker_permit(now) else {
+        call.hedge_suppressed(Suppressed::BreakerNotClosed);
+        return Ok(None);
+    };
+    if call.spend_budget(now).is_err() {
+        call.hedge_suppressed(Suppressed::Budget);
+        return Ok(None);
+    }
     let deadline = match (ceiling, now) {
         (Some(ceiling), Some(now)) => now.checked_add(ceiling),
         _ => None,
@@ -294,17 +315,8 @@ fn hedge_launch<'p, T, E, C, A: Admit>(
         call.hedge_suppressed(Suppressed::Admission);
         return Ok(None);
     };
-    if call.spend_budget(now).is_err() {
-        call.hedge_suppressed(Suppressed::Budget);
-        return Ok(None);
-    }
-    match call.try_admit(now) {
-        Ok(permit) => Ok(Some((ceiling, permit, admitted))),
-        Err(_) => {
-            call.hedge_suppressed(Suppressed::BreakerNotClosed);
-            Ok(None)
-        }
-    }
+    call.count_attempt();
+    Ok(Some((ceiling, permit, admitted)))
 }
 
 /// Cancels and drops every leg still in flight, unclassified.

@@ -283,7 +283,7 @@ where
                 }
             };
             if !delay.is_zero() {
-                let wake = now.unwrap_or_else(|| shared.clock.now()) + delay;
+                let wake = later(&shared.clock, now, delay);
                 if sleep_or_cancel(&shared.clock, wake, caller).await {
                     break 'call call.cancelled(call.now());
                 }
@@ -321,6 +321,13 @@ where
         outcome: result.map_err(Error::Inner),
         stop,
     }
+}
+
+/// `delay` after `now` (read from `clock` if the call did not read it). Delays are bounded by
+/// validation (a day at most), so this saturates only on a clock near the end of time.
+pub(crate) fn later(clock: &Clock, now: Option<Instant>, delay: Duration) -> Instant {
+    let now = now.unwrap_or_else(|| clock.now());
+    now.checked_add(delay).unwrap_or(now)
 }
 
 /// Sleeps until `wake`; returns true, at once, if the caller cancels first.

@@ -73,23 +73,41 @@ impl<W: Future> Future for Race<'_, W> {
             }
             if !*this.armed {
                 *this.armed = true;
-                if let Some(at) = this.attempt.deadline() {
-                    this.timer.set(Some(this.clock.sleep_until(at)));
+                if let Some(why) = this.attempt.fired() {
+                    // Cancelled before it started: it gets its grace, no more.
+                    fired(&mut this, why);
+                } else {
+                    if let Some(at) = this.attempt.deadline() {
+                        this.timer.set(Some(this.clock.sleep_until(at)));
+                    }
+                    if let Some(caller) = *this.caller {
+                        this.cancel.set(Some(caller.cancelled()));
+                    }
+                    if signal(&mut this, cx) {
+                        continue;
+                    }
+                    return Poll::Pending;
                 }
-                if let Some(caller) = *this.caller {
-                    this.cancel.set(Some(caller.cancelled()));
-                }
-                if signal(&mut this, cx) {
-                    continue;
-                }
-                return Poll::Pending;
             }
-            if this.attempt.fired().is_some()
-                && matches!(this.mode, TimeoutMode::Abandon { .. })
-                && let Some(grace) = this.timer.as_mut().as_pin_mut()
-                && grace.poll(cx).is_ready()
-            {
-                return Poll::Ready((None, true));
+            if this.attempt.fired().is_some() && matches!(this.mode, TimeoutMode::Abandon { .. }) {
+                // During the grace after the ceiling, the caller can still end the wait.
+                if this
+                    .cancel
+                    .as_mut()
+                    .as_pin_mut()
+                    .is_some_and(|cancel| cancel.poll(cx).is_ready())
+                {
+                    this.attempt.fire(Fired::Caller);
+                    return Poll::Ready((None, true));
+                }
+                if this
+                    .timer
+                    .as_mut()
+                    .as_pin_mut()
+                    .is_some_and(|grace| grace.poll(cx).is_ready())
+                {
+                    return Poll::Ready((None, true));
+                }
             }
             return Poll::Pending;
         }
@@ -97,7 +115,7 @@ impl<W: Future> Future for Race<'_, W> {
 }
 
 /// Checks the ceiling, then the caller; fires the attempt's cancellation if either has come.
-/// Returns whether it fired now. In abandon mode the timer is re-armed for the grace.
+/// Returns whether it fired now.
 fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
     if this.attempt.fired().is_some() {
         return false;
@@ -120,9 +138,19 @@ fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
         return false;
     };
     this.attempt.fire(why);
-    this.cancel.set(None);
+    fired(this, why);
+    true
+}
+
+/// After the attempt's cancellation fired: in abandon mode the timer is re-armed for the
+/// grace (and the caller's cancellation stays armed to cut the grace short); in cooperative
+/// mode nothing but the work is awaited.
+fn fired<W>(this: &mut RaceProj<'_, '_, W>, why: Fired) {
     match *this.mode {
-        TimeoutMode::Cooperative => this.timer.set(None),
+        TimeoutMode::Cooperative => {
+            this.timer.set(None);
+            this.cancel.set(None);
+        }
         TimeoutMode::Abandon { grace } => {
             let from = match why {
                 Fired::Ceiling => this.attempt.deadline(),
@@ -131,9 +159,15 @@ fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
             .unwrap_or_else(|| this.clock.now());
             let until = from.checked_add(grace).unwrap_or(from);
             this.timer.set(Some(this.clock.sleep_until(until)));
+            if why == Fired::Caller {
+                this.cancel.set(None);
+            } else if this.cancel.is_none()
+                && let Some(caller) = *this.caller
+            {
+                this.cancel.set(Some(caller.cancelled()));
+            }
         }
     }
-    true
 }
 
 /// How an attempt's admission ended.
@@ -161,11 +195,16 @@ pub(crate) async fn admission<A: Admit>(
     let no_grace = TimeoutMode::Abandon {
         grace: std::time::Duration::ZERO,
     };
-    match Race::new(admit.acquire(cx), attempt, caller, clock, no_grace).await {
-        (Some(Ok(permit)), _) => Admitted::Permit(Some(permit)),
+    let answer = Race::new(admit.acquire(cx), attempt, caller, clock, no_grace).await;
+    // The caller wins every tie, and a permit that arrives once the attempt was cancelled
+    // (its ceiling or its caller came first) is given back: the attempt does not start.
+    if caller.is_some_and(CancellationToken::is_cancelled) {
+        return Admitted::Cancelled;
+    }
+    match answer {
+        (Some(Ok(permit)), _) if attempt.fired().is_none() => Admitted::Permit(Some(permit)),
         (Some(Err(refusal)), _) => Admitted::Refused(refusal),
-        (None, _) if attempt.fired() == Some(Fired::Caller) => Admitted::Cancelled,
-        (None, _) => Admitted::TimedOut,
+        _ => Admitted::TimedOut,
     }
 }
 

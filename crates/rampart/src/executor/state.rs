@@ -2,6 +2,7 @@
 //! resolved at the start, the ceiling before each attempt, the arbitration after it, and what
 //! to do next, in the contract's order.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,13 @@ pub(crate) enum Outcome<T, E> {
     },
     /// Admission refused the attempt; the callback did not run.
     Refused(Refusal),
+    /// The attempt's ceiling passed while it waited for admission; the callback did not run.
+    /// Reported as an attempt timeout, but, being self-imposed, neither breaker evidence nor
+    /// charged to the budget.
+    Unadmitted {
+        /// The ceiling that passed.
+        ceiling: Duration,
+    },
 }
 
 /// What to do after an attempt.
@@ -80,6 +88,22 @@ pub(crate) struct CallState<'p, C, A> {
     pub(crate) attempts: u32,
     previous_delay: Duration,
     rng: Option<fastrand::Rng>,
+    /// Whether the terminal event went out; if not when the state is dropped (the call's
+    /// future was dropped, or a callback panicked), the drop sends it.
+    ended: Cell<bool>,
+}
+
+impl<C, A> Drop for CallState<'_, C, A> {
+    fn drop(&mut self) {
+        if !self.ended.get() && self.shared.telemetry.is_listened() {
+            self.shared.telemetry.emit(Event::CallEnded {
+                policy: &self.shared.name,
+                stop: StopReason::Cancelled,
+                attempts: self.attempts,
+                elapsed: self.elapsed(self.now()),
+            });
+        }
+    }
 }
 
 impl<'p, C, A> CallState<'p, C, A> {
@@ -129,7 +153,13 @@ impl<'p, C, A> CallState<'p, C, A> {
             attempts: 0,
             previous_delay: Duration::ZERO,
             rng: None,
+            ended: Cell::new(false),
         }
+    }
+
+    /// Hands the call to another loop (which starts its own state): this one reports nothing.
+    pub(crate) fn hand_over(self) {
+        self.ended.set(true);
     }
 
     /// The current instant, when this call reads the clock.
@@ -305,6 +335,7 @@ impl<'p, C, A> CallState<'p, C, A> {
             Outcome::Refused(refusal) => Verdict::Refused {
                 retry_after: refusal.retry_after,
             },
+            Outcome::Unadmitted { .. } => Verdict::Refused { retry_after: None },
         };
         if caller_cancelled && !(verdict.is_ok() && matches!(outcome, Outcome::Returned(Ok(_)))) {
             return None;
@@ -512,10 +543,10 @@ impl<'p, C, A> CallState<'p, C, A> {
                 )
             }
             None => (
-                Outcome::TimedOut {
+                Outcome::Unadmitted {
                     ceiling: attempt.timeout().unwrap_or(Duration::ZERO),
                 },
-                Verdict::Transient,
+                Verdict::Refused { retry_after: None },
             ),
         }
     }
@@ -562,16 +593,29 @@ impl<'p, C, A> CallState<'p, C, A> {
         &mut self,
         now: Option<Instant>,
     ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
+        let permit = self.breaker_permit(now)?;
+        self.attempts += 1;
+        Ok(permit)
+    }
+
+    /// The breaker's answer for the next attempt, without counting it.
+    pub(crate) fn breaker_permit(
+        &self,
+        now: Option<Instant>,
+    ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
-            self.attempts += 1;
             return Ok(None);
         };
         let permit = breaker.try_acquire(now).map_err(|r| r.retry_after)?;
         if let Some(transition) = permit.transition() {
             self.breaker_moved(transition);
         }
-        self.attempts += 1;
         Ok(Some(permit))
+    }
+
+    /// Counts an attempt that starts without [`try_admit`](Self::try_admit) (a hedge).
+    pub(crate) fn count_attempt(&mut self) {
+        self.attempts += 1;
     }
 
     /// Whether a hedge may be armed for this call, and after how long: the breaker is closed,
@@ -720,10 +764,12 @@ impl<'p, C, A> CallState<'p, C, A> {
         match outcome {
             Outcome::Returned(Ok(value)) => Ok(value),
             Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
-            Outcome::TimedOut { ceiling } => Err(Error::AttemptTimeout {
-                timeout: ceiling,
-                attempts: self.attempts,
-            }),
+            Outcome::TimedOut { ceiling } | Outcome::Unadmitted { ceiling } => {
+                Err(Error::AttemptTimeout {
+                    timeout: ceiling,
+                    attempts: self.attempts,
+                })
+            }
             Outcome::Refused(refusal) => Err(Error::Rejected {
                 reason: RejectReason::Overloaded,
                 retry_after: refusal.retry_after,
@@ -768,6 +814,7 @@ impl<'p, C, A> CallState<'p, C, A> {
         stop: StopReason,
         now: Option<Instant>,
     ) -> Finish<T, E> {
+        self.ended.set(true);
         if self.shared.telemetry.is_listened() {
             self.shared.telemetry.emit(Event::CallEnded {
                 policy: &self.shared.name,
@@ -783,7 +830,7 @@ impl<'p, C, A> CallState<'p, C, A> {
 fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {
     match (outcome, verdict) {
         (Outcome::TimedOut { .. }, _) => AttemptOutcome::TimedOut,
-        (Outcome::Refused(_), _) => AttemptOutcome::Refused,
+        (Outcome::Refused(_) | Outcome::Unadmitted { .. }, _) => AttemptOutcome::Refused,
         (_, Verdict::Ok) => AttemptOutcome::Ok,
         (_, Verdict::Transient) => AttemptOutcome::Transient,
         (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,

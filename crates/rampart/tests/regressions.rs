@@ -1,0 +1,301 @@
+//! Regression tests named after what broke (found in review): each would fail without its fix.
+
+use std::future::pending;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rampart::backoff::Backoff;
+use rampart::breaker::{Breaker, StateKind};
+use rampart::hedge::Hedge;
+use rampart::limit::ConcurrencyLimit;
+use rampart::{
+    CancellationToken, Error, Event, Instant, Policy, RetryBudget, StopReason, TimeoutMode,
+};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[derive(Debug, PartialEq, Eq)]
+struct Fail;
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("fail")
+    }
+}
+
+fn names(events: &Arc<Mutex<Vec<String>>>) -> impl Fn(&Event<'_>) + Send + Sync + 'static {
+    let events = events.clone();
+    move |event: &Event<'_>| {
+        let name = format!("{event:?}");
+        let kind = name.split([' ', '{']).next().unwrap_or_default().to_owned();
+        events.lock().expect("events").push(kind);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_suppressed_zero_delay_hedge_does_not_spin() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let empty = RetryBudget::builder()
+        .fraction(0.0)
+        .min_per_sec(0.0)
+        .build()
+        .expect("valid");
+    empty.try_spend(Instant::now(), 0.0).expect("the one token");
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .budget(empty)
+        .hedge(Hedge::fixed(Duration::ZERO))
+        .listener(names(&events))
+        .build()
+        .expect("valid");
+    let start = Instant::now();
+    let outcome = policy
+        .run_hedged(async |_a| {
+            tokio::time::sleep(1_000 * MS).await;
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert!(outcome.is_ok());
+    assert_eq!(start.elapsed(), 1_000 * MS);
+    let suppressed = events
+        .lock()
+        .expect("events")
+        .iter()
+        .filter(|e| *e == "HedgeSuppressed")
+        .count();
+    assert_eq!(suppressed, 1, "one suppression, not one per timer turn");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_cancel_while_queued_for_admission_is_cancellation_not_a_timeout() {
+    let limit = ConcurrencyLimit::new(1).queue(1);
+    let timeouts = Arc::new(AtomicU32::new(0));
+    let seen = timeouts.clone();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .no_budget()
+        .admit(limit.clone())
+        .on_timeout(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .expect("valid");
+    let holder = {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            policy
+                .run(async |_a| pending::<Result<(), Fail>>().await)
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(50 * MS).await;
+        canceller.cancel();
+    });
+    let start = Instant::now();
+    let outcome = policy
+        .with_token(&token)
+        .run(async |_a| Ok::<_, Fail>(()))
+        .await;
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert_eq!(start.elapsed(), 50 * MS);
+    assert_eq!(timeouts.load(Ordering::SeqCst), 0);
+    assert_eq!(limit.queued(), 0, "the waiter left the queue");
+    holder.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_admission_queue_timeout_is_not_breaker_evidence() {
+    let limit = ConcurrencyLimit::new(1).queue(4);
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker");
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .no_budget()
+        .admit(limit)
+        .breaker(breaker.clone())
+        .build()
+        .expect("valid");
+    let holder = {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            policy
+                .run(async |_a| {
+                    tokio::time::sleep(90 * MS).await;
+                    Ok::<_, Fail>(())
+                })
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    // Queued behind the holder with a 100 ms ceiling.
+    let start = Instant::now();
+    let outcome = policy.run(async |_a| Ok::<_, Fail>(())).await;
+    // The holder frees the slot at 90 ms, inside the waiter's ceiling: admitted.
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(start.elapsed(), 90 * MS);
+    holder.await.expect("joined").expect("holder");
+
+    // Now a waiter whose ceiling passes in the queue, behind a long holder on another policy.
+
+    let limit = ConcurrencyLimit::new(1).queue(4);
+    let long = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(Duration::from_secs(10))
+        .no_budget()
+        .admit(limit.clone())
+        .build()
+        .expect("valid");
+    let short = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .no_budget()
+        .admit(limit)
+        .breaker(breaker.clone())
+        .build()
+        .expect("valid");
+    let blocker = tokio::spawn(async move {
+        long.run(async |_a| {
+            tokio::time::sleep(500 * MS).await;
+            Ok::<_, Fail>(())
+        })
+        .await
+    });
+    tokio::task::yield_now().await;
+    let outcome = short.run(async |_a| Ok::<_, Fail>(())).await;
+    assert!(
+        matches!(outcome, Err(Error::AttemptTimeout { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        breaker.state(Instant::now()).kind(),
+        StateKind::Closed,
+        "a wait in the local queue says nothing about the dependency"
+    );
+    blocker.await.expect("joined").expect("blocker");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plain_retry_of_a_hedging_policy_is_not_reported_as_a_hedge_win() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .backoff(Backoff::none())
+        .hedge(Hedge::fixed(100 * MS))
+        .listener(names(&events))
+        .build()
+        .expect("valid");
+    let outcome = policy
+        .run_hedged(async |attempt| {
+            tokio::time::sleep(10 * MS).await;
+            if attempt.number() == 1 {
+                Err(Fail)
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert!(outcome.is_ok());
+    let events = events.lock().expect("events");
+    assert!(!events.contains(&"HedgeWon".to_owned()), "{events:?}");
+    assert!(!events.contains(&"HedgeStarted".to_owned()), "{events:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_call_still_emits_its_terminal_event() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let policy = Policy::builder()
+        .listener(names(&events))
+        .build()
+        .expect("valid");
+    let call = policy.run(async |_a| pending::<Result<(), Fail>>().await);
+    let _ = tokio::time::timeout(10 * MS, call).await;
+    let ended = events
+        .lock()
+        .expect("events")
+        .iter()
+        .filter(|e| *e == "CallEnded")
+        .count();
+    assert_eq!(ended, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_cancel_during_the_abandon_grace_ends_the_call_at_once() {
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .timeout_mode(TimeoutMode::Abandon {
+            grace: Duration::from_secs(10),
+        })
+        .build()
+        .expect("valid");
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(200 * MS).await;
+        canceller.cancel();
+    });
+    let start = Instant::now();
+    let outcome = policy
+        .with_token(&token)
+        .run(async |_a| pending::<Result<(), Fail>>().await)
+        .await;
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert_eq!(start.elapsed(), 200 * MS);
+}
+
+#[test]
+fn a_blocking_attempts_cancelled_future_completes_at_its_ceiling() {
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(5 * MS)
+        .build()
+        .expect("valid");
+    let clock = rampart::Clock::system();
+    let result =
+        policy.try_run_blocking(
+            |attempt| match clock.block_on(attempt.cancelled(), None, None) {
+                rampart::clock::Blocked::Ready(()) => Err::<(), _>(Fail),
+                _ => Ok(()),
+            },
+        );
+    let result = result.expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::AttemptsExhausted);
+    assert!(matches!(
+        result.into_result(),
+        Err(Error::AttemptTimeout { .. })
+    ));
+}
+
+#[test]
+fn delays_beyond_a_day_are_configuration_errors_not_panics() {
+    let err = Policy::builder()
+        .backoff(Backoff::default().max(Duration::MAX))
+        .hedge(Hedge::fixed(Duration::MAX))
+        .build()
+        .expect_err("invalid");
+    let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["backoff.max", "hedge.delay"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_future_is_send() {
+    let policy = Policy::builder()
+        .hedge(Hedge::fixed(10 * MS))
+        .build()
+        .expect("valid");
+    let handle = tokio::spawn(async move {
+        policy
+            .run_hedged(async move |attempt| Ok::<_, Fail>(attempt.number()))
+            .await
+    });
+    assert_eq!(handle.await.expect("joined").ok(), Some(1));
+}
