@@ -124,25 +124,31 @@ impl<'p, C, A> CallState<'p, C, A> {
         };
         let mut deadline = None;
         if let Some(start) = start {
-            let bound = |at: Instant, source| Bound {
-                at,
-                span: at.saturating_duration_since(start),
-                source,
+            // The policy's own deadline needs no subtraction; the others are clamped to it.
+            deadline = shared.deadline.and_then(|span| {
+                start.checked_add(span).map(|at| Bound {
+                    at,
+                    span,
+                    source: Source::Policy,
+                })
+            });
+            let mut clamp = |at: Instant, source| {
+                if deadline.is_none_or(|b: Bound| at < b.at) {
+                    deadline = Some(Bound {
+                        at,
+                        span: at.saturating_duration_since(start),
+                        source,
+                    });
+                }
             };
-            let policy = shared.deadline.and_then(|span| start.checked_add(span));
-            let inherited = ambient
-                .deadline()
-                .filter(|_| shared.ambient_deadline)
-                .map(|d| d.instant());
-            let grace = shared.drain.grace_until().filter(|_| draining);
-            deadline = [
-                policy.map(|at| bound(at, Source::Policy)),
-                inherited.map(|at| bound(at, Source::Inherited)),
-                grace.map(|at| bound(at, Source::Drain)),
-            ]
-            .into_iter()
-            .flatten()
-            .min_by_key(|b| b.at);
+            if shared.ambient_deadline
+                && let Some(inherited) = ambient.deadline()
+            {
+                clamp(inherited.instant(), Source::Inherited);
+            }
+            if draining && let Some(grace) = shared.drain.grace_until() {
+                clamp(grace, Source::Drain);
+            }
         }
         CallState {
             shared,
@@ -168,17 +174,21 @@ impl<'p, C, A> CallState<'p, C, A> {
         self.timed.then(|| self.shared.clock.now())
     }
 
+    #[inline]
     fn remaining(&self, now: Option<Instant>) -> Option<Duration> {
         match (self.deadline, now) {
+            // At the start of the call (the first attempt) no time has been spent yet.
+            (Some(bound), Some(now)) if Some(now) == self.start => Some(bound.span),
             (Some(bound), Some(now)) => Some(bound.at.saturating_duration_since(now)),
             _ => None,
         }
     }
 
     /// Time from `began` to `now`, when both were read.
+    #[inline]
     pub(crate) fn elapsed_since(&self, began: Option<Instant>, now: Option<Instant>) -> Duration {
         match (began, now) {
-            (Some(began), Some(now)) => now.saturating_duration_since(began),
+            (Some(began), Some(now)) if now != began => now.saturating_duration_since(began),
             _ => Duration::ZERO,
         }
     }
@@ -589,6 +599,7 @@ impl<'p, C, A> CallState<'p, C, A> {
 
     /// The breaker's answer for the next attempt, counting it when admitted; `Err` carries the
     /// breaker's retry-after.
+    #[inline(always)]
     pub(crate) fn try_admit(
         &mut self,
         now: Option<Instant>,
@@ -599,6 +610,7 @@ impl<'p, C, A> CallState<'p, C, A> {
     }
 
     /// The breaker's answer for the next attempt, without counting it.
+    #[inline(always)]
     pub(crate) fn breaker_permit(
         &self,
         now: Option<Instant>,
