@@ -260,8 +260,8 @@ pub struct Report {
 /// Work not done yet, named in the report.
 pub const FUTURE_WORK: &str = "Future work: a --loopback mode that runs the same scenarios over real HTTP through rampart-http's layers on localhost, once the HTTP edge exists.";
 
-/// Where the admission stand-in is explained.
-pub const STAND_IN: &str = "rampart's server side here (queue by criticality, shed the lowest level first, drop requests that can no longer be answered in time) is a small stand-in inside the simulator, to be replaced by rampart's criticality-aware limiter when its admission API lands.";
+/// What of rampart's server side is simulated here rather than taken from rampart.
+pub const STAND_IN: &str = "rampart's server side in this simulator is a stand-in written inside it: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired will do; the HTTP edge is not built yet), and queueing by criticality, shedding the lowest level first (to be replaced by rampart's criticality-aware limiter when its admission API lands). The client side of every rampart hop is the real rampart executor.";
 
 impl Report {
     /// Whether every calibration check passed.

@@ -11,7 +11,7 @@ use super::{Job, Runner, Size, chain};
 use crate::SimError;
 use crate::contender::{self, Contender, Hop};
 use crate::dist::LogNormal;
-use crate::report::{Axis, Band, Chart, ScenarioReport, Series, Table, colors};
+use crate::report::{Axis, Band, Chart, STAND_IN, ScenarioReport, Series, Table, colors};
 use crate::service::ServiceConfig;
 use crate::sim::{Load, drive, virtual_time};
 
@@ -185,32 +185,28 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
             to: (before + spike) as f64,
         }],
     };
+    let get = |name: &str| points.iter().find(|p| p.contender == name);
+    let during = |name: &str| get(name).map_or("-".into(), |p| format!("{:.2}", p.during));
     let rec = |name: &str| {
-        points
-            .iter()
-            .find(|p| p.contender == name)
-            .map_or("-".into(), |p| {
-                p.recovery
-                    .map_or(format!("did not recover within {after} s"), |s| {
-                        format!("recovered {s} s after the spike")
-                    })
-            })
+        get(name).map_or("-".into(), |p| match p.recovery {
+            None => format!("does not recover within {after} s"),
+            Some(0) if p.during >= 0.95 * p.before => "never fell".to_owned(),
+            Some(s) => format!("recovers {s} s after the spike"),
+        })
     };
-    let end = |name: &str| {
-        points
-            .iter()
-            .find(|p| p.contender == name)
-            .map_or("-".into(), |p| format!("{:.2}", p.end))
-    };
+    let end = |name: &str| get(name).map_or("-".into(), |p| format!("{:.2}", p.end));
     let findings = vec![
         format!(
-            "Once load drops back to 0.9x: naive {}, budgeted {}, rampart {}.",
+            "During the spike goodput falls to {} (naive) and {} (budgeted) and holds at {} (rampart); once load drops back to 0.9x, naive {}, budgeted {}, rampart {}.",
+            during("naive"),
+            during("budgeted"),
+            during("rampart"),
             rec("naive"),
             rec("budgeted"),
             rec("rampart")
         ),
         format!(
-            "Over the last 20 s goodput is {} (naive), {} (budgeted), {} (rampart) of capacity, with 0.9 offered: requests whose callers gave up keep the queue full unless the deadline travels with them.",
+            "Over the last 20 s goodput is {} (naive), {} (budgeted), {} (rampart) of capacity, with 0.9 offered: retries and requests whose callers gave up keep the queue full unless the deadline travels with them.",
             end("naive"),
             end("budgeted"),
             end("rampart")
@@ -243,7 +239,7 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
         chart,
         tables: vec![table],
         findings,
-        notes: Vec::new(),
+        notes: vec![STAND_IN.to_owned()],
         data: json!({ "points": data }),
     }
 }

@@ -272,6 +272,7 @@ fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
         tables: vec![leaf, layers, answered],
         findings,
         notes: vec![
+            "rampart+breaker is in the tables, not in the chart: a leaf behind an open breaker gets no requests, and zero has no place on a log scale.".into(),
             "rampart's budget deposits 10% of each success (not of each request) and has a floor of 3 retries/s, so at 100% failure it allows only its floor; the hand-written budget (tower's design) deposits for every request and allows 20% plus 10 retries/s.".into(),
         ],
         data: json!({ "points": data }),
