@@ -546,3 +546,180 @@ fn expire(state: &mut State, item: Queued) {
     }
     let _ = item.reply.send(Err(Failure::Expired));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::virtual_time;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn config(workers: u32, queue: usize) -> ServiceConfig {
+        ServiceConfig::new(
+            "svc",
+            workers,
+            queue,
+            LogNormal::from_median_p99(10 * MS, 10 * MS),
+        )
+    }
+
+    const FIFO: ServerSide = ServerSide {
+        admission: Admission::Fifo,
+        reject_expired: false,
+    };
+    const RAMPART: ServerSide = ServerSide {
+        admission: Admission::Shedding,
+        reject_expired: true,
+    };
+
+    fn request(deadline_ms: Option<u64>, level: Criticality) -> Request {
+        Request {
+            deadline_ms,
+            criticality: Some(level.as_str()),
+            route: level,
+            trace: Trace {
+                root: 0,
+                root_deadline: Instant::now() + Duration::from_secs(60),
+                measured: true,
+            },
+        }
+    }
+
+    /// Submits every request at once; returns each reply with when it came.
+    async fn replies(service: &Rc<Service>, requests: Vec<Request>) -> Vec<(Reply, Duration)> {
+        let start = Instant::now();
+        let waits: Vec<_> = requests
+            .into_iter()
+            .map(|r| {
+                let receiver = service.submit(r);
+                tokio::task::spawn_local(async move {
+                    let reply = receiver.await.unwrap_or(Err(Failure::Error));
+                    (reply, Instant::now() - start)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for wait in waits {
+            out.push(wait.await.unwrap_or((Err(Failure::Error), Duration::MAX)));
+        }
+        out
+    }
+
+    #[test]
+    fn a_fifo_queue_serves_in_order_and_rejects_when_full() {
+        let out = virtual_time(|| async {
+            let s = Service::new(config(1, 1), FIFO, Downstream::None, 1);
+            let r = request(None, Criticality::Critical);
+            let out = replies(&s, vec![r, r, r]).await;
+            (out, s.stats())
+        })
+        .expect("runtime");
+        let (out, stats) = out;
+        assert_eq!(out[0], (Ok(()), 10 * MS));
+        assert_eq!(out[1], (Ok(()), 20 * MS));
+        assert_eq!(out[2].0, Err(Failure::Overloaded));
+        assert_eq!((stats.arrivals, stats.handled, stats.shed), (3, 2, 1));
+        assert_eq!(stats.work, 20 * MS);
+    }
+
+    #[test]
+    fn the_stand_in_sheds_the_lowest_level_and_serves_the_highest_first() {
+        let (out, levels) = virtual_time(|| async {
+            let s = Service::new(config(1, 2), RAMPART, Downstream::None, 1);
+            let out = replies(
+                &s,
+                vec![
+                    request(None, Criticality::Sheddable), // straight to the worker
+                    request(None, Criticality::Sheddable), // queued
+                    request(None, Criticality::SheddablePlus), // queued
+                    request(None, Criticality::Critical),  // full: evicts the Sheddable
+                    request(None, Criticality::Sheddable), // full, nothing lower: rejected
+                ],
+            )
+            .await;
+            (out, s.stats().levels)
+        })
+        .expect("runtime");
+        assert_eq!(out[0], (Ok(()), 10 * MS));
+        assert_eq!(out[1].0, Err(Failure::Overloaded));
+        assert_eq!(out[3], (Ok(()), 20 * MS), "Critical before SheddablePlus");
+        assert_eq!(out[2], (Ok(()), 30 * MS));
+        assert_eq!(out[4].0, Err(Failure::Overloaded));
+        assert_eq!(levels, [1, 1, 1, 0]);
+    }
+
+    #[test]
+    fn the_wire_clamps_critical_plus_and_a_route_edge_does_not() {
+        let (wire, route) = virtual_time(|| async {
+            let mut r = request(None, Criticality::CriticalPlus);
+            let wire = Service::new(config(1, 1), RAMPART, Downstream::None, 1);
+            replies(&wire, vec![r]).await;
+            let mut edge = config(1, 1);
+            edge.levels = LevelSource::Route;
+            let route = Service::new(edge, RAMPART, Downstream::None, 1);
+            r.criticality = None;
+            replies(&route, vec![r]).await;
+            (wire.stats().levels, route.stats().levels)
+        })
+        .expect("runtime");
+        assert_eq!(wire, [0, 0, 1, 0]);
+        assert_eq!(route, [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn a_propagated_deadline_too_short_to_answer_gets_504_without_work() {
+        let (out, stats) = virtual_time(|| async {
+            let s = Service::new(config(1, 1), RAMPART, Downstream::None, 1);
+            let out = replies(
+                &s,
+                vec![
+                    request(Some(5), Criticality::Critical),
+                    request(Some(50), Criticality::Critical),
+                ],
+            )
+            .await;
+            (out, s.stats())
+        })
+        .expect("runtime");
+        assert_eq!(out[0], (Err(Failure::Expired), Duration::ZERO));
+        assert_eq!(out[1], (Ok(()), 10 * MS));
+        assert_eq!((stats.expired, stats.handled), (1, 1));
+    }
+
+    #[test]
+    fn outages_capacity_drops_and_hangs_do_what_they_say() {
+        let (outage, drop, hang) = virtual_time(|| async {
+            let r = request(None, Criticality::Critical);
+            let mut c = config(2, 10);
+            c.faults.outage = Some(Window {
+                from: Duration::ZERO,
+                to: 100 * MS,
+            });
+            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let mut outage = replies(&s, vec![r]).await;
+            tokio::time::sleep(100 * MS).await;
+            outage.extend(replies(&s, vec![r]).await);
+
+            let mut c = config(2, 10);
+            c.faults.capacity_drop = Some((Duration::ZERO, 1));
+            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let drop = replies(&s, vec![r, r]).await;
+
+            let mut c = config(2, 10);
+            c.faults.hang_rate = 1.0;
+            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let receiver = s.submit(r);
+            let hang = tokio::time::timeout(Duration::from_secs(60), receiver).await;
+            (outage, drop, hang.is_err())
+        })
+        .expect("runtime");
+        assert_eq!(outage[0], (Err(Failure::Error), Duration::ZERO));
+        assert_eq!(outage[1], (Ok(()), 10 * MS));
+        assert_eq!(
+            drop[1],
+            (Ok(()), 20 * MS),
+            "one worker left: the second waits"
+        );
+        assert!(hang, "a hung request never answers");
+    }
+}
