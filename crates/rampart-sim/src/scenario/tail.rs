@@ -69,8 +69,8 @@ pub fn load(quick: bool) -> Load {
     let patience = Duration::from_secs(10);
     if quick {
         Load::constant(
-            50.0,
-            Duration::from_secs(5),
+            15.0,
+            Duration::from_secs(3),
             Duration::from_secs(1),
             patience,
         )
