@@ -142,8 +142,11 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
             format!("{:.2}", p.before),
             format!("{:.2}", p.during),
             format!("{:.2}", p.end),
-            p.recovery
-                .map_or(format!("not within {after} s"), |s| format!("{s} s")),
+            match p.recovery {
+                None => format!("not within {after} s"),
+                Some(0) if p.during >= 0.95 * p.before => "never fell".to_owned(),
+                Some(s) => format!("{s} s"),
+            },
             format!("{:.2}", p.attempts_after),
         ]);
     }
