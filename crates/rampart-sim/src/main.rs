@@ -1,0 +1,56 @@
+//! `rampart-sim`: runs the scenarios, prints their tables and writes the report. See the
+//! library's documentation for what it does; this file only wires the command line to it.
+
+use std::process::ExitCode;
+
+use rampart_sim::cli::{self, Command, USAGE};
+use rampart_sim::scenario::{self, Runner};
+
+fn main() -> ExitCode {
+    let options = match cli::parse(std::env::args().skip(1)) {
+        Ok(Command::Run(options)) => options,
+        Ok(Command::List) => {
+            for s in scenario::ALL {
+                println!("{:<12} {}", s.name, s.summary);
+            }
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Help) => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let names: Vec<_> = options.scenarios.iter().map(|s| s.name).collect();
+    eprintln!(
+        "rampart-sim: seed {}{}, running calibration, then {}",
+        options.seed,
+        if options.quick { " (quick)" } else { "" },
+        names.join(", ")
+    );
+    let runner = Runner::new(options.jobs, true);
+    let report = match rampart_sim::run(&options, &runner) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", report.text());
+    match report.write(&options.out) {
+        Ok(index) => println!("\nreport: {}", index.display()),
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if report.calibrated() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("rampart-sim: a calibration check FAILED; do not believe the comparisons");
+        ExitCode::FAILURE
+    }
+}
