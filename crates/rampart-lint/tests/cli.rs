@@ -181,7 +181,12 @@ fn the_cargo_subcommand_skips_its_own_name() {
 #[test]
 fn the_workspace_examples_and_benchmarks_lint_clean() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let paths: Vec<String> = ["crates/rampart/examples", "crates/rampart/src", "bench"]
+    let paths: Vec<String> = [
+        "crates/rampart/examples",
+        "crates/rampart/src",
+        "crates/rampart-sim/src",
+        "bench",
+    ]
         .iter()
         .map(|p| root.join(p).to_string_lossy().into_owned())
         .collect();
