@@ -1,10 +1,12 @@
-//! The limiters through a policy, on virtual time: the rate limit's window.
+//! The limiters through a policy, on virtual time: the rate limit's window and the adaptive
+//! limits against a simulated dependency.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rampart::admit::Admit;
-use rampart::limit::RateLimit;
+use rampart::limit::{Aimd, Gradient, RateLimit};
 use rampart::{Error, ErrorsAreTransient, Event, Instant, ManualClock, Policy, RejectReason};
 
 const MS: Duration = Duration::from_millis(1);
@@ -93,4 +95,162 @@ async fn a_rate_limit_runs_on_the_policys_manual_clock() {
         *refused.lock().expect("events"),
         [("rate limit", Some(100 * MS)), ("rate limit", Some(MS))]
     );
+}
+
+// ---- Adaptive limits against a simulated dependency ------------------------------------------
+
+/// A dependency with a true concurrency capacity of 50: up to 50 requests in flight take
+/// 20 ms; each one beyond adds 100 ms, so every request started past the capacity runs into
+/// its 100 ms attempt ceiling.
+#[derive(Clone, Default)]
+struct Dependency {
+    in_flight: Arc<AtomicUsize>,
+}
+
+struct Leaving(Arc<AtomicUsize>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Dependency {
+    const CAPACITY: usize = 50;
+
+    async fn call(&self) -> Result<(), Fail> {
+        let n = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _leaving = Leaving(Arc::clone(&self.in_flight));
+        let excess = n.saturating_sub(Self::CAPACITY) as u32;
+        tokio::time::sleep(20 * MS + excess * 100 * MS).await;
+        Ok(())
+    }
+}
+
+/// 120 closed-loop clients calling through `admit` for `run`; samples `limit` every 100 ms.
+/// A refused client waits the refusal's retry-after, then calls again.
+async fn drive<A: Admit + Clone>(admit: A, limit: impl Fn() -> usize, run: Duration) -> Vec<usize> {
+    let dependency = Dependency::default();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .admit(admit)
+        .build()
+        .expect("valid");
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..120)
+        .map(|_| {
+            let policy = policy.clone();
+            let dependency = dependency.clone();
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    let dependency = dependency.clone();
+                    let outcome = policy.run(async move |_| dependency.call().await).await;
+                    if let Err(Error::Rejected { retry_after, .. }) = outcome {
+                        tokio::time::sleep(retry_after.unwrap_or(MS)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < run {
+        tokio::time::sleep(100 * MS).await;
+        samples.push(limit());
+    }
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.await.expect("client");
+    }
+    samples
+}
+
+fn summary(samples: &[usize]) -> (f64, usize, usize) {
+    let mean = samples.iter().sum::<usize>() as f64 / samples.len() as f64;
+    let min = samples.iter().copied().min().unwrap_or(0);
+    let max = samples.iter().copied().max().unwrap_or(0);
+    (mean, min, max)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_aimd_limit_converges_within_ten_percent_of_the_dependencys_capacity() {
+    let aimd = Aimd::new();
+    let samples = drive(aimd.clone(), || aimd.limit(), Duration::from_secs(30)).await;
+    // The first 10 s find the capacity; the last 20 s must hold it.
+    let (mean, min, max) = summary(&samples[100..]);
+    println!(
+        "aimd: first 2 s {:?}; last 20 s mean {mean:.1}, min {min}, max {max}",
+        &samples[..20]
+    );
+    let capacity = Dependency::CAPACITY as f64;
+    assert!(
+        (mean - capacity).abs() <= capacity * 0.1,
+        "mean limit {mean:.1} over the last 20 s, capacity {capacity}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_gradient_limit_settles_near_the_dependencys_capacity() {
+    let gradient = Gradient::new();
+    let samples = drive(
+        gradient.clone(),
+        || gradient.limit(),
+        Duration::from_secs(30),
+    )
+    .await;
+    let (mean, min, max) = summary(&samples[100..]);
+    println!(
+        "gradient: first 2 s {:?}; last 20 s mean {mean:.1}, min {min}, max {max}",
+        &samples[..20]
+    );
+    let capacity = Dependency::CAPACITY as f64;
+    assert!(
+        (mean - capacity).abs() <= capacity * 0.2,
+        "mean limit {mean:.1} over the last 20 s, capacity {capacity}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_limit_measures_attempts_through_a_policy_that_reads_no_other_clock() {
+    // One attempt, no deadline, no timeout, no listener: admission alone makes the policy read
+    // the clock, so the limit's feedback carries each attempt's duration.
+    let gradient = Gradient::builder()
+        .initial(1)
+        .min(1)
+        .max(1)
+        .build()
+        .expect("valid");
+    let policy = one_attempt(gradient.clone());
+    let slow = {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            policy
+                .run(async |_| {
+                    tokio::time::sleep(30 * MS).await;
+                    Ok::<_, Fail>(())
+                })
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let first = overloaded(policy.run(async |_| Ok::<_, Fail>(())).await);
+    assert_eq!(first, Some(10 * MS), "unmeasured yet");
+    slow.await.expect("joined").expect("ran");
+    let slow = {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            policy
+                .run(async |_| {
+                    tokio::time::sleep(30 * MS).await;
+                    Ok::<_, Fail>(())
+                })
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let second = overloaded(policy.run(async |_| Ok::<_, Fail>(())).await);
+    assert_eq!(second, Some(30 * MS), "the measured time a permit is held");
+    slow.await.expect("joined").expect("ran");
 }

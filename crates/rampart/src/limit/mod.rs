@@ -4,6 +4,8 @@
 //! |---|---|---|
 //! | [`ConcurrencyLimit`] | attempts in flight, fixed | in a bounded FIFO queue |
 //! | [`RateLimit`] | attempts started per window, with a burst (GCRA) | never |
+//! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling | never |
+//! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency | never |
 //!
 //! Every limiter is cheap to clone, and clones share one state: give the same limiter to every
 //! policy (or server layer) that must share the capacity. Every refusal names its limiter in
@@ -17,13 +19,18 @@
 //! [`acquire`](crate::admit::Admit::acquire), and give the permit back with
 //! [`release`](crate::admit::Admit::release) (or drop it).
 
+mod aimd;
 mod concurrency;
+mod gradient;
 mod rate;
 
+pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
+pub use gradient::{Gradient, GradientBuilder, GradientPermit};
 pub use rate::{RateLimit, RateLimitBuilder};
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use crate::clock::Instant;
@@ -35,6 +42,39 @@ fn held_retry_after(held: &TypicalLatency) -> Duration {
     match held.get() {
         held if held.is_zero() => Duration::from_millis(10),
         held => held,
+    }
+}
+
+/// Permits held, taken only below a limit. Sequentially consistent, so that a waiter queue
+/// can pair it with its own count without losing a wake-up (see `criticality`); on x86 that
+/// costs nothing over relaxed read-modify-writes.
+#[derive(Debug, Default)]
+struct InFlight(AtomicUsize);
+
+impl InFlight {
+    /// Takes one if fewer than `limit` are held.
+    #[inline]
+    fn try_enter(&self, limit: usize) -> bool {
+        let mut held = self.0.load(SeqCst);
+        loop {
+            if held >= limit {
+                return false;
+            }
+            match self.0.compare_exchange_weak(held, held + 1, SeqCst, SeqCst) {
+                Ok(_) => return true,
+                Err(actual) => held = actual,
+            }
+        }
+    }
+
+    #[inline]
+    fn leave(&self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+
+    #[inline]
+    fn get(&self) -> usize {
+        self.0.load(SeqCst)
     }
 }
 
