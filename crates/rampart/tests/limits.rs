@@ -1,13 +1,18 @@
-//! The limiters through a policy, on virtual time: the rate limit's window and the adaptive
-//! limits against a simulated dependency.
+//! The limiters through a policy, on virtual time: the rate limit's window, the adaptive limits
+//! against a simulated dependency, and adaptive throttling's refusal probability.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use rampart::admit::Admit;
-use rampart::limit::{Aimd, Gradient, RateLimit};
-use rampart::{Error, ErrorsAreTransient, Event, Instant, ManualClock, Policy, RejectReason};
+use rampart::admit::{Admit, AdmitContext, Feedback};
+use rampart::limit::{Aimd, Gradient, RateLimit, Throttle};
+use rampart::{
+    AttemptOutcome, Criticality, Error, ErrorsAreTransient, Event, Instant, ManualClock, Policy,
+    RejectReason,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -253,4 +258,97 @@ async fn an_adaptive_limit_measures_attempts_through_a_policy_that_reads_no_othe
     let second = overloaded(policy.run(async |_| Ok::<_, Fail>(())).await);
     assert_eq!(second, Some(30 * MS), "the measured time a permit is held");
     slow.await.expect("joined").expect("ran");
+}
+
+// ---- Adaptive throttling -------------------------------------------------------------------
+
+fn now_or_never<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("a throttle never waits"),
+    }
+}
+
+/// A throttle seeded with `seed` whose window holds 100 requests and 40 accepts at `now`.
+fn throttle_at_100_requests_40_accepts(seed: u64, now: Instant) -> Throttle {
+    let throttle = Throttle::builder()
+        .k(2.0)
+        .seed(seed)
+        .build()
+        .expect("valid");
+    let cx = AdmitContext::new("test", Criticality::Critical, now);
+    for n in 0..100 {
+        // The first 40 are accepted; later ones are rejected by the dependency (or refused
+        // here, which counts as a request all the same).
+        if let Ok(permit) = now_or_never(throttle.acquire(&cx)) {
+            let outcome = if n < 40 {
+                AttemptOutcome::Ok
+            } else {
+                AttemptOutcome::Throttled
+            };
+            throttle.release(permit, Feedback::new(outcome, MS));
+        }
+    }
+    throttle
+}
+
+#[test]
+fn with_100_requests_and_40_accepts_and_k_2_the_refusal_probability_is_20_in_101() {
+    let now = Instant::now();
+    let throttle = throttle_at_100_requests_40_accepts(0, now);
+    assert_eq!(throttle.counts(Criticality::Critical, now), (100, 40));
+    let expected = 20.0 / 101.0;
+    assert_eq!(throttle.probability(Criticality::Critical, now), expected);
+    assert_eq!(throttle.probability(Criticality::Sheddable, now), 0.0);
+    // 10,000 tries, each the 101st request of its own seeded throttle.
+    let tries = 10_000;
+    let cx = AdmitContext::new("test", Criticality::Critical, now);
+    let refused = (0..tries)
+        .filter(|&seed| {
+            let throttle = throttle_at_100_requests_40_accepts(seed, now);
+            now_or_never(throttle.acquire(&cx)).is_err()
+        })
+        .count();
+    let rate = refused as f64 / tries as f64;
+    println!("refused {refused} of {tries}: {rate:.4} (expected {expected:.4})");
+    // 4 standard deviations: sqrt(p(1-p)/n) is 0.004.
+    assert!((rate - expected).abs() < 0.016, "measured {rate}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_dependency_is_throttled_locally_and_the_rest_still_reaches_it() {
+    let throttle = Throttle::builder().seed(11).build().expect("valid");
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .classifier(|r: &Result<(), Fail>| match r {
+            Ok(()) => rampart::Verdict::Ok,
+            Err(Fail) => rampart::Verdict::Throttled { retry_after: None },
+        })
+        .admit(throttle.clone())
+        .build()
+        .expect("valid");
+    let sent = AtomicUsize::new(0);
+    let mut refused_here = 0;
+    for n in 0..1_000 {
+        // The dependency accepts one request in four.
+        let outcome = policy
+            .run(async |_| {
+                sent.fetch_add(1, Ordering::SeqCst);
+                if n % 4 == 0 { Ok(()) } else { Err(Fail) }
+            })
+            .await;
+        if matches!(outcome, Err(Error::Rejected { .. })) {
+            refused_here += 1;
+        }
+    }
+    let sent = sent.load(Ordering::SeqCst);
+    println!("sent {sent}, refused locally {refused_here}");
+    assert_eq!(sent + refused_here, 1_000);
+    assert!(refused_here > 200, "throttled locally: {refused_here}");
+    let p = throttle.probability(Criticality::Critical, Instant::now());
+    assert!(p > 0.2 && p < 1.0, "{p}");
 }
