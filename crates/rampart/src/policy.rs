@@ -586,7 +586,7 @@ impl<C, A> PolicyBuilder<C, A> {
 
     /// Reads the ambient [`Criticality`](crate::Criticality) once per call: a `Sheddable` call
     /// may not spend the last half of the retry budget and is never hedged, and the admission
-    /// component is told the level (a criticality-aware limiter
+    /// component is told the level (a [`CriticalityLimit`](crate::limit::CriticalityLimit)
     /// sheds by it). Off by default (every call is then `Critical`).
     pub fn use_ambient_criticality(mut self, enabled: bool) -> Self {
         self.settings.ambient_criticality = enabled;

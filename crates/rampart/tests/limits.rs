@@ -1,5 +1,6 @@
 //! The limiters through a policy, on virtual time: the rate limit's window, the adaptive limits
-//! against a simulated dependency, and adaptive throttling's refusal probability.
+//! against a simulated dependency, adaptive throttling's refusal probability, and shedding by
+//! the caller's criticality.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -8,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rampart::admit::{Admit, AdmitContext, Feedback};
-use rampart::limit::{Aimd, Gradient, RateLimit, Throttle};
+use rampart::limit::{Aimd, CriticalityLimit, Gradient, RateLimit, Throttle};
 use rampart::{
     AttemptOutcome, Criticality, Error, ErrorsAreTransient, Event, Instant, ManualClock, Policy,
     RejectReason,
@@ -351,4 +352,58 @@ async fn a_throttled_dependency_is_throttled_locally_and_the_rest_still_reaches_
     assert!(refused_here > 200, "throttled locally: {refused_here}");
     let p = throttle.probability(Criticality::Critical, Instant::now());
     assert!(p > 0.2 && p < 1.0, "{p}");
+}
+
+// ---- Shedding by criticality through a policy --------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_critical_call_evicts_a_queued_sheddable_one_through_the_policy() {
+    let limit = CriticalityLimit::builder(1)
+        .queue(1)
+        .build()
+        .expect("valid");
+    let refusals = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&refusals);
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .use_ambient_criticality(true)
+        .listener(move |event: &Event<'_>| {
+            if let Event::AttemptRefused { by, .. } = event {
+                seen.lock().expect("events").push(*by);
+            }
+        })
+        .admit(limit.clone())
+        .build()
+        .expect("one attempt with an admission component reads the level");
+    let call = |level: Criticality, label: u32| {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            let outcome = level
+                .scope(policy.run(async move |_| {
+                    tokio::time::sleep(100 * MS).await;
+                    Ok::<_, Fail>(label)
+                }))
+                .await;
+            (outcome, Instant::now())
+        })
+    };
+    let start = Instant::now();
+    let first = call(Criticality::Critical, 1);
+    tokio::task::yield_now().await;
+    let sheddable = call(Criticality::Sheddable, 2);
+    tokio::task::yield_now().await;
+    assert_eq!((limit.in_flight(), limit.queued()), (1, 1));
+    let critical = call(Criticality::Critical, 3);
+    let (outcome, at) = sheddable.await.expect("joined");
+    assert_eq!(at - start, Duration::ZERO, "evicted at once");
+    assert!(overloaded(outcome).is_some());
+    assert_eq!(*refusals.lock().expect("events"), ["criticality limit"]);
+    let (outcome, at) = first.await.expect("joined");
+    assert_eq!((outcome.ok(), at - start), (Some(1), 100 * MS));
+    let (outcome, at) = critical.await.expect("joined");
+    assert_eq!((outcome.ok(), at - start), (Some(3), 200 * MS));
+    // The shed level stays out for the hold (1 s) after its refusal... and only lower levels:
+    // nothing is below Sheddable, so a Sheddable call is admitted again at once.
+    let again = call(Criticality::Sheddable, 4);
+    assert_eq!(again.await.expect("joined").0.ok(), Some(4));
 }

@@ -6,6 +6,7 @@
 //! | [`RateLimit`] | attempts started per window, with a burst (GCRA) | never |
 //! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling | never |
 //! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency | never |
+//! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first | in a bounded queue ordered by level |
 //! | [`Throttle`] | attempts sent, refused locally in proportion to the dependency's recent rejections (per level) | never |
 //!
 //! Every limiter is cheap to clone, and clones share one state: give the same limiter to every
@@ -22,12 +23,14 @@
 
 mod aimd;
 mod concurrency;
+mod criticality;
 mod gradient;
 mod rate;
 mod throttle;
 
 pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
+pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
 pub use gradient::{Gradient, GradientBuilder, GradientPermit};
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
