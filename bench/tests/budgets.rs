@@ -6,8 +6,10 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use rampart::admit::{Admit, Unlimited};
 use rampart::hedge::Hedge;
-use rampart::{Breaker, Policy};
+use rampart::limit::{Aimd, CriticalityLimit, Gradient, RateLimit, Throttle};
+use rampart::{Breaker, ErrorsAreTransient, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
 
 const LIMITS: Limits = Limits {
@@ -19,11 +21,17 @@ const LIMITS: Limits = Limits {
 
 /// Deadline, attempt timeout, 3 attempts, a retry budget (automatic) and a circuit breaker.
 fn full_policy() -> Policy {
+    full_policy_admitting(Unlimited)
+}
+
+/// The full policy, asking `admit` before each attempt.
+fn full_policy_admitting<A: Admit>(admit: A) -> Policy<ErrorsAreTransient, A> {
     Policy::builder()
         .max_attempts(LIMITS.max_attempts)
         .deadline(LIMITS.deadline)
         .attempt_timeout(LIMITS.attempt_timeout)
         .breaker(Breaker::builder().build().expect("valid breaker"))
+        .admit(admit)
         .build()
         .expect("valid policy")
 }
@@ -48,7 +56,7 @@ fn ready<F: Future>(future: F) -> F::Output {
 }
 
 /// Allocations made by `calls` successful calls through `policy`, after one warm-up call.
-fn allocations_per_success(policy: &Policy, calls: u32) -> u64 {
+fn allocations_per_success<A: Admit>(policy: &Policy<ErrorsAreTransient, A>, calls: u32) -> u64 {
     let rt = runtime();
     let _context = rt.enter();
     let call = || ready(policy.run(async |attempt| Ok::<_, std::io::Error>(attempt.number())));
@@ -86,6 +94,39 @@ fn hedging_policy_allocates_nothing_while_no_hedge_fires() {
         }
     });
     assert_eq!(info.count_total, 0);
+}
+
+#[test]
+fn admitted_calls_through_a_limiter_allocate_nothing() {
+    // Room for every call: each is admitted on the limiter's fast path.
+    let rate = RateLimit::builder(1_000_000, Duration::from_secs(1))
+        .burst(1_000_000)
+        .build()
+        .expect("valid rate limit");
+    let criticality = CriticalityLimit::new(64).expect("valid criticality limit");
+    assert_eq!(
+        allocations_per_success(&full_policy_admitting(rate), 1_000),
+        0
+    );
+    assert_eq!(
+        allocations_per_success(&full_policy_admitting(criticality.clone()), 1_000),
+        0
+    );
+    assert_eq!(criticality.in_flight(), 0, "every permit was given back");
+    // The other limiters' admitted paths, likewise.
+    assert_eq!(
+        allocations_per_success(&full_policy_admitting(Aimd::new()), 1_000),
+        0
+    );
+    assert_eq!(
+        allocations_per_success(&full_policy_admitting(Gradient::new()), 1_000),
+        0
+    );
+    let throttle = Throttle::builder().seed(1).build().expect("valid throttle");
+    assert_eq!(
+        allocations_per_success(&full_policy_admitting(throttle), 1_000),
+        0
+    );
 }
 
 #[test]

@@ -55,7 +55,30 @@ pub struct AdmitContext<'a> {
     pub now: Instant,
 }
 
-impl AdmitContext<'_> {
+impl<'a> AdmitContext<'a> {
+    /// A context for asking a component directly, outside a policy (a server layer, a test):
+    /// attempt 1, at `level`, at `now`, with no ceiling. The fields are public: set
+    /// `deadline` or `attempt` on the value when they are known.
+    ///
+    /// ```
+    /// use rampart::admit::AdmitContext;
+    /// use rampart::{Criticality, Instant};
+    ///
+    /// let now = Instant::now();
+    /// let mut cx = AdmitContext::new("inbound", Criticality::Sheddable, now);
+    /// cx.deadline = Some(now + std::time::Duration::from_millis(300));
+    /// assert_eq!(cx.remaining(), Some(std::time::Duration::from_millis(300)));
+    /// ```
+    pub fn new(policy: &'a str, level: Criticality, now: Instant) -> Self {
+        AdmitContext {
+            policy,
+            attempt: 1,
+            level,
+            deadline: None,
+            now,
+        }
+    }
+
     /// Time left before the attempt's ceiling; `None` when unbounded.
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline.map(|d| d.saturating_duration_since(self.now))
@@ -79,6 +102,13 @@ pub struct Feedback {
     pub outcome: AttemptOutcome,
     /// How long it held its permit.
     pub elapsed: Duration,
+}
+
+impl Feedback {
+    /// Feedback for a permit given back directly, outside a policy.
+    pub fn new(outcome: AttemptOutcome, elapsed: Duration) -> Self {
+        Feedback { outcome, elapsed }
+    }
 }
 
 /// Decides whether an attempt may start.

@@ -585,8 +585,9 @@ impl<C, A> PolicyBuilder<C, A> {
     }
 
     /// Reads the ambient [`Criticality`](crate::Criticality) once per call: a `Sheddable` call
-    /// may not spend the last half of the retry budget and is never hedged. Off by default
-    /// (every call is then `Critical`).
+    /// may not spend the last half of the retry budget and is never hedged, and the admission
+    /// component is told the level (a [`CriticalityLimit`](crate::limit::CriticalityLimit)
+    /// sheds by it). Off by default (every call is then `Critical`).
     pub fn use_ambient_criticality(mut self, enabled: bool) -> Self {
         self.settings.ambient_criticality = enabled;
         self
@@ -720,7 +721,8 @@ impl<C, A> PolicyBuilder<C, A> {
             },
             Budget::Automatic | Budget::None => None,
         };
-        if s.ambient_criticality && s.hedge.is_none() {
+        // An admission component reads the level too (a criticality-aware limiter sheds by it).
+        if s.ambient_criticality && s.hedge.is_none() && A::ALWAYS_ADMITS {
             if s.max_attempts == 1 {
                 problems.push(ConfigProblem::new(
                     "use_ambient_criticality",
@@ -744,7 +746,10 @@ impl<C, A> PolicyBuilder<C, A> {
             || s.breaker.is_some()
             || s.hedge.is_some()
             || s.adaptive.is_some()
-            || s.telemetry.is_listened();
+            || s.telemetry.is_listened()
+            // Admission is told the time and each attempt's duration (adaptive limiters learn
+            // from it).
+            || !A::ALWAYS_ADMITS;
         let now = s.clock.now();
         let hedge_estimate = s.hedge.and_then(|hedge| match hedge.delay {
             crate::hedge::Delay::Adaptive {

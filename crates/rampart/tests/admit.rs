@@ -3,14 +3,14 @@
 //! up.
 
 use std::future::{Future, pending};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rampart::admit::{Admit, AdmitContext, Refusal};
+use rampart::admit::{Admit, AdmitContext, Feedback, Refusal};
 use rampart::backoff::Backoff;
 use rampart::limit::ConcurrencyLimit;
-use rampart::{Error, Instant, Policy, RejectReason, RetryBudget, StopReason};
+use rampart::{Criticality, Error, Instant, Policy, RejectReason, RetryBudget, StopReason};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -225,4 +225,52 @@ async fn a_queued_attempt_leaves_the_queue_when_its_deadline_passes() {
     );
     assert_eq!(limit.queued(), 0);
     let _ = holder.await;
+}
+
+/// Admits everything, recording the level it is told and the feedback it is given back.
+#[derive(Clone, Default)]
+struct Recorder {
+    levels: Arc<Mutex<Vec<Criticality>>>,
+    feedback: Arc<Mutex<Vec<Feedback>>>,
+}
+
+impl Admit for Recorder {
+    type Permit = ();
+
+    fn acquire(&self, cx: &AdmitContext<'_>) -> impl Future<Output = Result<(), Refusal>> + Send {
+        self.levels.lock().expect("levels").push(cx.level);
+        std::future::ready(Ok(()))
+    }
+
+    fn release(&self, (): (), feedback: Feedback) {
+        self.feedback.lock().expect("feedback").push(feedback);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_policy_tells_its_admission_component_the_level_and_the_attempts_duration() {
+    // No deadline, no timeout, no budget, no listener: only admission needs the clock and the
+    // level, and the policy reads both for it.
+    let recorder = Recorder::default();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .use_ambient_criticality(true)
+        .admit(recorder.clone())
+        .build()
+        .expect("an admission component reads the level");
+    let outcome = Criticality::Sheddable
+        .scope(policy.run(async |_a| {
+            tokio::time::sleep(30 * MS).await;
+            Ok::<_, Fail>(())
+        }))
+        .await;
+    assert!(outcome.is_ok());
+    assert_eq!(
+        *recorder.levels.lock().expect("levels"),
+        [Criticality::Sheddable]
+    );
+    assert_eq!(
+        *recorder.feedback.lock().expect("feedback"),
+        [Feedback::new(rampart::AttemptOutcome::Ok, 30 * MS)]
+    );
 }

@@ -102,13 +102,8 @@ impl ConcurrencyLimit {
     }
 
     fn refusal(&self) -> Refusal {
-        let held = self.inner.held.get();
         Refusal {
-            retry_after: Some(if held.is_zero() {
-                Duration::from_millis(10)
-            } else {
-                held
-            }),
+            retry_after: Some(super::held_retry_after(&self.inner.held)),
             by: "concurrency limit",
         }
     }

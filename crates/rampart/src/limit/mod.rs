@@ -1,12 +1,98 @@
 //! Limiters: ready-made [`Admit`](crate::admit::Admit) components.
 //!
-//! | limiter | what it bounds |
-//! |---|---|
-//! | [`ConcurrencyLimit`] | attempts in flight, with a bounded queue |
+//! | limiter | what it bounds | waits? |
+//! |---|---|---|
+//! | [`ConcurrencyLimit`] | attempts in flight, fixed | in a bounded FIFO queue |
+//! | [`RateLimit`] | attempts started per window, with a burst (GCRA) | never |
+//! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling | never |
+//! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency | never |
+//! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first | in a bounded queue ordered by level |
+//! | [`Throttle`] | attempts sent, refused locally in proportion to the dependency's recent rejections (per level) | never |
 //!
 //! Every limiter is cheap to clone, and clones share one state: give the same limiter to every
-//! policy (or server layer) that must share the capacity.
+//! policy (or server layer) that must share the capacity. Every refusal names its limiter in
+//! [`Refusal::by`](crate::admit::Refusal::by) and carries a retry-after; the executor reports
+//! it as [`Event::AttemptRefused`](crate::Event::AttemptRefused). Time comes from the attempt's
+//! [`AdmitContext::now`](crate::admit::AdmitContext::now), so a limiter runs on the policy's
+//! clock: tokio's paused time and the manual clock both work.
+//!
+//! A limiter can also be asked directly, outside a policy (a server layer shedding inbound
+//! requests): build an [`AdmitContext`](crate::admit::AdmitContext::new), call
+//! [`acquire`](crate::admit::Admit::acquire), and give the permit back with
+//! [`release`](crate::admit::Admit::release) (or drop it).
 
+mod aimd;
 mod concurrency;
+mod criticality;
+mod gradient;
+mod rate;
+mod throttle;
 
+pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
+pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
+pub use gradient::{Gradient, GradientBuilder, GradientPermit};
+pub use rate::{RateLimit, RateLimitBuilder};
+pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::Duration;
+
+use crate::clock::Instant;
+use crate::latency::TypicalLatency;
+
+/// The retry-after of a limiter whose room comes back as attempts end: the measured mean
+/// time a permit is held, 10 ms until measured.
+fn held_retry_after(held: &TypicalLatency) -> Duration {
+    match held.get() {
+        held if held.is_zero() => Duration::from_millis(10),
+        held => held,
+    }
+}
+
+/// Permits held, taken only below a limit. Sequentially consistent, so that a waiter queue
+/// can pair it with its own count without losing a wake-up (see `criticality`); on x86 that
+/// costs nothing over relaxed read-modify-writes.
+#[derive(Debug, Default)]
+struct InFlight(AtomicUsize);
+
+impl InFlight {
+    /// Takes one if fewer than `limit` are held.
+    #[inline]
+    fn try_enter(&self, limit: usize) -> bool {
+        let mut held = self.0.load(SeqCst);
+        loop {
+            if held >= limit {
+                return false;
+            }
+            match self.0.compare_exchange_weak(held, held + 1, SeqCst, SeqCst) {
+                Ok(_) => return true,
+                Err(actual) => held = actual,
+            }
+        }
+    }
+
+    #[inline]
+    fn leave(&self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+
+    #[inline]
+    fn get(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+}
+
+/// Nanoseconds since the first instant a limiter was shown; an earlier instant counts as that
+/// first one.
+#[derive(Debug, Default)]
+struct TimeBase(OnceLock<Instant>);
+
+impl TimeBase {
+    #[inline]
+    fn nanos(&self, now: Instant) -> u64 {
+        let base = *self.0.get_or_init(|| now);
+        u64::try_from(now.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX)
+    }
+}

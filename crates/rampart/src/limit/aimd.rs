@@ -1,0 +1,536 @@
+//! AIMD: a concurrency limit that finds the dependency's capacity by itself.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use super::{InFlight, held_retry_after};
+use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
+use crate::error::{ConfigError, ConfigProblem};
+use crate::event::AttemptOutcome;
+use crate::latency::TypicalLatency;
+
+/// Fractional bits of the limit.
+const FRAC: u32 = 16;
+/// One, in the limit's fixed point.
+const ONE: u64 = 1 << FRAC;
+/// The limit takes the low 40 bits of the state word, the decrease count the high 24.
+const LIMIT_BITS: u32 = 40;
+const LIMIT_MASK: u64 = (1 << LIMIT_BITS) - 1;
+/// The largest `max`: 16.16 fixed point in 40 bits holds up to 2^24.
+const MAX_LIMIT: usize = 1_000_000;
+
+/// AIMD: a concurrency limit that finds the dependency's capacity by itself.
+///
+/// A fixed concurrency limit is a guess, and the right number moves: with the dependency's
+/// deploys, its other callers, the time of day. [`Aimd`] learns it the way TCP learns a
+/// link's capacity: additive increase, multiplicative decrease. While attempts succeed and at
+/// least half the limit is in use, the limit grows by one per round trip; when an attempt
+/// times out or the dependency throttles it, the limit is cut by 10 %. It settles just below
+/// the point where the dependency starts to fall over, and follows that point as it moves.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use rampart::Policy;
+/// use rampart::limit::Aimd;
+///
+/// let limit = Aimd::new();
+/// let policy = Policy::builder()
+///     .admit(limit.clone())
+///     .build()
+///     .expect("valid policy");
+/// let v = policy.run(async |_attempt| Ok::<_, std::io::Error>(7)).await;
+/// assert_eq!(v.ok(), Some(7));
+/// assert_eq!(limit.limit(), 20); // one success at 1 in flight: the limit was not even half used
+/// # }
+/// ```
+///
+/// | knob | default | meaning |
+/// |---|---|---|
+/// | `initial` | 20 | the limit before anything is learned |
+/// | `min` | 4 | the limit never falls below this |
+/// | `max` | 200 | the limit never grows above this (at most 1 000 000) |
+/// | `backoff` | 0.9 | the factor applied on a drop, in `[0.5, 1)` |
+///
+/// # How attempts count
+///
+/// When a permit is given back, its [`Feedback`] outcome decides:
+///
+/// | outcome | meaning here | effect |
+/// |---|---|---|
+/// | `TimedOut`, `Throttled` | a drop: the dependency is past its capacity | limit × `backoff`, once per congestion event |
+/// | `Ok`, `Permanent` | the dependency answered | + 1 / limit, if at least half the limit was in use |
+/// | `Transient`, `Refused`, `Cancelled` | says nothing about capacity (an error, not a slowdown; a self-imposed refusal; the caller left) | none |
+///
+/// A permit dropped without feedback (the caller cancelled, a losing hedge) frees its slot and
+/// changes nothing. `Transient` is not a drop: a dependency that fails fast is not overloaded,
+/// and the circuit breaker is the tool for it.
+///
+/// The increase is `1 / limit` per qualifying release, so one limit's worth of releases (one
+/// round trip at full use) adds one: the limit grows linearly in time, whatever the request
+/// rate. A literal `+1` per release would grow it by the number of releases in the time a
+/// timeout takes to show, overshooting far past the capacity before the first drop arrives.
+///
+/// One decrease per congestion event: a burst of timeouts from one overload (every attempt
+/// that was in flight when it began) cuts the limit once, not once per attempt. Each permit
+/// remembers the decrease count when it was taken; a drop cuts the limit only if no decrease
+/// happened since (TCP's rule of one reduction per window).
+///
+/// An attempt is refused at once when the limit is reached: no queue (a queue would hide the
+/// very latency the limit learns from). The refusal's retry-after is the measured mean time a
+/// permit is held (10 ms until measured).
+///
+/// # Thread safety
+///
+/// `Send + Sync`, cheap to clone; clones share one limit. In flight is one atomic counter
+/// (taken with a compare-and-swap, given back with a subtraction); the limit and the decrease
+/// count share one `AtomicU64` updated by compare-and-swap; a release at the maximum only
+/// reads it. No lock, no allocation.
+///
+/// # Events
+///
+/// A refusal is reported by the executor as `Event::AttemptRefused { by: "aimd limit", .. }`.
+/// [`Aimd::limit`] reads the current limit, for a gauge.
+#[derive(Clone)]
+pub struct Aimd {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    in_flight: InFlight,
+    /// `decreases << 40 | limit`, the limit in 16.16 fixed point; the count wraps.
+    state: AtomicU64,
+    min: u64,
+    max: u64,
+    backoff: f64,
+    held: TypicalLatency,
+}
+
+/// Held while an attempt admitted by an [`Aimd`] limit runs; dropping it frees the slot.
+#[must_use = "dropping the permit frees its slot at once"]
+pub struct AimdPermit {
+    inner: Arc<Inner>,
+    /// The decrease count when the permit was taken (low 24 bits).
+    decreases: u64,
+}
+
+impl Drop for AimdPermit {
+    fn drop(&mut self) {
+        self.inner.in_flight.leave();
+    }
+}
+
+impl fmt::Debug for AimdPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AimdPermit").finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Aimd`] limit; see [`Aimd`] for the defaults.
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct AimdBuilder {
+    initial: usize,
+    min: usize,
+    max: usize,
+    backoff: f64,
+}
+
+impl Aimd {
+    /// The defaults: initial 20, min 4, max 200, backoff 0.9.
+    pub fn new() -> Aimd {
+        Aimd::from_valid(&Aimd::builder())
+    }
+
+    /// A builder with the defaults.
+    pub fn builder() -> AimdBuilder {
+        AimdBuilder {
+            initial: 20,
+            min: 4,
+            max: 200,
+            backoff: 0.9,
+        }
+    }
+
+    fn from_valid(builder: &AimdBuilder) -> Aimd {
+        Aimd {
+            inner: Arc::new(Inner {
+                in_flight: InFlight::default(),
+                state: AtomicU64::new(builder.initial as u64 * ONE),
+                min: builder.min as u64 * ONE,
+                max: builder.max as u64 * ONE,
+                backoff: builder.backoff,
+                held: TypicalLatency::default(),
+            }),
+        }
+    }
+
+    /// The current limit: attempts in flight beyond it are refused.
+    pub fn limit(&self) -> usize {
+        ((self.inner.state.load(Relaxed) & LIMIT_MASK) >> FRAC) as usize
+    }
+
+    /// Attempts in flight right now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.get()
+    }
+
+    fn refusal(&self) -> Refusal {
+        Refusal {
+            retry_after: Some(held_retry_after(&self.inner.held)),
+            by: "aimd limit",
+        }
+    }
+}
+
+impl Default for Aimd {
+    fn default() -> Self {
+        Aimd::new()
+    }
+}
+
+impl Inner {
+    /// One more per round trip: `1 / limit` per release.
+    fn increase(&self) {
+        let mut state = self.state.load(Relaxed);
+        loop {
+            let limit = state & LIMIT_MASK;
+            if limit >= self.max {
+                return;
+            }
+            let grown = (limit + (ONE * ONE / limit.max(1)).max(1)).min(self.max);
+            let next = (state & !LIMIT_MASK) | grown;
+            match self
+                .state
+                .compare_exchange_weak(state, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// Cuts the limit by `backoff`, unless it was already cut since `decreases`.
+    fn decrease(&self, decreases: u64) {
+        let mut state = self.state.load(Relaxed);
+        loop {
+            if state >> LIMIT_BITS != decreases {
+                return;
+            }
+            let limit = state & LIMIT_MASK;
+            let cut = ((limit as f64 * self.backoff) as u64).max(self.min);
+            // The count is the high bits: adding one there wraps it.
+            let next = (state & !LIMIT_MASK).wrapping_add(1 << LIMIT_BITS) | cut;
+            match self
+                .state
+                .compare_exchange_weak(state, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+}
+
+impl AimdBuilder {
+    /// The limit before anything is learned: within `[min, max]`. Default 20.
+    pub fn initial(self, initial: usize) -> Self {
+        AimdBuilder { initial, ..self }
+    }
+
+    /// The lowest the limit goes: at least 1. Default 4.
+    pub fn min(self, min: usize) -> Self {
+        AimdBuilder { min, ..self }
+    }
+
+    /// The highest the limit goes: at least `min`, at most 1 000 000. Default 200.
+    pub fn max(self, max: usize) -> Self {
+        AimdBuilder { max, ..self }
+    }
+
+    /// The factor applied on a drop: in `[0.5, 1)`. Default 0.9.
+    pub fn backoff(self, backoff: f64) -> Self {
+        AimdBuilder { backoff, ..self }
+    }
+
+    /// The limit; or every invalid setting at once.
+    pub fn build(self) -> Result<Aimd, ConfigError> {
+        let mut problems = Vec::new();
+        let fields = ["aimd.initial", "aimd.min", "aimd.max"];
+        bounds_problems(fields, self.initial, self.min, self.max, &mut problems);
+        if !(0.5..1.0).contains(&self.backoff) {
+            problems.push(ConfigProblem::new(
+                "aimd.backoff",
+                format!("must be at least 0.5 and below 1 (was {})", self.backoff),
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        Ok(Aimd::from_valid(&self))
+    }
+}
+
+/// The checks on `initial`, `min` and `max` that [`Aimd`] and
+/// [`Gradient`](super::Gradient) share.
+pub(super) fn bounds_problems(
+    [initial_field, min_field, max_field]: [&'static str; 3],
+    initial: usize,
+    min: usize,
+    max: usize,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    if !(min..=max).contains(&initial) {
+        let message = format!("must be between min {min} and max {max} (was {initial})");
+        problems.push(ConfigProblem::new(initial_field, message));
+    }
+    if min == 0 {
+        problems.push(ConfigProblem::new(min_field, "must be at least 1 (was 0)"));
+    }
+    if max > MAX_LIMIT {
+        let message = format!("must be at most {MAX_LIMIT} (was {max})");
+        problems.push(ConfigProblem::new(max_field, message));
+    } else if max < min {
+        let message = format!("must be at least min {min} (was {max})");
+        problems.push(ConfigProblem::new(max_field, message));
+    }
+}
+
+impl Admit for Aimd {
+    type Permit = AimdPermit;
+
+    #[inline]
+    fn acquire(
+        &self,
+        _: &AdmitContext<'_>,
+    ) -> impl std::future::Future<Output = Result<AimdPermit, Refusal>> + Send {
+        let inner = &self.inner;
+        let state = inner.state.load(Relaxed);
+        let limit = ((state & LIMIT_MASK) >> FRAC) as usize;
+        std::future::ready(if inner.in_flight.try_enter(limit) {
+            Ok(AimdPermit {
+                inner: Arc::clone(inner),
+                decreases: state >> LIMIT_BITS,
+            })
+        } else {
+            Err(self.refusal())
+        })
+    }
+
+    fn release(&self, permit: AimdPermit, feedback: Feedback) {
+        let inner = &*permit.inner;
+        match feedback.outcome {
+            AttemptOutcome::TimedOut | AttemptOutcome::Throttled => {
+                inner.decrease(permit.decreases);
+            }
+            AttemptOutcome::Ok | AttemptOutcome::Permanent => {
+                inner.held.record(feedback.elapsed);
+                let limit = (inner.state.load(Relaxed) & LIMIT_MASK) >> FRAC;
+                if inner.in_flight.get() as u64 * 2 >= limit {
+                    inner.increase();
+                }
+            }
+            _ => {}
+        }
+        drop(permit);
+    }
+}
+
+impl fmt::Debug for Aimd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Aimd")
+            .field("limit", &self.limit())
+            .field("in_flight", &self.in_flight())
+            .field("min", &(self.inner.min >> FRAC))
+            .field("max", &(self.inner.max >> FRAC))
+            .field("backoff", &self.inner.backoff)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Criticality;
+    use crate::clock::Instant;
+
+    fn now_or_never<F: Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        match future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("an aimd limit never waits"),
+        }
+    }
+
+    fn take(limit: &Aimd) -> Result<AimdPermit, Refusal> {
+        let cx = AdmitContext::new("test", Criticality::Critical, Instant::now());
+        now_or_never(limit.acquire(&cx))
+    }
+
+    fn back(limit: &Aimd, permit: AimdPermit, outcome: AttemptOutcome) {
+        limit.release(permit, Feedback::new(outcome, Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn the_limit_is_enforced_at_once_without_a_queue() {
+        let limit = Aimd::builder()
+            .initial(4)
+            .min(1)
+            .max(10)
+            .build()
+            .expect("valid");
+        let held: Vec<_> = (0..4).map(|_| take(&limit).expect("room")).collect();
+        let refusal = take(&limit).expect_err("full");
+        assert_eq!(refusal.by, "aimd limit");
+        assert_eq!(refusal.retry_after, Some(Duration::from_millis(10)));
+        drop(held);
+        assert_eq!(limit.in_flight(), 0);
+        assert!(take(&limit).is_ok());
+    }
+
+    #[test]
+    fn a_round_trip_of_successes_at_full_use_adds_one() {
+        let limit = Aimd::builder().initial(10).build().expect("valid");
+        let mut held: Vec<_> = (0..10).map(|_| take(&limit).expect("room")).collect();
+        // Steady full use: each release is replaced at once, so it counts at 10 in flight.
+        let mut releases = 0;
+        while limit.limit() < 20 {
+            back(&limit, held.remove(0), AttemptOutcome::Ok);
+            held.push(take(&limit).expect("room"));
+            releases += 1;
+            if releases == 10 {
+                assert_eq!(limit.limit(), 10, "10 × 1/10.x is just short of one");
+            }
+            if releases == 11 {
+                assert_eq!(limit.limit(), 11);
+            }
+        }
+        // From 10 to 20: one round trip at each limit, 10 + 11 + .. + 19 = 145 releases.
+        assert!((140..=150).contains(&releases), "{releases}");
+    }
+
+    #[test]
+    fn releases_below_half_use_do_not_count() {
+        let limit = Aimd::builder().initial(10).build().expect("valid");
+        let held: Vec<_> = (0..10).map(|_| take(&limit).expect("room")).collect();
+        for permit in held {
+            back(&limit, permit, AttemptOutcome::Ok);
+        }
+        // Released at 10, 9, .., 1 in flight: only 10 down to 5 were at least half of 10.
+        let grown = (limit.inner.state.load(Relaxed) & LIMIT_MASK) as f64 / ONE as f64;
+        assert!((grown - 10.58).abs() < 0.01, "{grown}");
+    }
+
+    #[test]
+    fn successes_at_low_use_do_not_grow_the_limit() {
+        let limit = Aimd::new();
+        for _ in 0..1_000 {
+            let permit = take(&limit).expect("room");
+            back(&limit, permit, AttemptOutcome::Ok);
+        }
+        assert_eq!(limit.limit(), 20);
+    }
+
+    #[test]
+    fn a_burst_of_timeouts_from_one_overload_cuts_the_limit_once() {
+        let limit = Aimd::new();
+        let held: Vec<_> = (0..20).map(|_| take(&limit).expect("room")).collect();
+        for permit in held {
+            back(&limit, permit, AttemptOutcome::TimedOut);
+        }
+        assert_eq!(limit.limit(), 18);
+        // A permit taken after the cut may cut again.
+        let permit = take(&limit).expect("room");
+        back(&limit, permit, AttemptOutcome::Throttled);
+        assert_eq!(limit.limit(), 16); // 18 × 0.9 = 16.2
+    }
+
+    #[test]
+    fn the_limit_stays_within_min_and_max() {
+        let limit = Aimd::builder()
+            .initial(5)
+            .min(4)
+            .max(6)
+            .build()
+            .expect("valid");
+        for _ in 0..50 {
+            let permit = take(&limit).expect("room");
+            back(&limit, permit, AttemptOutcome::TimedOut);
+        }
+        assert_eq!(limit.limit(), 4);
+        for _ in 0..100 {
+            let held: Vec<_> = (0..4).map(|_| take(&limit).expect("room")).collect();
+            for permit in held {
+                back(&limit, permit, AttemptOutcome::Ok);
+            }
+        }
+        assert_eq!(limit.limit(), 6);
+    }
+
+    #[test]
+    fn errors_cancellations_and_dropped_permits_leave_the_limit_alone() {
+        let limit = Aimd::new();
+        let held: Vec<_> = (0..20).map(|_| take(&limit).expect("room")).collect();
+        for (i, permit) in held.into_iter().enumerate() {
+            match i % 4 {
+                0 => back(&limit, permit, AttemptOutcome::Transient),
+                1 => back(&limit, permit, AttemptOutcome::Refused),
+                2 => back(&limit, permit, AttemptOutcome::Cancelled),
+                _ => drop(permit),
+            }
+        }
+        assert_eq!(limit.limit(), 20);
+        assert_eq!(limit.in_flight(), 0);
+    }
+
+    #[test]
+    fn the_decrease_count_wraps_without_confusing_a_permit() {
+        let limit = Aimd::new();
+        let last = (1 << (64 - LIMIT_BITS)) - 1;
+        limit
+            .inner
+            .state
+            .store((last << LIMIT_BITS) | (20 * ONE), Relaxed);
+        let old = take(&limit).expect("room");
+        assert_eq!(old.decreases, last);
+        back(&limit, old, AttemptOutcome::TimedOut);
+        assert_eq!(limit.inner.state.load(Relaxed) >> LIMIT_BITS, 0, "wrapped");
+        assert_eq!(limit.limit(), 18);
+        let new = take(&limit).expect("room");
+        back(&limit, new, AttemptOutcome::TimedOut);
+        assert_eq!(limit.limit(), 16);
+    }
+
+    #[test]
+    fn invalid_settings_are_all_reported_with_their_values() {
+        let err = Aimd::builder()
+            .initial(0)
+            .min(0)
+            .max(2_000_000)
+            .backoff(1.0)
+            .build()
+            .expect_err("invalid");
+        assert_eq!(
+            err.to_string(),
+            "aimd.min must be at least 1 (was 0); aimd.max must be at most 1000000 (was 2000000); aimd.backoff must be at least 0.5 and below 1 (was 1)"
+        );
+        let err = Aimd::builder()
+            .min(10)
+            .max(5)
+            .backoff(f64::NAN)
+            .build()
+            .expect_err("invalid");
+        assert_eq!(
+            err.to_string(),
+            "aimd.initial must be between min 10 and max 5 (was 20); aimd.max must be at least min 10 (was 5); aimd.backoff must be at least 0.5 and below 1 (was NaN)"
+        );
+    }
+}

@@ -1,0 +1,509 @@
+//! A criticality-aware limit: one capacity shared by the four levels, lower levels shed first.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{InFlight, TimeBase, held_retry_after};
+use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
+use crate::clock::Instant;
+use crate::criticality::Criticality;
+use crate::error::{ConfigError, ConfigProblem};
+use crate::latency::TypicalLatency;
+
+const BY: &str = "criticality limit";
+const MAX_HOLD: Duration = Duration::from_secs(3600);
+
+/// A criticality-aware limit: one capacity shared by the four levels, lower levels shed first.
+///
+/// Under overload something must be refused, and it should be the backfill rather than the
+/// checkout. [`CriticalityLimit`] holds `capacity` attempts in flight across every
+/// [`Criticality`] level. When it is full, arrivals wait in a bounded queue ordered by level,
+/// then arrival; a freed slot goes to the highest waiting level. When the queue is full, a
+/// higher-level arrival evicts the lowest-level waiter (refusing it) to take its place; an
+/// arrival that nothing below it can make room for is refused. Once a level has been refused,
+/// every level below it is refused at once for `hold`, so that lower levels do not slip in while
+/// a higher one is being turned away.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), rampart::ConfigError> {
+/// use rampart::{Criticality, Policy};
+/// use rampart::limit::CriticalityLimit;
+///
+/// let limit = CriticalityLimit::builder(64).queue(32).build()?;
+/// let policy = Policy::builder()
+///     .admit(limit.clone())
+///     .use_ambient_criticality(true) // the limit sheds by the caller's level
+///     .build()?;
+/// let v = Criticality::Sheddable
+///     .scope(policy.run(async |_attempt| Ok::<_, std::io::Error>(7)))
+///     .await;
+/// assert_eq!(v.ok(), Some(7));
+/// assert_eq!(limit.in_flight(), 0);
+/// # Ok(()) }
+/// ```
+///
+/// | knob | default | meaning |
+/// |---|---|---|
+/// | `capacity` | given | attempts in flight, every level together (at least 1) |
+/// | `queue` | `capacity / 2`, at least 1 | waiters; `CriticalPlus` may wait beyond it (below) |
+/// | `hold` | 1 s | how long a refusal of a level keeps the levels below it refused (at most 1 h) |
+///
+/// # Guarantees
+///
+/// - **Lower levels are shed first.** A level is refused only when no waiter below it is left to
+///   evict, and after a level is refused, no lower level is admitted for `hold`: at no time is
+///   a higher level refused while a lower one is being let in. (Work already admitted is not
+///   pre-empted.)
+/// - **The highest level waiting gets the next slot**, and within a level the earliest.
+/// - **`CriticalPlus` is never refused while its own demand fits**: it evicts any lower waiter,
+///   waits beyond the queue bound, and is refused only when `CriticalPlus` attempts alone (in
+///   flight and waiting) already fill the capacity.
+/// - **Expired waiters go first.** When a request arrives, waiters whose ceiling
+///   ([`AdmitContext::deadline`]) has passed are dropped (refused) before anything else is
+///   decided, so they neither hold queue places nor cause evictions; an arrival whose ceiling
+///   has already passed is admitted if there is room at once, and otherwise refused without
+///   shedding anything. (Inside a policy the executor stops waiting at the ceiling anyway, and
+///   the waiter leaves at once.)
+/// - **Work-conserving**: while anyone waits, the capacity is full.
+///
+/// A refusal's retry-after is the measured mean time a permit is held (10 ms until measured),
+/// or, for a level refused because a higher one was, the time until that `hold` ends.
+///
+/// The level is the attempt's [`AdmitContext::level`]: the caller's ambient level when the
+/// policy reads it ([`use_ambient_criticality`](crate::PolicyBuilder::use_ambient_criticality)),
+/// else `Critical` for every call. A server layer asking the limit directly passes the level
+/// it parsed.
+///
+/// # Thread safety and cancellation
+///
+/// `Send + Sync`, cheap to clone; clones share one capacity. The admitted fast path (a slot
+/// free, nobody waiting, no level being shed) takes no lock and allocates nothing: a few
+/// atomic reads, one compare-and-swap on the in-flight count, and the permit's reference to
+/// the shared state. Waiting takes a mutex around the queue and one small
+/// allocation (the waiter's channel); a release takes the mutex only when someone waits. Two
+/// arrivals at the same instant race: one may take the last free slot on the fast path just
+/// as the other starts to wait, whatever their levels.
+///
+/// A wait is cancel-safe: a dropped wait leaves the queue at once, and a slot handed to a
+/// waiter that has just left is handed on to the next. A permit frees its slot when dropped,
+/// on every path.
+///
+/// # Events
+///
+/// A refusal is reported by the executor as `Event::AttemptRefused { by: "criticality limit",
+/// .. }`; an eviction is the evicted attempt's refusal.
+#[derive(Clone)]
+pub struct CriticalityLimit {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    capacity: usize,
+    queue: usize,
+    hold: Duration,
+    in_flight: InFlight,
+    /// `CriticalPlus` permits held.
+    critical_plus: AtomicUsize,
+    /// Waiters in `waiters`, readable without the lock. Written under it.
+    waiting: AtomicUsize,
+    /// Per level: until when (nanoseconds since `time`'s base) the levels below it are refused.
+    shed_until: [AtomicU64; 4],
+    time: TimeBase,
+    held: TypicalLatency,
+    waiters: Mutex<Waiters>,
+}
+
+type Answer = Result<CriticalityPermit, Refusal>;
+
+/// What the slow path decided.
+enum Queued {
+    /// Admitted or refused at once.
+    Answered(Answer),
+    /// Waiting, as waiter `id`, for the answer on the receiver.
+    Waiting(u64, oneshot::Receiver<Answer>),
+}
+
+#[derive(Default)]
+struct Waiters {
+    /// One FIFO per level.
+    levels: [VecDeque<Waiter>; 4],
+    next_id: u64,
+}
+
+struct Waiter {
+    id: u64,
+    /// Nanoseconds since the base; `None` when unbounded.
+    deadline: Option<u64>,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// Held while an attempt admitted by a [`CriticalityLimit`] runs; dropping it frees the slot
+/// (to the highest-level waiter, if any).
+#[must_use = "dropping the permit frees its slot at once"]
+pub struct CriticalityPermit {
+    inner: Arc<Inner>,
+    level: Criticality,
+    /// False once its slot has been accounted for elsewhere: dropping it then does nothing.
+    armed: bool,
+}
+
+/// Builds a [`CriticalityLimit`]; see [`CriticalityLimit`] for the defaults.
+#[must_use]
+#[derive(Debug, Clone)]
+pub struct CriticalityLimitBuilder {
+    capacity: usize,
+    queue: Option<usize>,
+    hold: Duration,
+}
+
+impl CriticalityLimit {
+    /// `capacity` in flight, with the default queue and hold.
+    pub fn new(capacity: usize) -> Result<CriticalityLimit, ConfigError> {
+        CriticalityLimit::builder(capacity).build()
+    }
+
+    /// A builder for `capacity` in flight.
+    pub fn builder(capacity: usize) -> CriticalityLimitBuilder {
+        CriticalityLimitBuilder {
+            capacity,
+            queue: None,
+            hold: Duration::from_secs(1),
+        }
+    }
+
+    /// Attempts in flight right now, every level together.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.get()
+    }
+
+    /// Attempts waiting right now.
+    pub fn queued(&self) -> usize {
+        self.inner.waiting.load(SeqCst)
+    }
+
+    /// The capacity.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// The lowest level not refused outright at `now` (`Sheddable` while nothing is being
+    /// shed): levels below it are refused at once because a higher level was refused within
+    /// `hold`.
+    pub fn lowest_admitted(&self, now: Instant) -> Criticality {
+        let now = self.inner.time.nanos(now);
+        Criticality::ALL
+            .into_iter()
+            .find(|&level| self.inner.shed(level, now).is_none())
+            .unwrap_or(Criticality::CriticalPlus)
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Waiters> {
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Until when `level` is refused because a level above it was, if it is at `now`.
+    #[inline]
+    fn shed(&self, level: Criticality, now: u64) -> Option<u64> {
+        self.shed_until[level as usize + 1..]
+            .iter()
+            .map(|until| until.load(Relaxed))
+            .filter(|&until| until > now)
+            .max()
+    }
+
+    /// Records a refusal of `level` at `now`: the levels below it are refused for `hold`.
+    fn refused(&self, level: Criticality, now: u64) {
+        if level > Criticality::Sheddable {
+            let hold = u64::try_from(self.hold.as_nanos()).unwrap_or(u64::MAX);
+            self.shed_until[level as usize].fetch_max(now.saturating_add(hold), Relaxed);
+        }
+    }
+
+    fn full(&self) -> Refusal {
+        Refusal {
+            retry_after: Some(held_retry_after(&self.held)),
+            by: BY,
+        }
+    }
+
+    fn permit(self: &Arc<Self>, level: Criticality) -> CriticalityPermit {
+        if level == Criticality::CriticalPlus {
+            self.critical_plus.fetch_add(1, Relaxed);
+        }
+        CriticalityPermit {
+            inner: Arc::clone(self),
+            level,
+            armed: true,
+        }
+    }
+
+    /// Gives back the slot of a permit that is being dropped, or was never handed out.
+    fn free(&self, level: Criticality) {
+        if level == Criticality::CriticalPlus {
+            self.critical_plus.fetch_sub(1, Relaxed);
+        }
+        self.in_flight.leave();
+    }
+
+    /// Hands free slots to the highest waiters until the capacity or the queue runs out.
+    fn pump(self: &Arc<Self>, waiters: &mut Waiters) {
+        while let Some(level) = waiters.highest() {
+            if !self.in_flight.try_enter(self.capacity) {
+                return;
+            }
+            let Some(waiter) = waiters.levels[level as usize].pop_front() else {
+                return;
+            };
+            self.waiting.store(waiters.len(), SeqCst);
+            if let Err(Ok(mut permit)) = waiter.answer.send(Ok(self.permit(level))) {
+                // The waiter left just now: take the slot back and offer it to the next one.
+                permit.armed = false;
+                self.free(level);
+            }
+        }
+    }
+
+    /// The slow path, under the lock: drop expired waiters, serve the queue, then admit,
+    /// queue or refuse `level`.
+    fn enqueue(self: &Arc<Self>, level: Criticality, now: u64, deadline: Option<u64>) -> Queued {
+        let mut waiters = self.lock();
+        waiters.expire(now, |expired| {
+            let _ = expired.answer.send(Err(self.full()));
+        });
+        self.waiting.store(waiters.len(), SeqCst);
+        self.pump(&mut waiters);
+        if waiters.is_empty() && self.in_flight.try_enter(self.capacity) {
+            return Queued::Answered(Ok(self.permit(level)));
+        }
+        if deadline.is_some_and(|d| d <= now) {
+            // Out of time already: it would only wait to be dropped. Not shed: nothing else
+            // is refused for it, and it evicts nobody.
+            return Queued::Answered(Err(self.full()));
+        }
+        if waiters.len() >= self.queue {
+            match waiters.lowest() {
+                Some(lowest) if lowest < level => {
+                    if let Some(evicted) = waiters.levels[lowest as usize].pop_back() {
+                        self.refused(lowest, now);
+                        let _ = evicted.answer.send(Err(self.full()));
+                    }
+                }
+                _ if level == Criticality::CriticalPlus
+                    && self.critical_plus.load(Relaxed) + waiters.levels[3].len()
+                        < self.capacity => {}
+                _ => {
+                    self.refused(level, now);
+                    return Queued::Answered(Err(self.full()));
+                }
+            }
+        }
+        let (answer, receiver) = oneshot::channel();
+        let id = waiters.next_id;
+        waiters.next_id += 1;
+        waiters.levels[level as usize].push_back(Waiter {
+            id,
+            deadline,
+            answer,
+        });
+        self.waiting.store(waiters.len(), SeqCst);
+        // A permit given back between the capacity check above and the store just made saw
+        // nobody waiting and freed its slot without serving the queue: serve it now.
+        self.pump(&mut waiters);
+        Queued::Waiting(id, receiver)
+    }
+}
+
+impl Waiters {
+    fn len(&self) -> usize {
+        self.levels.iter().map(VecDeque::len).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.levels.iter().all(VecDeque::is_empty)
+    }
+
+    fn highest(&self) -> Option<Criticality> {
+        Criticality::ALL
+            .into_iter()
+            .rev()
+            .find(|&level| !self.levels[level as usize].is_empty())
+    }
+
+    fn lowest(&self) -> Option<Criticality> {
+        Criticality::ALL
+            .into_iter()
+            .find(|&level| !self.levels[level as usize].is_empty())
+    }
+
+    /// Takes out every waiter whose deadline is at or before `now`, handing each to `gone`.
+    fn expire(&mut self, now: u64, mut gone: impl FnMut(Waiter)) {
+        for queue in &mut self.levels {
+            let mut at = 0;
+            while at < queue.len() {
+                if queue[at].deadline.is_some_and(|d| d <= now) {
+                    queue.remove(at).into_iter().for_each(&mut gone);
+                } else {
+                    at += 1;
+                }
+            }
+        }
+    }
+
+    /// Removes waiter `id` of `level`, if it is still waiting.
+    fn remove(&mut self, level: Criticality, id: u64) {
+        let queue = &mut self.levels[level as usize];
+        if let Some(at) = queue.iter().position(|w| w.id == id) {
+            queue.remove(at);
+        }
+    }
+}
+
+/// Takes a waiter out of the queue if its wait is dropped before it is answered.
+struct Leave<'a> {
+    inner: &'a Inner,
+    level: Criticality,
+    id: u64,
+    answered: bool,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let mut waiters = self.inner.lock();
+            waiters.remove(self.level, self.id);
+            self.inner.waiting.store(waiters.len(), SeqCst);
+        }
+    }
+}
+
+impl Drop for CriticalityPermit {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let inner = &self.inner;
+        inner.free(self.level);
+        if inner.waiting.load(SeqCst) > 0 {
+            inner.pump(&mut inner.lock());
+        }
+    }
+}
+
+impl fmt::Debug for CriticalityPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CriticalityPermit")
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Admit for CriticalityLimit {
+    type Permit = CriticalityPermit;
+
+    async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<CriticalityPermit, Refusal> {
+        let inner = &self.inner;
+        let level = cx.level;
+        let now = inner.time.nanos(cx.now);
+        if let Some(until) = inner.shed(level, now) {
+            inner.refused(level, now);
+            return Err(Refusal {
+                retry_after: Some(Duration::from_nanos(until - now)),
+                by: BY,
+            });
+        }
+        if inner.waiting.load(SeqCst) == 0 && inner.in_flight.try_enter(inner.capacity) {
+            return Ok(inner.permit(level));
+        }
+        let deadline = cx.deadline.map(|d| inner.time.nanos(d));
+        let (id, receiver) = match inner.enqueue(level, now, deadline) {
+            Queued::Answered(answer) => return answer,
+            Queued::Waiting(id, receiver) => (id, receiver),
+        };
+        let mut leave = Leave {
+            inner,
+            level,
+            id,
+            answered: false,
+        };
+        let answer = receiver.await;
+        leave.answered = true;
+        // The sender is dropped unanswered only by a waiter's own removal: not reachable here.
+        answer.unwrap_or_else(|_| Err(inner.full()))
+    }
+
+    fn release(&self, permit: CriticalityPermit, feedback: Feedback) {
+        self.inner.held.record(feedback.elapsed);
+        drop(permit);
+    }
+}
+
+impl CriticalityLimitBuilder {
+    /// Waiters allowed (`CriticalPlus` may exceed it while its own demand fits the capacity).
+    /// Default `capacity / 2`, at least 1; 0 refuses at once when full.
+    pub fn queue(self, queue: usize) -> Self {
+        CriticalityLimitBuilder {
+            queue: Some(queue),
+            ..self
+        }
+    }
+
+    /// How long a refusal of a level keeps every level below it refused: at most 1 h.
+    /// Default 1 s. Zero turns this off (the queue order alone then decides).
+    pub fn hold(self, hold: Duration) -> Self {
+        CriticalityLimitBuilder { hold, ..self }
+    }
+
+    /// The limit; or every invalid setting at once.
+    pub fn build(self) -> Result<CriticalityLimit, ConfigError> {
+        let mut problems = Vec::new();
+        if self.capacity == 0 {
+            problems.push(ConfigProblem::new(
+                "criticality_limit.capacity",
+                "must be at least 1 (was 0)",
+            ));
+        }
+        if self.hold > MAX_HOLD {
+            problems.push(ConfigProblem::new(
+                "criticality_limit.hold",
+                format!("must be at most 1h (was {:?})", self.hold),
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        Ok(CriticalityLimit {
+            inner: Arc::new(Inner {
+                capacity: self.capacity,
+                queue: self.queue.unwrap_or((self.capacity / 2).max(1)),
+                hold: self.hold,
+                in_flight: InFlight::default(),
+                critical_plus: AtomicUsize::new(0),
+                waiting: AtomicUsize::new(0),
+                shed_until: Default::default(),
+                time: TimeBase::default(),
+                held: TypicalLatency::default(),
+                waiters: Mutex::default(),
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for CriticalityLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CriticalityLimit")
+            .field("capacity", &self.inner.capacity)
+            .field("queue", &self.inner.queue)
+            .field("hold", &self.inner.hold)
+            .field("in_flight", &self.in_flight())
+            .field("queued", &self.queued())
+            .finish()
+    }
+}
