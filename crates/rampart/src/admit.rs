@@ -170,3 +170,33 @@ impl<T: Admit> Admit for std::sync::Arc<T> {
         T::release(self, permit, feedback);
     }
 }
+
+/// Two components, both asked: `A` first, then `B` (a refusal by `B` gives `A`'s permit back).
+///
+/// ```
+/// use std::time::Duration;
+/// use rampart::Policy;
+/// use rampart::limit::{ConcurrencyLimit, RateLimit};
+///
+/// let rate = RateLimit::new(100, Duration::from_secs(1)).expect("valid rate");
+/// let policy = Policy::builder()
+///     .admit((rate, ConcurrencyLimit::new(16)))
+///     .build()
+///     .expect("valid policy");
+/// # drop(policy);
+/// ```
+impl<A: Admit, B: Admit> Admit for (A, B) {
+    type Permit = (A::Permit, B::Permit);
+    const ALWAYS_ADMITS: bool = A::ALWAYS_ADMITS && B::ALWAYS_ADMITS;
+
+    async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
+        let first = self.0.acquire(cx).await?;
+        let second = self.1.acquire(cx).await?;
+        Ok((first, second))
+    }
+
+    fn release(&self, (first, second): Self::Permit, feedback: Feedback) {
+        self.0.release(first, feedback);
+        self.1.release(second, feedback);
+    }
+}

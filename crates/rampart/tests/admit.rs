@@ -274,3 +274,29 @@ async fn a_one_attempt_policy_tells_its_admission_component_the_level_and_the_at
         [Feedback::new(rampart::AttemptOutcome::Ok, 30 * MS)]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pair_asks_both_and_a_refusal_by_the_second_gives_the_first_permit_back() {
+    let limit = ConcurrencyLimit::new(1);
+    let refuser = RefuseAll::default();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .no_budget()
+        .admit((limit.clone(), refuser.clone()))
+        .build()
+        .expect("valid");
+    let outcome = policy.run(async |_a| Ok::<_, Fail>(())).await;
+    assert!(matches!(
+        outcome,
+        Err(Error::Rejected {
+            reason: RejectReason::Overloaded,
+            ..
+        })
+    ));
+    assert_eq!(refuser.0.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        limit.in_flight(),
+        0,
+        "the first component's permit came back"
+    );
+}
