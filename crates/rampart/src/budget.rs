@@ -7,6 +7,12 @@
 //! retries possible at low traffic. A failing dependency then sees at most about
 //! `1 + fraction` (1.1x by default) of its normal load instead of 3x per layer.
 //!
+//! Deposits come from *successes*, not requests (as in the SRE book's per-client budget, and
+//! unlike tower's `TpsBudget`, which deposits per request): under heavy partial failure a
+//! budget funds fewer retries than a per-request one, trading some availability at, say, 50%
+//! errors for a hard cap on the load a struggling dependency sees. The simulator's
+//! `retry-storm` scenario shows both sides of that trade.
+//!
 //! ```
 //! use std::time::Duration;
 //! use rampart::budget::RetryBudget;
