@@ -187,9 +187,9 @@ fn the_workspace_examples_and_benchmarks_lint_clean() {
         "crates/rampart-sim/src",
         "bench",
     ]
-        .iter()
-        .map(|p| root.join(p).to_string_lossy().into_owned())
-        .collect();
+    .iter()
+    .map(|p| root.join(p).to_string_lossy().into_owned())
+    .collect();
     let args: Vec<&str> = paths.iter().map(String::as_str).collect();
     let output = lint(&args);
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
