@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `naive` | a hand-written loop: 4 attempts (3 retries), a fixed per-hop timeout with `tokio::time::timeout`, exponential backoff with full jitter; no budget; nothing propagated | one FIFO queue, rejects when full |
 //! | `budgeted` | the same loop, plus a retry budget written here after tower's (`TpsBudget`: each request deposits, a retry withdraws; 20 % of requests over a 10 s window, plus 10 retries/s); nothing propagated | one FIFO queue, rejects when full |
-//! | `rampart` | a rampart [`Policy`]: 4 attempts, the same per-hop attempt timeout and backoff curve (seeded), its retry budget (10 % of successes, floor 3/s), a failure-ratio breaker (50 % over 10 s, at least 20 calls), the ambient deadline and criticality read and sent on the wire (`min(attempt ceiling, time left)` as whole milliseconds); hedged with `run_hedged` where a scenario asks | honours the propagated deadline (answers `Expired` without work when less than its p99 service time is left) and sheds by criticality (a stand-in for rampart's limiter, see [`Admission::Shedding`]) |
+//! | `rampart` | a rampart [`Policy`]: 4 attempts, the same per-hop attempt timeout and backoff curve (seeded), its retry budget (10 % of successes, floor 3/s), a failure-ratio breaker (50 % over 10 s, at least 20 calls), the ambient deadline and criticality read and sent on the wire (`min(attempt ceiling, time left)` as whole milliseconds); hedged with `run_hedged` where a scenario asks | admits every request through rampart's [`CriticalityLimit`](rampart::limit::CriticalityLimit) (capacity the service's workers, queue the service's queue, hold [`SHED_HOLD`]; see [`Admission::Criticality`]) with its propagated level and deadline; answers `Expired` without work when less than its p99 service time is left (a stand-in for rampart-http's `reject_expired`, see [`ServerSide::reject_expired`]) |
 //!
 //! The per-hop timeout, attempts and backoff base are the scenario's ([`Hop`]) and are the same
 //! for every contender.
@@ -94,6 +94,12 @@ pub const RAMPART: Contender = Contender {
 /// The three contenders every scenario compares.
 pub const ALL: [Contender; 3] = [NAIVE, BUDGETED, RAMPART];
 
+/// The rampart contender's servers: how long a refusal of a level keeps the levels below it
+/// refused by the service's [`CriticalityLimit`](rampart::limit::CriticalityLimit) (rampart's
+/// default). Its capacity is the service's workers and its queue the service's queue, the
+/// same numbers the baselines' FIFO servers get.
+pub const SHED_HOLD: Duration = Duration::from_secs(1);
+
 /// The hand-written budget's share of requests a retry may add.
 pub const BUDGET_PERCENT: f64 = 0.2;
 /// The hand-written budget's window.
@@ -150,7 +156,7 @@ impl Contender {
                 reject_expired: false,
             },
             Kind::Rampart => ServerSide {
-                admission: Admission::Shedding,
+                admission: Admission::Criticality { hold: SHED_HOLD },
                 reject_expired: true,
             },
         }

@@ -9,7 +9,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`service`] | a simulated service: workers, a bounded queue, lognormal service time, faults, downstream calls, the wire |
+//! | [`service`] | a simulated service: workers, a bounded FIFO queue or rampart's `CriticalityLimit`, lognormal service time, faults, downstream calls, the wire |
 //! | [`contender`] | `naive`, `budgeted` (hand-written baselines) and `rampart`, configured in one place |
 //! | [`scenario`] | one module per scenario: retry storm, deadline, tail, overload, metastable |
 //! | [`calibration`] | arithmetic the simulator must reproduce first (4³ = 64; 1 - 0.99¹⁰⁰) |

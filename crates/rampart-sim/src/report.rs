@@ -260,8 +260,14 @@ pub struct Report {
 /// Work not done yet, named in the report.
 pub const FUTURE_WORK: &str = "Future work: a --loopback mode that runs the same scenarios over real HTTP through rampart-http's layers on localhost, once the HTTP edge exists.";
 
-/// What of rampart's server side is simulated here rather than taken from rampart.
-pub const STAND_IN: &str = "rampart's server side in this simulator is a stand-in written inside it: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired will do; the HTTP edge is not built yet), and queueing by criticality, shedding the lowest level first (to be replaced by rampart's criticality-aware limiter when its admission API lands). The client side of every rampart hop is the real rampart executor.";
+/// What rampart's server side is in this simulator: what is rampart's own code, and what is
+/// still a stand-in written here.
+pub fn server_side() -> String {
+    format!(
+        "rampart's server side in this simulator: every service of the rampart contender admits each request through rampart's own CriticalityLimit (capacity = the service's workers, queue = the service's queue, hold {:?}), asked directly with the request's level and propagated deadline, as a server layer asks it; the baselines' services keep one FIFO queue of the same size. One piece is still a stand-in written inside the simulator: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired will do; the HTTP edge is not in the tree yet). The client side of every rampart hop is the real rampart executor.",
+        crate::contender::SHED_HOLD
+    )
+}
 
 impl Report {
     /// Whether every calibration check passed.
@@ -414,7 +420,7 @@ impl Report {
         let _ = write!(
             out,
             "<section><h2>Notes</h2><p class=\"note\">{}</p><p class=\"note\">{}</p></section>\n</body>\n</html>\n",
-            escape(STAND_IN),
+            escape(&server_side()),
             escape(FUTURE_WORK)
         );
         Ok(out)

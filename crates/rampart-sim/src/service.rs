@@ -12,17 +12,26 @@
 //! own caller went away) leaves its request queued or running here, as an HTTP/1.1 server
 //! would. Only a deadline that travelled with the request lets the service skip dead work.
 //!
+//! A service admits work one of two ways ([`Admission`]): a plain FIFO queue in front of its
+//! workers (the baselines), or rampart's [`CriticalityLimit`], asked directly for every request
+//! the way a server layer asks it (the rampart contender).
+//!
 //! Time is tokio's paused clock, whose timer wheel ticks in whole milliseconds: every service
 //! time is rounded up to the next millisecond.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
-use rampart::{Ambient, Criticality, Deadline, Instant};
+use rampart::admit::{Admit, AdmitContext, Feedback};
+use rampart::limit::CriticalityLimit;
+use rampart::{Ambient, AttemptOutcome, Criticality, Deadline, Instant};
 use tokio::sync::oneshot;
 
+use crate::SimError;
 use crate::contender::Client;
 use crate::dist::LogNormal;
 
@@ -83,16 +92,24 @@ pub enum LevelSource {
     Route,
 }
 
-/// How a service queues and sheds, and whether it honours the deadline it was sent.
+/// How a service queues and sheds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
-    /// One FIFO queue; a request arriving at a full queue is rejected.
+    /// One FIFO queue of [`ServiceConfig::queue`] places in front of the workers; a request
+    /// arriving at a full queue is rejected (503).
     Fifo,
-    /// **Stand-in for rampart's criticality-aware limiter** (being built in parallel, not yet
-    /// available): the queue is ordered by level, then arrival; a full queue first drops
-    /// requests that cannot be answered in time, then sheds the newest request of the lowest
-    /// level below the arriving one, else rejects the arriving one.
-    Shedding,
+    /// rampart's [`CriticalityLimit`], one per service, asked directly for every request (as a
+    /// server layer asks it): capacity the service's workers, queue [`ServiceConfig::queue`],
+    /// and `hold`. Each request asks with its level (from the wire or its route) and its
+    /// propagated deadline as the ceiling, and stops waiting at that deadline. The permit is
+    /// held while the handler runs (downstream calls included). A refusal is answered 503
+    /// (`Overloaded`), or 504 (`Expired`) when the deadline has passed; a wait that reaches the
+    /// deadline is answered 504.
+    Criticality {
+        /// How long a refusal of a level keeps every level below it refused
+        /// ([`CriticalityLimitBuilder::hold`](rampart::limit::CriticalityLimitBuilder::hold)).
+        hold: Duration,
+    },
 }
 
 /// The server side of a contender: how its services admit work.
@@ -101,7 +118,9 @@ pub struct ServerSide {
     /// The queue discipline.
     pub admission: Admission,
     /// Answer `Expired` at once, without work, when a request's propagated deadline leaves
-    /// less than its p99 service time (rampart-http's `reject_expired`, simulated here).
+    /// less than the service's p99 service time, on arrival and again when it is about to
+    /// start. **A stand-in** for rampart-http's `reject_expired` (the HTTP edge is not in the
+    /// tree yet), written here.
     pub reject_expired: bool,
 }
 
@@ -133,7 +152,9 @@ pub struct Faults {
     pub straggler: Duration,
     /// While inside this window every request fails at once (connection refused).
     pub outage: Option<Window>,
-    /// From this offset on, only this many workers.
+    /// From this offset on, only this many workers. FIFO services only: a
+    /// [`CriticalityLimit`]'s capacity is fixed when it is built, so [`Service::new`] refuses
+    /// this with [`Admission::Criticality`].
     pub capacity_drop: Option<(Duration, u32)>,
 }
 
@@ -144,7 +165,8 @@ pub struct ServiceConfig {
     pub name: &'static str,
     /// Requests handled at once.
     pub workers: u32,
-    /// Requests waiting at most (beyond the ones being handled).
+    /// Requests waiting at most (beyond the ones being handled): the FIFO's places, or the
+    /// [`CriticalityLimit`]'s queue.
     pub queue: usize,
     /// Time a handler works on a request before its downstream calls.
     pub service_time: LogNormal,
@@ -196,7 +218,7 @@ pub struct ServiceStats {
     pub arrivals: u64,
     /// Requests handled to the end (answered Ok or with an injected error), measured.
     pub handled: u64,
-    /// Requests rejected or shed because the queue was full, measured.
+    /// Requests rejected or shed because the queue was full (or refused by the limit), measured.
     pub shed: u64,
     /// Requests answered `Expired` without work, measured.
     pub expired: u64,
@@ -226,10 +248,10 @@ struct Queued {
 }
 
 struct State {
+    /// Workers busy (FIFO services).
     busy: u32,
-    /// One FIFO per level (a FIFO service uses only the first).
-    queues: [VecDeque<Queued>; 4],
-    queued: usize,
+    /// The FIFO queue.
+    queue: VecDeque<Queued>,
     rng: fastrand::Rng,
     stats: ServiceStats,
     /// Reply channels of requests that never answer, kept so their callers keep waiting.
@@ -241,6 +263,8 @@ pub struct Service {
     config: ServiceConfig,
     server: ServerSide,
     downstream: Downstream,
+    /// The admission limit of an [`Admission::Criticality`] service.
+    limit: Option<CriticalityLimit>,
     start: Instant,
     min_time: Duration,
     state: RefCell<State>,
@@ -249,30 +273,46 @@ pub struct Service {
 }
 
 impl Service {
-    /// A service started now (virtual time), its randomness seeded by `seed`.
+    /// A service started now (virtual time), its randomness seeded by `seed`. Fails when its
+    /// limit cannot be built, or a capacity drop is asked of a limit-admitted service.
     pub fn new(
         config: ServiceConfig,
         server: ServerSide,
         downstream: Downstream,
         seed: u64,
-    ) -> Rc<Service> {
+    ) -> Result<Rc<Service>, SimError> {
+        let limit = match server.admission {
+            Admission::Fifo => None,
+            Admission::Criticality { .. } if config.faults.capacity_drop.is_some() => {
+                return Err(SimError::new(format!(
+                    "{}: a capacity drop is simulated for FIFO services only",
+                    config.name
+                )));
+            }
+            Admission::Criticality { hold } => Some(
+                CriticalityLimit::builder(usize::try_from(config.workers).unwrap_or(usize::MAX))
+                    .queue(config.queue)
+                    .hold(hold)
+                    .build()?,
+            ),
+        };
         let min_time = config.service_time.quantile(0.99);
-        Rc::new(Service {
+        Ok(Rc::new(Service {
             config,
             server,
             downstream,
+            limit,
             start: Instant::now(),
             min_time,
             state: RefCell::new(State {
                 busy: 0,
-                queues: Default::default(),
-                queued: 0,
+                queue: VecDeque::new(),
                 rng: fastrand::Rng::with_seed(seed),
                 stats: ServiceStats::default(),
                 black_hole: Vec::new(),
             }),
             last_finish: Cell::new(None),
-        })
+        }))
     }
 
     /// Its configuration.
@@ -329,6 +369,16 @@ impl Service {
             deadline,
             level,
         };
+        if self.limit.is_some() {
+            if self.hopeless(&item, now) {
+                expire(&mut state, item);
+                return receiver;
+            }
+            drop(state);
+            let service = Rc::clone(self);
+            tokio::task::spawn_local(async move { service.admit(item).await });
+            return receiver;
+        }
         if state.busy < self.workers_at(now) {
             state.busy += 1;
             drop(state);
@@ -336,7 +386,7 @@ impl Service {
             tokio::task::spawn_local(async move { service.work(item).await });
             return receiver;
         }
-        self.enqueue(&mut state, item, now);
+        self.enqueue(&mut state, item);
         receiver
     }
 
@@ -349,64 +399,80 @@ impl Service {
                 .is_some_and(|d| d.saturating_duration_since(now) < self.min_time)
     }
 
-    fn enqueue(&self, state: &mut State, item: Queued, now: Instant) {
-        let slot = match self.server.admission {
-            Admission::Fifo => 0,
-            Admission::Shedding => item.level as usize,
-        };
-        if state.queued >= self.config.queue {
-            match self.server.admission {
-                Admission::Fifo => {
-                    shed(state, item, Failure::Overloaded);
-                    return;
-                }
-                Admission::Shedding => {
-                    // Drop what cannot be answered in time first (oldest first in each level).
-                    for level in 0..4 {
-                        while state.queues[level]
-                            .front()
-                            .is_some_and(|q| self.hopeless(q, now))
-                        {
-                            if let Some(dead) = state.queues[level].pop_front() {
-                                state.queued -= 1;
-                                expire(state, dead);
-                            }
-                        }
-                    }
-                    if state.queued >= self.config.queue {
-                        let lowest = (0..4).find(|&l| !state.queues[l].is_empty());
-                        match lowest {
-                            Some(lowest) if lowest < slot => {
-                                if let Some(victim) = state.queues[lowest].pop_back() {
-                                    state.queued -= 1;
-                                    shed(state, victim, Failure::Overloaded);
-                                }
-                            }
-                            _ => {
-                                shed(state, item, Failure::Overloaded);
-                                return;
-                            }
-                        }
-                    }
-                }
-            }
+    /// Queues `item` in the FIFO, or rejects it when the queue is full.
+    fn enqueue(&self, state: &mut State, item: Queued) {
+        if state.queue.len() >= self.config.queue {
+            shed(state, item, Failure::Overloaded);
+            return;
         }
-        state.queues[slot].push_back(item);
-        state.queued += 1;
-        state.stats.max_queue = state.stats.max_queue.max(state.queued);
+        state.queue.push_back(item);
+        state.stats.max_queue = state.stats.max_queue.max(state.queue.len());
     }
 
-    /// The next request to handle: the oldest of the highest level, skipping hopeless ones.
-    fn next(&self, state: &mut State, now: Instant) -> Option<Queued> {
-        for level in (0..4).rev() {
-            while let Some(item) = state.queues[level].pop_front() {
-                state.queued -= 1;
-                if self.hopeless(&item, now) {
-                    expire(state, item);
-                    continue;
-                }
-                return Some(item);
+    /// Admits `item` through the limit (waiting at most until its deadline), handles it, and
+    /// gives the permit back with how the handler went.
+    async fn admit(self: Rc<Self>, item: Queued) {
+        let Some(limit) = &self.limit else {
+            return;
+        };
+        let mut cx = AdmitContext::new(self.config.name, item.level, Instant::now());
+        cx.deadline = item.deadline;
+        let mut acquire = std::pin::pin!(limit.acquire(&cx));
+        // One poll answers at once or queues the request: then read the queue's length.
+        let first = std::future::poll_fn(|task| Poll::Ready(acquire.as_mut().poll(task))).await;
+        {
+            let mut state = self.state.borrow_mut();
+            state.stats.max_queue = state.stats.max_queue.max(limit.queued());
+        }
+        let answer = match (first, item.deadline) {
+            (Poll::Ready(answer), _) => Some(answer),
+            (Poll::Pending, None) => Some(acquire.await),
+            (Poll::Pending, Some(deadline)) => {
+                tokio::time::timeout_at(deadline, acquire).await.ok()
             }
+        };
+        let now = Instant::now();
+        let past = item.deadline.is_some_and(|d| d <= now);
+        let permit = match answer {
+            Some(Ok(permit)) => permit,
+            Some(Err(_)) if !past => {
+                shed(&mut self.state.borrow_mut(), item, Failure::Overloaded);
+                return;
+            }
+            Some(Err(_)) | None => {
+                expire(&mut self.state.borrow_mut(), item);
+                return;
+            }
+        };
+        if self.hopeless(&item, now) {
+            expire(&mut self.state.borrow_mut(), item);
+            drop(permit);
+            return;
+        }
+        let began = Instant::now();
+        match self.handle(item).await {
+            Some(reply) => {
+                let outcome = match reply {
+                    Ok(()) => AttemptOutcome::Ok,
+                    Err(Failure::Overloaded) => AttemptOutcome::Throttled,
+                    Err(Failure::Expired) => AttemptOutcome::Permanent,
+                    Err(_) => AttemptOutcome::Transient,
+                };
+                limit.release(permit, Feedback::new(outcome, Instant::now() - began));
+            }
+            // A hung request holds no worker: its slot is free at once.
+            None => drop(permit),
+        }
+    }
+
+    /// The next request to handle from the FIFO, skipping hopeless ones.
+    fn next(&self, state: &mut State, now: Instant) -> Option<Queued> {
+        while let Some(item) = state.queue.pop_front() {
+            if self.hopeless(&item, now) {
+                expire(state, item);
+                continue;
+            }
+            return Some(item);
         }
         None
     }
@@ -419,7 +485,7 @@ impl Service {
             if self.hopeless(&item, now) {
                 expire(&mut self.state.borrow_mut(), item);
             } else {
-                self.handle(item).await;
+                let _ = self.handle(item).await;
             }
             let now = Instant::now();
             let mut state = self.state.borrow_mut();
@@ -437,8 +503,9 @@ impl Service {
         }
     }
 
-    /// Handles one request inside the ambient scope its wire values describe.
-    async fn handle(&self, item: Queued) {
+    /// Handles one request inside the ambient scope its wire values describe; returns the reply
+    /// it sent, `None` when it hung.
+    async fn handle(&self, item: Queued) -> Option<Reply> {
         let Queued {
             request,
             reply,
@@ -473,7 +540,7 @@ impl Service {
                 state.stats.hung += 1;
             }
             state.black_hole.push(reply);
-            return;
+            return None;
         }
         let began = Instant::now();
         tokio::time::sleep(took).await;
@@ -492,7 +559,7 @@ impl Service {
         }
         if failed {
             let _ = reply.send(Err(Failure::Error));
-            return;
+            return Some(Err(Failure::Error));
         }
         let mut ambient = Ambient::new();
         if let Some(deadline) = deadline {
@@ -503,6 +570,7 @@ impl Service {
         }
         let outcome = ambient.scope(self.call_downstream(request.trace)).await;
         let _ = reply.send(outcome);
+        Some(outcome)
     }
 
     async fn call_downstream(&self, trace: Trace) -> Reply {
@@ -568,7 +636,9 @@ mod tests {
         reject_expired: false,
     };
     const RAMPART: ServerSide = ServerSide {
-        admission: Admission::Shedding,
+        admission: Admission::Criticality {
+            hold: Duration::from_secs(1),
+        },
         reject_expired: true,
     };
 
@@ -608,7 +678,7 @@ mod tests {
     #[test]
     fn a_fifo_queue_serves_in_order_and_rejects_when_full() {
         let out = virtual_time(|| async {
-            let s = Service::new(config(1, 1), FIFO, Downstream::None, 1);
+            let s = Service::new(config(1, 1), FIFO, Downstream::None, 1).unwrap();
             let r = request(None, Criticality::Critical);
             let out = replies(&s, vec![r, r, r]).await;
             (out, s.stats())
@@ -623,9 +693,9 @@ mod tests {
     }
 
     #[test]
-    fn the_stand_in_sheds_the_lowest_level_and_serves_the_highest_first() {
+    fn the_criticality_limit_sheds_the_lowest_level_and_serves_the_highest_first() {
         let (out, levels) = virtual_time(|| async {
-            let s = Service::new(config(1, 2), RAMPART, Downstream::None, 1);
+            let s = Service::new(config(1, 2), RAMPART, Downstream::None, 1).unwrap();
             let out = replies(
                 &s,
                 vec![
@@ -649,14 +719,73 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_level_keeps_the_levels_below_it_refused_for_the_hold() {
+        let out = virtual_time(|| async {
+            let s = Service::new(config(1, 1), RAMPART, Downstream::None, 1).unwrap();
+            let critical = request(None, Criticality::Critical);
+            let sheddable = request(None, Criticality::Sheddable);
+            // Running, queued, refused (nothing lower to evict), refused by the hold.
+            let mut out = replies(&s, vec![critical, critical, critical, sheddable]).await;
+            // Nothing waits now, but the hold (1 s) is not over.
+            out.extend(replies(&s, vec![sheddable]).await);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            out.extend(replies(&s, vec![sheddable]).await);
+            out
+        })
+        .expect("runtime");
+        assert_eq!(out[0], (Ok(()), 10 * MS));
+        assert_eq!(out[1], (Ok(()), 20 * MS));
+        assert_eq!(out[2].0, Err(Failure::Overloaded));
+        assert_eq!(out[3].0, Err(Failure::Overloaded));
+        assert_eq!(out[4].0, Err(Failure::Overloaded), "held at 20 ms");
+        assert_eq!(out[5], (Ok(()), 10 * MS), "the hold is over");
+    }
+
+    #[test]
+    fn a_request_waits_for_the_limit_no_longer_than_its_deadline() {
+        let (out, stats) = virtual_time(|| async {
+            let s = Service::new(config(1, 5), RAMPART, Downstream::None, 1).unwrap();
+            let out = replies(
+                &s,
+                vec![
+                    request(Some(1_000), Criticality::Critical),
+                    request(Some(1_000), Criticality::Critical),
+                    request(Some(15), Criticality::Critical),
+                ],
+            )
+            .await;
+            (out, s.stats())
+        })
+        .expect("runtime");
+        assert_eq!(out[0], (Ok(()), 10 * MS));
+        assert_eq!(out[1], (Ok(()), 20 * MS));
+        assert_eq!(
+            out[2],
+            (Err(Failure::Expired), 15 * MS),
+            "left at its deadline"
+        );
+        assert_eq!((stats.handled, stats.expired, stats.max_queue), (2, 1, 2));
+    }
+
+    #[test]
+    fn a_limit_admitted_service_refuses_a_capacity_drop() {
+        let mut c = config(2, 10);
+        c.faults.capacity_drop = Some((Duration::ZERO, 1));
+        let built =
+            virtual_time(|| async { Service::new(c, RAMPART, Downstream::None, 1).is_err() })
+                .expect("runtime");
+        assert!(built);
+    }
+
+    #[test]
     fn the_wire_clamps_critical_plus_and_a_route_edge_does_not() {
         let (wire, route) = virtual_time(|| async {
             let mut r = request(None, Criticality::CriticalPlus);
-            let wire = Service::new(config(1, 1), RAMPART, Downstream::None, 1);
+            let wire = Service::new(config(1, 1), RAMPART, Downstream::None, 1).unwrap();
             replies(&wire, vec![r]).await;
             let mut edge = config(1, 1);
             edge.levels = LevelSource::Route;
-            let route = Service::new(edge, RAMPART, Downstream::None, 1);
+            let route = Service::new(edge, RAMPART, Downstream::None, 1).unwrap();
             r.criticality = None;
             replies(&route, vec![r]).await;
             (wire.stats().levels, route.stats().levels)
@@ -669,7 +798,7 @@ mod tests {
     #[test]
     fn a_propagated_deadline_too_short_to_answer_gets_504_without_work() {
         let (out, stats) = virtual_time(|| async {
-            let s = Service::new(config(1, 1), RAMPART, Downstream::None, 1);
+            let s = Service::new(config(1, 1), RAMPART, Downstream::None, 1).unwrap();
             let out = replies(
                 &s,
                 vec![
@@ -695,19 +824,19 @@ mod tests {
                 from: Duration::ZERO,
                 to: 100 * MS,
             });
-            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
             let mut outage = replies(&s, vec![r]).await;
             tokio::time::sleep(100 * MS).await;
             outage.extend(replies(&s, vec![r]).await);
 
             let mut c = config(2, 10);
             c.faults.capacity_drop = Some((Duration::ZERO, 1));
-            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
             let drop = replies(&s, vec![r, r]).await;
 
             let mut c = config(2, 10);
             c.faults.hang_rate = 1.0;
-            let s = Service::new(c, FIFO, Downstream::None, 1);
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
             let receiver = s.submit(r);
             let hang = tokio::time::timeout(Duration::from_secs(60), receiver).await;
             (outage, drop, hang.is_err())

@@ -204,7 +204,11 @@ fn the_same_seed_gives_a_byte_identical_report() {
 fn the_report_renders_html_with_one_chart_per_scenario() {
     let html = report().html().expect("html");
     assert_eq!(html.matches("<svg").count(), 5);
-    assert!(html.contains("stand-in"));
+    assert!(html.contains("rampart's own CriticalityLimit"));
+    assert!(
+        html.contains("stand-in"),
+        "reject_expired is still simulated here"
+    );
     assert!(html.contains("loopback"));
     let dir = std::env::temp_dir().join(format!("rampart-sim-test-{}", std::process::id()));
     let index = report().write(&dir).expect("writes");

@@ -14,7 +14,7 @@ use super::{Job, Runner, Size, chain, pct};
 use crate::SimError;
 use crate::contender::{self, Contender, Hedging, Hop, RAMPART};
 use crate::dist::LogNormal;
-use crate::report::{Axis, Chart, STAND_IN, ScenarioReport, Series, Table, colors};
+use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors, server_side};
 use crate::service::ServiceConfig;
 use crate::sim::{Load, drive, virtual_time};
 
@@ -296,7 +296,7 @@ fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
         findings,
         notes: vec![
             "Wasted work counts leaf service time that ended after its root's 500 ms had passed.".into(),
-            STAND_IN.to_owned(),
+            server_side(),
         ],
         data: json!({ "points": data }),
     }

@@ -11,7 +11,7 @@ use super::{Job, Runner, Size, chain};
 use crate::SimError;
 use crate::contender::{self, Contender, Hop};
 use crate::dist::LogNormal;
-use crate::report::{Axis, Band, Chart, STAND_IN, ScenarioReport, Series, Table, colors};
+use crate::report::{Axis, Band, Chart, ScenarioReport, Series, Table, colors, server_side};
 use crate::service::ServiceConfig;
 use crate::sim::{Load, drive, virtual_time};
 
@@ -242,7 +242,7 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
         chart,
         tables: vec![table],
         findings,
-        notes: vec![STAND_IN.to_owned()],
+        notes: vec![server_side()],
         data: json!({ "points": data }),
     }
 }

@@ -194,7 +194,7 @@ pub fn chain(
     let mut downstream = Downstream::None;
     for config in configs.into_iter().rev() {
         let service_seed = derive_seed(seed, config.name);
-        let service = Service::new(config, contender.server(), downstream, service_seed);
+        let service = Service::new(config, contender.server(), downstream, service_seed)?;
         downstream = Downstream::Call(contender.client(Rc::clone(&service), hop, seed)?);
         services.push(service);
     }

@@ -2,10 +2,11 @@
 //! ideal server answers its full capacity in time however much is offered (goodput 1.0), and
 //! sheds the least important requests first (no priority inversions).
 //!
-//! rampart's admission and limiter API is being built in parallel and is not available yet:
-//! the rampart contender's server side here is a stand-in inside the simulator
-//! ([`Admission::Shedding`](crate::service::Admission::Shedding)), to be replaced by rampart's
-//! criticality-aware limiter.
+//! The rampart contender's service admits every request through rampart's own
+//! [`CriticalityLimit`](rampart::limit::CriticalityLimit)
+//! ([`Admission::Criticality`](crate::service::Admission::Criticality)): capacity the service's
+//! workers, queue the service's queue, hold [`SHED_HOLD`](crate::contender::SHED_HOLD). The
+//! baselines' service keeps one FIFO queue of the same size.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::{Job, Runner, Size, pct};
 use crate::SimError;
 use crate::contender::{self, Contender, Hop};
 use crate::dist::LogNormal;
-use crate::report::{Axis, Chart, STAND_IN, ScenarioReport, Series, Table, colors};
+use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors, server_side};
 use crate::service::{LevelSource, ServiceConfig};
 use crate::sim::{Load, Mix, Root, drive, virtual_time};
 
@@ -264,7 +265,7 @@ fn summarize(points: &[Point], multiples: &[f64], capacity: f64) -> ScenarioRepo
             g("rampart", max)
         ),
         format!(
-            "Shedding by level keeps priority inversions at {} for rampart at {max}x, against {} (naive) and {} (budgeted), whose queues serve requests in arrival order whatever their level.",
+            "rampart's CriticalityLimit (the lowest level shed first, the highest waiting level served first) keeps priority inversions at {} at {max}x, against {} (naive) and {} (budgeted), whose FIFO queues serve requests in arrival order whatever their level.",
             i("rampart", max),
             i("naive", max),
             i("budgeted", max)
@@ -293,13 +294,14 @@ fn summarize(points: &[Point], multiples: &[f64], capacity: f64) -> ScenarioRepo
         setup: vec![
             format!("The edge → api: 10 workers, lognormal median 40 ms, p99 120 ms (capacity {capacity:.0} requests/s), a queue of 1000. api is a public edge service: it assigns each request's level from its route (local code, so CriticalPlus is reachable)."),
             "Mix: CriticalPlus 10%, Critical 40%, SheddablePlus 30%, Sheddable 20%. The edge waits 1 s per root; its calls: 4 attempts, 1 s timeout (all of its patience), 20 ms backoff base.".into(),
+            format!("Servers: naive and budgeted, one FIFO queue of 1000 in front of the workers; rampart, rampart's CriticalityLimit with capacity = the workers, a queue of 1000 and a hold of {:?}, asked with each request's level and propagated deadline (a request waits at most until its deadline).", contender::SHED_HOLD),
             "15 s per load level, the first 5 s not measured.".into(),
         ],
         reference: "The ideal: goodput 1.0 at every overload level and zero priority inversions (Google SRE book, ch. 21 'Handling Overload': criticality-aware shedding).".into(),
         chart,
         tables: vec![goodput, shed, inv],
         findings,
-        notes: vec![STAND_IN.to_owned()],
+        notes: vec![server_side()],
         data: json!({ "capacity_per_sec": capacity, "points": data }),
     }
 }

@@ -118,7 +118,7 @@ pub fn simulate(
             contender.server(),
             Downstream::None,
             derive_seed(seed, "leaf"),
-        );
+        )?;
         let to_leaf = contender.client(Rc::clone(&leaf), hop(), seed)?;
         let root = Service::new(
             ServiceConfig::new(
@@ -130,7 +130,7 @@ pub fn simulate(
             contender.server(),
             Downstream::FanOut(to_leaf, FAN_OUT),
             derive_seed(seed, "root"),
-        );
+        )?;
         let roots = drive(Client::direct(root), &load, seed, Duration::from_secs(30)).await;
         Ok::<_, SimError>((roots, leaf.stats().arrivals))
     })??;
