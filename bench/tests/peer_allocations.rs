@@ -88,11 +88,11 @@ fn every_contender_does_the_same_work_and_rampart_allocates_nothing() {
         rampart: Vec::new(),
     };
     visit_all(&rt, &mut check);
-    // 5 workloads: the floor runs W1 and W2, rampart all five (and the adaptive hedge), every
+    // 5 workloads: the floor runs W1 and W2, rampart all five (and 4 variants), every
     // peer either runs a workload or says why not.
-    assert_eq!(check.checked.len(), 2 + 6 + 18, "{:?}", check.checked);
+    assert_eq!(check.checked.len(), 2 + 9 + 18, "{:?}", check.checked);
     assert_eq!(check.missing.len(), 7, "{:?}", check.missing);
-    assert_eq!(check.rampart.len(), 6);
+    assert_eq!(check.rampart.len(), 9);
     for (workload, contender, allocations) in check.rampart {
         assert_eq!(
             allocations, 0.0,

@@ -207,6 +207,10 @@ pub(crate) mod name {
     pub(crate) const FLOOR: &str = "floor";
     /// rampart.
     pub(crate) const RAMPART: &str = "rampart";
+    /// rampart without breaker and budget (W1, W5): the work of the floor and of backon.
+    pub(crate) const RAMPART_RETRY_ONLY: &str = "rampart-retry-only";
+    /// rampart with a breaker alone (W3): the work of failsafe.
+    pub(crate) const RAMPART_BREAKER_ONLY: &str = "rampart-breaker-only";
     /// rampart with an adaptive hedge delay (W4), for comparison with tower's hedge.
     pub(crate) const RAMPART_ADAPTIVE: &str = "rampart-adaptive";
     /// tower.
@@ -267,6 +271,7 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
 
     v.case(W1, FLOOR, via_floor::W1(Answer));
     v.case(W1, RAMPART, via_rampart::w1(Answer));
+    v.case(W1, RAMPART_RETRY_ONLY, via_rampart::w1_retry_only(Answer));
     v.case(W1, TOWER, via_tower::w1(Answer));
     v.case(W1, TOWER_RESILIENCE, via_tower_resilience::w1(Answer));
     v.case(W1, SEATBELT, via_seatbelt::w1(Answer));
@@ -282,6 +287,11 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
     v.missing(W2, FAILSAFE, "a circuit breaker only: no retry");
 
     v.case(W3, RAMPART, trip(rt, via_rampart::w3(Guarded)));
+    v.case(
+        W3,
+        RAMPART_BREAKER_ONLY,
+        trip(rt, via_rampart::w3_breaker_only(Guarded)),
+    );
     v.missing(W3, TOWER, "no circuit breaker");
     v.case(
         W3,
@@ -301,6 +311,7 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
     v.missing(W4, FAILSAFE, "no hedging");
 
     v.shared(W5, RAMPART, via_rampart::w1(Answer));
+    v.shared(W5, RAMPART_RETRY_ONLY, via_rampart::w1_retry_only(Answer));
     v.shared(W5, TOWER, via_tower::w1(Answer));
     v.shared(W5, TOWER_RESILIENCE, via_tower_resilience::w1(Answer));
     v.shared(W5, SEATBELT, via_seatbelt::w1(Answer));

@@ -65,6 +65,18 @@ pub(crate) fn w1<O: Op>(op: O) -> Run<O> {
     Run { policy, op }
 }
 
+/// W1 without the breaker and the budget: the work of the floor and of backon.
+pub(crate) fn w1_retry_only<O: Op>(op: O) -> Run<O> {
+    let policy = Policy::builder()
+        .max_attempts(MAX_ATTEMPTS)
+        .deadline(DEADLINE)
+        .attempt_timeout(ATTEMPT_TIMEOUT)
+        .no_budget()
+        .build()
+        .expect("valid policy");
+    Run { policy, op }
+}
+
 /// W2: deadline, attempt timeout, 3 attempts, no backoff, no budget, no breaker.
 pub(crate) fn w2<O: Op>(op: O) -> Run<O> {
     let policy = Policy::builder()
@@ -90,6 +102,24 @@ pub(crate) fn w3<O: Op>(op: O) -> Run<O> {
         .deadline(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .backoff(Backoff::none())
+        .breaker(breaker)
+        .build()
+        .expect("valid policy");
+    Run { policy, op }
+}
+
+/// W3 with the breaker alone (one attempt, no deadline, no attempt timeout): the work of
+/// failsafe.
+pub(crate) fn w3_breaker_only<O: Op>(op: O) -> Run<O> {
+    let breaker = Breaker::builder()
+        .break_duration(BREAK)
+        .max_break(BREAK)
+        .build()
+        .expect("valid breaker");
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
         .breaker(breaker)
         .build()
         .expect("valid policy");
