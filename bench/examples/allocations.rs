@@ -4,9 +4,10 @@
 //!
 //! `cargo run --release -p rampart-bench --example allocations > target/peer-allocations.tsv`
 //!
-//! Prints one tab-separated line per cell: workload, contender, allocations per call and bytes
-//! per call, or `-` and the reason the contender cannot run the workload. `examples/table.rs`
-//! joins it with criterion's times. A readable table goes to stderr.
+//! Prints one tab-separated line per workload (`#workload`, its id, its title) and per cell:
+//! workload, contender, allocations per call and bytes per call, or `-` and the reason the
+//! contender cannot run the workload. `examples/table.rs` joins it with criterion's times. A
+//! readable table goes to stderr.
 
 #[path = "../benches/contenders/mod.rs"]
 mod contenders;
@@ -25,6 +26,7 @@ struct Harness<'a> {
 impl Harness<'_> {
     fn print(&mut self, workload: Workload, contender: &str, cell: Result<PerCall, &str>) {
         if self.last != Some(workload) {
+            println!("#workload\t{}\t{}", workload.id(), workload.title());
             eprintln!("\n{}", workload.title());
             self.last = Some(workload);
         }
