@@ -1,5 +1,6 @@
 //! The hand-written floor: what a careful engineer writes by hand for "3 attempts, an attempt
-//! timeout, a total deadline, exponential backoff with full jitter", with tokio alone.
+//! timeout, a total deadline, exponential backoff with full jitter", with tokio alone
+//! ([`retry_loop`]), and the same with zero backoff ([`retry_now`]).
 //!
 //! It does the same work as rampart's executor on the success path (a deadline computed once,
 //! a ceiling per attempt, a timer raced against the work) and nothing else: no events, no
@@ -59,6 +60,30 @@ where
                 return Err(FloorError::Deadline);
             }
             sleep(delay).await;
+        }
+    }
+    Err(last)
+}
+
+/// The floor with zero backoff (workload W2): the same deadline and attempt ceilings as
+/// [`retry_loop`], and a failed attempt is retried at once, with no sleep and no jitter
+/// (`limits.base` is not used).
+pub async fn retry_now<T, E, F>(limits: Limits, mut op: F) -> Result<T, FloorError<E>>
+where
+    F: AsyncFnMut(u32) -> Result<T, E>,
+{
+    let deadline = Instant::now() + limits.deadline;
+    let mut last = FloorError::Deadline;
+    for attempt in 1..=limits.max_attempts {
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(FloorError::Deadline);
+        }
+        let ceiling = deadline.min(now + limits.attempt_timeout);
+        match timeout_at(ceiling, op(attempt)).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(e)) => last = FloorError::Inner(e),
+            Err(_) => last = FloorError::Timeout,
         }
     }
     Err(last)

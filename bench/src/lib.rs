@@ -2,7 +2,10 @@
 //! against, shared by the criterion benches and the budget tests.
 //!
 //! Not published. `cargo bench -p rampart-bench` runs the benchmarks; `cargo test -p
-//! rampart-bench` checks the allocation and future-size budgets recorded in `BUDGETS.md`.
+//! rampart-bench` checks the allocation and future-size budgets recorded in `BUDGETS.md`, and
+//! that the peer benchmarks (`benches/peers.rs`: rampart against tower, tower-resilience,
+//! seatbelt, backon and failsafe) compare like with like. `BENCHMARKS.md`, at the repository
+//! root, has their table and `scripts/table.sh` regenerates it.
 
 pub mod floor;
 pub mod scaling;

@@ -1,0 +1,102 @@
+//! The peer benchmarks' harness is honest, and rampart allocates nothing in any of them.
+//!
+//! Every contender of `benches/contenders` is checked to do the work its workload says (W2:
+//! three runs per call ending in success; W3: rejected without running the operation), so
+//! that the criterion bench compares like with like. Then rampart's cells are counted by the
+//! allocation harness: zero allocations per call in every workload. The peers' counts are
+//! printed by `cargo run --release -p rampart-bench --example allocations`.
+
+#[path = "../benches/contenders/mod.rs"]
+#[allow(dead_code)] // the workload titles are for the allocation example
+mod contenders;
+#[path = "../benches/contenders/counting.rs"]
+mod counting;
+
+use contenders::{Case, Failure, Visitor, Workload, name, runs, runtime, visit_all};
+use counting::{per_call, per_call_two_threads};
+use tokio::runtime::Runtime;
+
+/// Calls checked per cell.
+const CALLS: u64 = 6;
+
+struct Check<'a> {
+    rt: &'a Runtime,
+    checked: Vec<(Workload, &'static str)>,
+    missing: Vec<(Workload, &'static str)>,
+    rampart: Vec<(Workload, &'static str, f64)>,
+}
+
+impl Check<'_> {
+    fn behaves<C: Case>(&mut self, workload: Workload, contender: &'static str, case: &mut C) {
+        for _ in 0..CALLS {
+            let before = runs();
+            let outcome = self.rt.block_on(case.call());
+            let ran = runs() - before;
+            match workload {
+                Workload::W2 => {
+                    assert!(outcome.is_ok(), "{contender} {workload:?}: {outcome:?}");
+                    assert_eq!(
+                        ran, 3,
+                        "{contender} {workload:?} ran the operation {ran} times"
+                    );
+                }
+                Workload::W3 => {
+                    assert_eq!(outcome, Err(Failure::Rejected), "{contender} {workload:?}");
+                    assert_eq!(ran, 0, "{contender} {workload:?} ran the operation");
+                }
+                _ => assert_eq!(outcome, Ok(1), "{contender} {workload:?}"),
+            }
+        }
+        self.checked.push((workload, contender));
+    }
+}
+
+impl Visitor for Check<'_> {
+    fn case<C: Case>(&mut self, workload: Workload, contender: &'static str, mut case: C) {
+        self.behaves(workload, contender, &mut case);
+        if contender.starts_with(name::RAMPART) {
+            let cell = per_call(self.rt, &mut case);
+            self.rampart.push((workload, contender, cell.allocations));
+        }
+    }
+
+    fn shared<C: Case + Clone + Send + 'static>(
+        &mut self,
+        workload: Workload,
+        contender: &'static str,
+        case: C,
+    ) {
+        self.behaves(workload, contender, &mut case.clone());
+        if contender.starts_with(name::RAMPART) {
+            let cell = per_call_two_threads(&case);
+            self.rampart.push((workload, contender, cell.allocations));
+        }
+    }
+
+    fn missing(&mut self, workload: Workload, contender: &'static str, _: &'static str) {
+        self.missing.push((workload, contender));
+    }
+}
+
+#[test]
+fn every_contender_does_the_same_work_and_rampart_allocates_nothing() {
+    let rt = runtime();
+    let mut check = Check {
+        rt: &rt,
+        checked: Vec::new(),
+        missing: Vec::new(),
+        rampart: Vec::new(),
+    };
+    visit_all(&rt, &mut check);
+    // 5 workloads: the floor runs W1 and W2, rampart all five (and 4 variants), every
+    // peer either runs a workload or says why not.
+    assert_eq!(check.checked.len(), 2 + 9 + 18, "{:?}", check.checked);
+    assert_eq!(check.missing.len(), 7, "{:?}", check.missing);
+    assert_eq!(check.rampart.len(), 9);
+    for (workload, contender, allocations) in check.rampart {
+        assert_eq!(
+            allocations, 0.0,
+            "{contender} allocates in {workload:?}: {allocations} per call"
+        );
+    }
+}
