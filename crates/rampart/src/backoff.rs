@@ -211,6 +211,11 @@ impl Backoff {
         }
     }
 
+    /// Whether a delay draws random numbers (jitter or the decorrelated curve).
+    pub(crate) fn is_random(&self) -> bool {
+        matches!(self.kind, Kind::Decorrelated(_)) || self.jitter != Jitter::None
+    }
+
     pub(crate) fn is_seeded(&self) -> bool {
         self.seed.is_some()
     }

@@ -174,10 +174,10 @@ where
                 if shared.clock.block_until(wake, caller) {
                     break 'call call.cancelled(call.now());
                 }
+                now = call.now();
             } else if caller.is_some_and(CancellationToken::is_cancelled) {
                 break 'call call.cancelled(now);
             }
-            now = call.now();
         }
     };
     log.stop(finish.stop);

@@ -268,6 +268,9 @@ impl Telemetry {
     }
 
     pub(crate) fn retrying(&self, info: RetryInfo<'_>) {
+        if !self.is_listened() && self.on_retry.is_none() {
+            return;
+        }
         self.emit(Event::Retrying {
             policy: info.policy,
             attempt: info.attempt,

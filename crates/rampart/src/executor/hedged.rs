@@ -79,6 +79,7 @@ where
     let mut primary = pin!(None);
     let mut hedges: [Option<Pin<Box<_>>>; MAX_LEGS] = array::from_fn(|_| None);
     let mut timer = pin!(None::<Sleep>);
+    let mut hedge_at: Option<Instant> = None;
     let (mut launched, mut in_flight) = (0usize, 0usize);
     // Whether a hedge started in this call, and whether hedging is off for this round.
     let (mut hedged, mut blocked) = (false, false);
@@ -163,13 +164,10 @@ where
                         Admitted::Cancelled => break 'call call.cancelled(call.now()),
                     }
                 }
-                // The next hedge is due one delay from now (at once for a zero delay).
-                if launched < limit && !blocked {
-                    let at = later(&shared.clock, now, delay);
-                    timer.set(Some(shared.clock.sleep_until(at)));
-                } else {
-                    timer.set(None);
-                }
+                // The next hedge is due one delay from now (at once for a zero delay); its
+                // timer is made only if the legs in flight do not answer on their first poll.
+                timer.set(None);
+                hedge_at = (launched < limit && !blocked).then(|| later(&shared.clock, now, delay));
             }
 
             let (leg, (outcome, verdict)) = match ended {
@@ -189,10 +187,18 @@ where
                             }
                         }
                         if in_flight < concurrent
-                            && let Some(due) = timer.as_mut().as_pin_mut()
-                            && due.poll(cx).is_ready()
+                            && let Some(at) = hedge_at
                         {
-                            return Poll::Ready(Wake::HedgeDue);
+                            if timer.is_none() {
+                                timer.set(Some(shared.clock.sleep_until(at)));
+                            }
+                            if timer
+                                .as_mut()
+                                .as_pin_mut()
+                                .is_some_and(|due| due.poll(cx).is_ready())
+                            {
+                                return Poll::Ready(Wake::HedgeDue);
+                            }
                         }
                         Poll::Pending
                     })
@@ -200,6 +206,7 @@ where
                     let (leg, (returned, _suspended)) = match wake {
                         Wake::HedgeDue => {
                             timer.set(None);
+                            hedge_at = None;
                             now = call.now();
                             continue;
                         }

@@ -287,10 +287,10 @@ where
                 if sleep_or_cancel(&shared.clock, wake, caller).await {
                     break 'call call.cancelled(call.now());
                 }
+                now = call.now();
             } else if caller.is_some_and(CancellationToken::is_cancelled) {
                 break 'call call.cancelled(now);
             }
-            now = call.now();
         }
     };
     log.stop(finish.stop);

@@ -746,6 +746,17 @@ impl<'p, C, A> CallState<'p, C, A> {
     fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
         let backoff = &self.shared.backoff;
         let shared = self.shared;
+        let input = BackoffInput {
+            retry: self.attempts,
+            curve,
+            previous: self.previous_delay,
+        };
+        if !backoff.is_random() {
+            // No randomness to draw: no generator to seed.
+            let delay = backoff.delay(input, retry_after, &mut fastrand::Rng::with_seed(0));
+            self.previous_delay = delay;
+            return delay;
+        }
         let rng = self.rng.get_or_insert_with(|| {
             let call = if backoff.is_seeded() {
                 shared
@@ -756,15 +767,7 @@ impl<'p, C, A> CallState<'p, C, A> {
             };
             backoff.rng(call)
         });
-        let delay = backoff.delay(
-            BackoffInput {
-                retry: self.attempts,
-                curve,
-                previous: self.previous_delay,
-            },
-            retry_after,
-            rng,
-        );
+        let delay = backoff.delay(input, retry_after, rng);
         self.previous_delay = delay;
         delay
     }
