@@ -55,7 +55,25 @@ pub struct AdmitContext<'a> {
     pub now: Instant,
 }
 
-impl AdmitContext<'_> {
+impl<'a> AdmitContext<'a> {
+    /// The context of an admission asked for outside a policy's executor (an inbound HTTP
+    /// layer admitting a request, say).
+    pub fn new(
+        policy: &'a str,
+        attempt: u32,
+        level: Criticality,
+        deadline: Option<Instant>,
+        now: Instant,
+    ) -> Self {
+        AdmitContext {
+            policy,
+            attempt,
+            level,
+            deadline,
+            now,
+        }
+    }
+
     /// Time left before the attempt's ceiling; `None` when unbounded.
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline.map(|d| d.saturating_duration_since(self.now))
@@ -79,6 +97,13 @@ pub struct Feedback {
     pub outcome: AttemptOutcome,
     /// How long it held its permit.
     pub elapsed: Duration,
+}
+
+impl Feedback {
+    /// Feedback for a permit taken outside a policy's executor.
+    pub fn new(outcome: AttemptOutcome, elapsed: Duration) -> Self {
+        Feedback { outcome, elapsed }
+    }
 }
 
 /// Decides whether an attempt may start.
