@@ -94,7 +94,7 @@ pub fn parse_deadline_ms(value: &[u8]) -> Option<Duration> {
 pub fn format_deadline_ms(left: Option<Duration>) -> Option<HeaderValue> {
     let left = left.filter(|d| !d.is_zero())?;
     let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-    Some(HeaderValue::from(ms.clamp(1, MAX_DEADLINE_MS)))
+    Some(number(ms.clamp(1, MAX_DEADLINE_MS), ""))
 }
 
 /// Parses a `grpc-timeout` value: 1 to 8 ASCII digits, then one unit letter (`H`, `M`, `S`,
@@ -136,9 +136,27 @@ pub fn format_grpc_timeout(left: Option<Duration>) -> Option<HeaderValue> {
             (value <= u128::from(MAX_GRPC_VALUE)).then_some((value, unit))
         })
         .unwrap_or((u128::from(MAX_GRPC_VALUE), "H"));
-    let mut text = value.to_string();
-    text.push_str(unit);
-    HeaderValue::from_str(&text).ok()
+    Some(number(u64::try_from(value).unwrap_or(MAX_GRPC_VALUE), unit))
+}
+
+/// `n` in decimal followed by `unit`, as a header value: one allocation (`HeaderValue::from`
+/// an integer makes two).
+fn number(n: u64, unit: &str) -> HeaderValue {
+    let mut buf = [0u8; 24];
+    let mut start = 20;
+    let mut n = n;
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let end = 20 + unit.len().min(4);
+    buf[20..end].copy_from_slice(&unit.as_bytes()[..end - 20]);
+    HeaderValue::from_bytes(&buf[start..end])
+        .unwrap_or_else(|_| unreachable!("digits and a unit letter are a valid header value"))
 }
 
 /// Parses a received criticality: see [`Criticality::parse_inbound`] (never `CriticalPlus`).
@@ -214,7 +232,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 pub fn format_retry_after(after: Option<Duration>) -> HeaderValue {
     let after = after.unwrap_or(Duration::ZERO);
     let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-    HeaderValue::from(secs.max(1))
+    number(secs.max(1), "")
 }
 
 /// `value` as a number when it is 1 to `max_digits` ASCII digits.

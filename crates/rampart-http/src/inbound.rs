@@ -31,6 +31,7 @@
 //! | option | default | meaning |
 //! |---|---|---|
 //! | [`maximum`](InboundLayer::maximum) | none | a received deadline above it is ignored entirely (not clamped) |
+//! | [`default_deadline`](InboundLayer::default_deadline) | none | the deadline of a request that brings none (an edge service's budget per request) |
 //! | [`reserve`](InboundLayer::reserve) | 0 | subtracted from the received deadline: the time this service needs to answer; a negative result is expired |
 //! | [`reject_expired`](InboundLayer::reject_expired) | off | answer 504 without running the handler when the time left does not exceed the reserve |
 //! | [`admit`](InboundLayer::admit) | none | an [`Admit`] component asked before the handler runs; a refusal is a 503 with `Retry-After` |
@@ -94,6 +95,7 @@ struct Config<A> {
     name: Arc<str>,
     names: Names,
     maximum: Option<Duration>,
+    default_deadline: Option<Duration>,
     reserve: Duration,
     reject_expired: bool,
     enforce: bool,
@@ -109,6 +111,7 @@ impl InboundLayer {
                 name: Arc::from("inbound"),
                 names: Names::default(),
                 maximum: None,
+                default_deadline: None,
                 reserve: Duration::ZERO,
                 reject_expired: false,
                 enforce: false,
@@ -158,6 +161,14 @@ impl<A> InboundLayer<A> {
         self
     }
 
+    /// The deadline of a request that arrives without one (or with one that was ignored):
+    /// the budget an edge service gives each request from outside (default: none). It is
+    /// treated as if received: the reserve is subtracted from it.
+    pub fn default_deadline(mut self, deadline: Duration) -> Self {
+        self.config.default_deadline = Some(deadline);
+        self
+    }
+
     /// The time this service needs to answer, subtracted from the received deadline
     /// (default 0). A deadline shorter than the reserve leaves the handler an expired one.
     pub fn reserve(mut self, reserve: Duration) -> Self {
@@ -190,6 +201,7 @@ impl<A> InboundLayer<A> {
                 name: c.name,
                 names: c.names,
                 maximum: c.maximum,
+                default_deadline: c.default_deadline,
                 reserve: c.reserve,
                 reject_expired: c.reject_expired,
                 enforce: c.enforce,
@@ -212,6 +224,7 @@ impl<A> fmt::Debug for InboundLayer<A> {
         f.debug_struct("InboundLayer")
             .field("names", &c.names)
             .field("maximum", &c.maximum)
+            .field("default_deadline", &c.default_deadline)
             .field("reserve", &c.reserve)
             .field("reject_expired", &c.reject_expired)
             .field("enforce", &c.enforce)
@@ -269,7 +282,8 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let config = &*self.config;
         let now = Instant::now();
-        let received = Received::read(request.headers(), &config.names, config.maximum);
+        let mut received = Received::read(request.headers(), &config.names, config.maximum);
+        received.deadline = received.deadline.or(config.default_deadline);
         let grpc = is_grpc(request.headers());
         if config.reject_expired
             && let Some(left) = received.deadline

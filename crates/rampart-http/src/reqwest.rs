@@ -156,15 +156,18 @@ impl<A: Admit + Clone> Client<A> {
         let names = engine.names.clone();
         let http = self.http.clone();
         let outcome = if plan == Plan::Replay && in_memory {
-            host.full
-                .run_hedged(async move |attempt| {
-                    let Some(mut request) = request.try_clone() else {
-                        unreachable!("a request with a body in memory clones")
-                    };
-                    stamp(&names, request.headers_mut(), attempt);
-                    http.execute(request).await
-                })
-                .await
+            let op = async move |attempt: &rampart::Attempt| {
+                let Some(mut request) = request.try_clone() else {
+                    unreachable!("a request with a body in memory clones")
+                };
+                stamp(&names, request.headers_mut(), attempt);
+                http.execute(request).await
+            };
+            if engine.hedges {
+                Box::pin(host.full.run_hedged(op)).await
+            } else {
+                host.full.run(op).await
+            }
         } else {
             if plan == Plan::Replay {
                 engine.not_replayable(host);

@@ -153,6 +153,26 @@ async fn a_deadline_above_the_maximum_is_no_deadline_at_all() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_request_without_a_deadline_gets_the_default_one() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new()
+        .default_deadline(Duration::from_millis(300))
+        .reserve(Duration::from_millis(20))
+        .layer(handler.service());
+    service
+        .clone()
+        .oneshot(request(&[]))
+        .await
+        .expect("infallible");
+    service
+        .oneshot(request(&[("x-deadline-ms", "100")]))
+        .await
+        .expect("infallible");
+    let left: Vec<_> = handler.seen().iter().map(|s| s.left_ms).collect();
+    assert_eq!(left, [Some(280), Some(80)]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn malformed_deadlines_are_ignored_and_the_last_of_several_values_counts() {
     let handler = Handler::new(Duration::ZERO);
     let service = InboundLayer::new().layer(handler.service());

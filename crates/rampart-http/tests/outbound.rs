@@ -434,6 +434,44 @@ async fn the_host_table_is_bounded_and_evicts_the_least_recently_seen_host() {
     assert_eq!(hosts, ["a.test", "b.test", "c.test", "a.test"]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn each_hedged_leg_carries_its_own_deadline_and_the_retry_mark() {
+    let upstream = Upstream::new(|n, _| Reply {
+        delay: if n == 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(10)
+        },
+        ..reply(200)
+    });
+    let client = layer(
+        OutboundLayer::builder()
+            .hedge(rampart::hedge::Hedge::fixed(Duration::from_millis(100)))
+            .policy(|p| {
+                p.deadline(Duration::from_secs(2))
+                    .attempt_timeout(Duration::from_millis(1500))
+                    .drain(&rampart::drain::Drain::new())
+            }),
+    )
+    .layer(upstream.service());
+    let started = Instant::now();
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(110),
+        "the hedge won"
+    );
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("1500".into()), Some("1500".into())]
+    );
+    assert_eq!(upstream.header("x-rampart-retry"), [None, Some("1".into())]);
+}
+
 #[test]
 fn invalid_policy_settings_are_reported_by_build() {
     let error = OutboundLayer::builder()

@@ -14,26 +14,31 @@ use http::uri::{Authority, Scheme};
 use http::{HeaderMap, Uri};
 
 /// The key of a host: `host:port`, the host in lowercase, the port explicit (80 for `http`,
-/// 443 for `https` when the URI has none). Built on the stack for any real host name.
-pub(crate) struct HostKey {
-    buf: [u8; INLINE],
-    len: usize,
-    long: Option<String>,
+/// 443 for `https` when the URI has none). Borrowed from the URI when it is already in that
+/// form (the common case), else built on the stack for any real host name.
+#[allow(clippy::large_enum_variant)] // lives on the stack for one lookup; a box would allocate
+pub(crate) enum HostKey<'a> {
+    Borrowed(&'a str),
+    Inline { buf: [u8; INLINE], len: usize },
+    Long(String),
 }
 
 /// A DNS name is at most 253 bytes; with brackets, a colon and five digits this fits them all.
 const INLINE: usize = 264;
 
-impl HostKey {
+impl<'a> HostKey<'a> {
     /// The key of a request: its URI's authority, else its `Host` header; requests with
     /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`.
-    pub(crate) fn of(uri: &Uri, headers: &HeaderMap) -> HostKey {
+    pub(crate) fn of(uri: &'a Uri, headers: &HeaderMap) -> HostKey<'a> {
         let default_port = if uri.scheme() == Some(&Scheme::HTTPS) {
             443
         } else {
             80
         };
         if let Some(authority) = uri.authority() {
+            if let Some(key) = as_key(authority.as_str()) {
+                return HostKey::Borrowed(key);
+            }
             return HostKey::new(
                 authority.host(),
                 authority.port_u16().unwrap_or(default_port),
@@ -48,32 +53,23 @@ impl HostKey {
                 authority.host(),
                 authority.port_u16().unwrap_or(default_port),
             ),
-            None => HostKey {
-                buf: [0; INLINE],
-                len: 0,
-                long: None,
-            },
+            None => HostKey::Borrowed(""),
         }
     }
 
-    pub(crate) fn new(host: &str, port: u16) -> HostKey {
-        let mut key = HostKey {
-            buf: [0; INLINE],
-            len: 0,
-            long: None,
-        };
+    pub(crate) fn new(host: &str, port: u16) -> HostKey<'static> {
         if host.len() + 6 > INLINE {
             let mut long = host.to_ascii_lowercase();
             let _ = write!(long, ":{port}");
-            key.long = Some(long);
-            return key;
+            return HostKey::Long(long);
         }
-        for (slot, b) in key.buf.iter_mut().zip(host.bytes()) {
+        let mut buf = [0; INLINE];
+        for (slot, b) in buf.iter_mut().zip(host.bytes()) {
             *slot = b.to_ascii_lowercase();
         }
-        key.len = host.len();
-        key.buf[key.len] = b':';
-        key.len += 1;
+        let mut len = host.len();
+        buf[len] = b':';
+        len += 1;
         let mut digits = [0u8; 5];
         let mut n = port;
         let mut count = 0;
@@ -86,19 +82,33 @@ impl HostKey {
             }
         }
         for &d in digits[..count].iter().rev() {
-            key.buf[key.len] = d;
-            key.len += 1;
+            buf[len] = d;
+            len += 1;
         }
-        key
+        HostKey::Inline { buf, len }
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        match &self.long {
-            Some(long) => long,
+        match self {
+            HostKey::Borrowed(key) => key,
+            HostKey::Long(long) => long,
             // Built from a `&str` by ASCII lowercasing and ASCII digits: always UTF-8.
-            None => std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default(),
+            HostKey::Inline { buf, len } => std::str::from_utf8(&buf[..*len]).unwrap_or_default(),
         }
     }
+}
+
+/// `authority` itself when it already is a key: `host:port` with an explicit port, no user
+/// info and no uppercase letter.
+fn as_key(authority: &str) -> Option<&str> {
+    let bytes = authority.as_bytes();
+    let colon = bytes.iter().rposition(|&b| b == b':')?;
+    let port = &bytes[colon + 1..];
+    let port_ok = (1..=5).contains(&port.len()) && port.iter().all(u8::is_ascii_digit);
+    let host_ok = !bytes[..colon]
+        .iter()
+        .any(|&b| b == b'@' || b.is_ascii_uppercase());
+    (port_ok && host_ok).then_some(authority)
 }
 
 /// An entry: what the table keeps per host, with its recency.
@@ -195,6 +205,9 @@ mod tests {
         assert_eq!(key("https://example.com/a"), "example.com:443");
         assert_eq!(key("http://user@127.0.0.1:8080/"), "127.0.0.1:8080");
         assert_eq!(key("http://[::1]:9/"), "[::1]:9");
+        assert_eq!(key("http://[::1]/"), "[::1]:80");
+        assert_eq!(key("http://svc:8080/"), "svc:8080");
+        assert_eq!(key("http://SVC:8080/"), "svc:8080");
         assert_eq!(key("/relative"), "");
         let mut headers = HeaderMap::new();
         headers.insert(

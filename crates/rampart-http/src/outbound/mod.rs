@@ -58,6 +58,7 @@
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
 //! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures) |
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
+//! | [`hedge`](OutboundBuilder::hedge) | none |
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
@@ -84,6 +85,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::budget::{RetryBudget, RetryBudgetBuilder};
+use rampart::hedge::Hedge;
 use rampart::{Ambient, Attempt, ConfigError, Criticality, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
@@ -144,6 +146,7 @@ impl OutboundLayer {
             max_attempts: 3,
             breaker: Some(Breaker::builder()),
             budget: Some(RetryBudget::builder()),
+            hedge: None,
             admit: Unlimited,
             configure: None,
             max_hosts: 1024,
@@ -200,6 +203,7 @@ pub struct OutboundBuilder<A = Unlimited> {
     max_attempts: u32,
     breaker: Option<BreakerBuilder>,
     budget: Option<RetryBudgetBuilder>,
+    hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
     max_hosts: usize,
@@ -246,6 +250,14 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
+    /// Hedges replayable requests: a second attempt when the first is slower than usual (see
+    /// [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
+    /// Set the hedge here: one set in [`policy`](Self::policy) is not used.
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
+    }
+
     /// Asks `admit` before every attempt, to every host (the ready-made limiters share their
     /// state across clones). Calls that make one attempt (see the [module docs](self)) are
     /// admitted at `Critical`, since their policy does not read the ambient level.
@@ -255,6 +267,7 @@ impl<A> OutboundBuilder<A> {
             max_attempts: self.max_attempts,
             breaker: self.breaker,
             budget: self.budget,
+            hedge: self.hedge,
             admit,
             configure: self.configure,
             max_hosts: self.max_hosts,
@@ -265,8 +278,8 @@ impl<A> OutboundBuilder<A> {
     }
 
     /// Everything else about the policies: deadline, attempt timeout, timeout mode, backoff,
-    /// hedging, adaptive ceiling, clock, drain, rampart listeners and hooks. The layer then
-    /// sets the name, classifier, attempts, breaker, budget and admission itself, and turns on
+    /// adaptive ceiling, clock, drain, rampart listeners and hooks. The layer then sets the
+    /// name, classifier, attempts, breaker, budget, hedge and admission itself, and turns on
     /// the ambient deadline and criticality.
     ///
     /// ```
@@ -336,6 +349,7 @@ impl<A> OutboundBuilder<A> {
             max_attempts: self.max_attempts,
             breaker: self.breaker,
             budget: self.budget,
+            hedge: self.hedge,
             admit: self.admit,
             configure: self.configure,
         };
@@ -344,6 +358,7 @@ impl<A> OutboundBuilder<A> {
             engine: Arc::new(Engine {
                 names: self.names,
                 replay_limit: self.replay_limit,
+                hedges: factory.hedge.is_some(),
                 max_hosts: self.max_hosts.max(1),
                 hosts: HostTable::new(self.max_hosts),
                 factory,
@@ -370,6 +385,7 @@ struct Factory<A> {
     max_attempts: u32,
     breaker: Option<BreakerBuilder>,
     budget: Option<RetryBudgetBuilder>,
+    hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
 }
@@ -399,6 +415,9 @@ impl<A: Admit + Clone> Factory<A> {
                 .use_ambient_criticality(criticality);
             if let Some(breaker) = &breaker {
                 builder = builder.breaker(breaker.clone());
+            }
+            if let Some(hedge) = self.hedge.filter(|_| attempts > 1) {
+                builder = builder.hedge(hedge);
             }
             builder = match &budget {
                 Some(budget) => builder.budget(budget.clone()),
@@ -444,6 +463,8 @@ pub(crate) enum Plan {
 pub(crate) struct Engine<A> {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
+    /// Whether replayable requests go through the hedged executor.
+    pub(crate) hedges: bool,
     max_hosts: usize,
     hosts: HostTable<Host<A>>,
     factory: Factory<A>,
@@ -452,7 +473,7 @@ pub(crate) struct Engine<A> {
 
 impl<A: Admit + Clone> Engine<A> {
     /// The policies of the host `key`.
-    pub(crate) fn host(&self, key: &HostKey) -> Result<Arc<Entry<Host<A>>>, ConfigError> {
+    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Entry<Host<A>>>, ConfigError> {
         let key = key.as_str();
         self.hosts.get(key, || self.factory.build(key))
     }
@@ -487,14 +508,18 @@ pub(crate) fn stamp(names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
     let left = attempt
         .remaining()
         .map(|d| d.max(std::time::Duration::from_nanos(1)));
-    headers.remove(&names.deadline);
+    // `insert` replaces every value the caller wrote; `remove` only where nothing is written.
     if is_grpc(headers) {
-        headers.remove(GRPC_TIMEOUT);
-        if let Some(value) = format_grpc_timeout(left) {
-            headers.insert(GRPC_TIMEOUT, value);
-        }
-    } else if let Some(value) = format_deadline_ms(left) {
-        headers.insert(&names.deadline, value);
+        headers.remove(&names.deadline);
+        match format_grpc_timeout(left) {
+            Some(value) => headers.insert(GRPC_TIMEOUT, value),
+            None => headers.remove(GRPC_TIMEOUT),
+        };
+    } else {
+        match format_deadline_ms(left) {
+            Some(value) => headers.insert(&names.deadline, value),
+            None => headers.remove(&names.deadline),
+        };
     }
     headers.insert(
         &names.criticality,

@@ -6,8 +6,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::request::Parts;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response};
 use http_body::Body;
 use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
@@ -16,7 +17,6 @@ use tower_service::Service;
 use super::{Engine, Host, HostKey, Plan, Repeatable, stamp};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
-use crate::header::Names;
 
 /// The service [`OutboundLayer`](super::OutboundLayer) makes.
 ///
@@ -89,11 +89,12 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let key = HostKey::of(request.uri(), request.headers());
         let engine = Arc::clone(&self.engine);
+        let host = engine.host(&HostKey::of(request.uri(), request.headers()));
         let service = self.inner.clone();
-        let inner: Pin<Box<dyn Future<Output = _> + Send>> = match engine.host(&key) {
-            Ok(host) => Box::pin(send(engine, host, service, request)),
+        let (parts, body) = request.into_parts();
+        let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
+            Ok(host) => Box::pin(send(engine, host, service, parts, body)),
             Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
                 rampart::Error::Config(e),
             )))),
@@ -102,13 +103,18 @@ where
     }
 }
 
-/// Sends `request` under its host's policy.
-async fn send<S, A, B, ResB>(
+/// Sends a request under its host's policy.
+///
+/// A plain function returning an `async` block: the block owns its inputs once, where an
+/// `async fn` would keep a second copy of its arguments in its state.
+#[allow(clippy::manual_async_fn)]
+fn send<S, A, B, ResB>(
     engine: Arc<Engine<A>>,
     host: Arc<super::hosts::Entry<Host<A>>>,
     service: S,
-    request: Request<B>,
-) -> Result<Response<ResB>, ClientError<S::Error>>
+    parts: Parts,
+    body: B,
+) -> impl Future<Output = Result<Response<ResB>, ClientError<S::Error>>>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
@@ -118,64 +124,93 @@ where
     B::Error: Into<BoxError>,
     A: Admit + Clone,
 {
-    let host = &host.value;
-    let (parts, body) = request.into_parts();
-    let marked = parts.extensions.get::<Repeatable>().is_some();
-    let plan = engine.plan(host, &parts.method, marked);
-    let names = engine.names.clone();
-    let kept = match plan {
-        Plan::Once => Kept::Once(ReplayBody::new(body)),
-        Plan::Replay => keep(body, engine.replay_limit)
-            .await
-            .map_err(|e| ClientError::Body(e.into()))?,
-    };
-    match kept {
-        Kept::Once(body) => {
-            if plan == Plan::Replay {
-                engine.not_replayable(host);
-            }
-            let mut request = Some((service, parts, body));
-            host.once
-                .run(async move |attempt| {
-                    let Some((service, parts, body)) = request.take() else {
-                        unreachable!("a one-attempt policy runs its callback once")
-                    };
-                    send_attempt(&names, service, parts, body, attempt).await
-                })
+    async move {
+        let host = &host.value;
+        let marked = parts.extensions.get::<Repeatable>().is_some();
+        let mut plan = engine.plan(host, &parts.method, marked);
+        let body = match plan {
+            Plan::Once => Kept::Once(ReplayBody::new(body)),
+            Plan::Replay => keep(body, engine.replay_limit)
                 .await
-                .map_err(ClientError::Call)
+                .map_err(|e| ClientError::Body(e.into()))?,
+        };
+        if plan == Plan::Replay && matches!(body, Kept::Once(_)) {
+            engine.not_replayable(host);
+            plan = Plan::Once;
         }
-        Kept::Replayable { data, trailers } => {
-            // Behind a mutex so that the callback is `Sync` (hedged legs share it) for any
-            // `Send` service; each attempt clones the service out of it.
-            let service = Mutex::new(service);
-            host.full
-                .run_hedged(async move |attempt| {
-                    let service = service
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .clone();
-                    let body = ReplayBody::replay(data.clone(), trailers.clone());
-                    send_attempt(&names, service, parts.clone(), body, attempt).await
-                })
-                .await
-                .map_err(ClientError::Call)
-        }
+        let (policy, hedged) = match plan {
+            Plan::Once => (&host.once, false),
+            Plan::Replay => (&host.full, engine.hedges),
+        };
+        let (replay, once) = match body {
+            Kept::Replayable { data, trailers } => (Some((data, trailers)), None),
+            Kept::Once(body) => (None, Some(body)),
+        };
+        // Shared with the callback through one `Arc`: rampart's call future keeps its
+        // callback in several states, so a callback that owned the request would carry it
+        // several times over. Behind a mutex so that the callback is `Sync` (hedged legs
+        // share it) for any `Send` service and body.
+        let template = Arc::new(Mutex::new(Template {
+            engine: Arc::clone(&engine),
+            service,
+            parts: Some(parts),
+            replay,
+            once,
+        }));
+        let op = async move |attempt: &Attempt| {
+            let mut service = template
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .service
+                .clone();
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            // Made after the wait for readiness, so that the deadline written is the time
+            // left when the request goes out, and the request is not kept across the wait.
+            let request = template
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .next(attempt);
+            service.call(request).await
+        };
+        let outcome = if hedged {
+            // The hedged executor keeps every leg's state inline (kilobytes): boxed, so that
+            // calls of a policy that does not hedge do not carry it.
+            Box::pin(policy.run_hedged(op)).await
+        } else {
+            policy.run(op).await
+        };
+        outcome.map_err(ClientError::Call)
     }
 }
 
-/// One attempt: stamp the headers, wait for the service, send.
-async fn send_attempt<S, B>(
-    names: &Names,
-    mut service: S,
-    mut parts: Parts,
-    body: ReplayBody<B>,
-    attempt: &Attempt,
-) -> Result<S::Response, S::Error>
-where
-    S: Service<Request<ReplayBody<B>>>,
-{
-    stamp(names, &mut parts.headers, attempt);
-    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-    service.call(Request::from_parts(parts, body)).await
+/// What each attempt is made from.
+struct Template<S, B, A> {
+    engine: Arc<Engine<A>>,
+    service: S,
+    parts: Option<Parts>,
+    /// The kept body of a replayable request.
+    replay: Option<(Bytes, Option<HeaderMap>)>,
+    /// The body of a request sent once.
+    once: Option<ReplayBody<B>>,
+}
+
+impl<S, B, A> Template<S, B, A> {
+    /// The next attempt's request, its headers stamped: a copy of a replayable request, or
+    /// the request itself, once.
+    fn next(&mut self, attempt: &Attempt) -> Request<ReplayBody<B>> {
+        let (mut parts, body) = match (&self.replay, &self.parts) {
+            (Some((data, trailers)), Some(parts)) => (
+                parts.clone(),
+                ReplayBody::replay(data.clone(), trailers.clone()),
+            ),
+            _ => {
+                let (Some(parts), Some(body)) = (self.parts.take(), self.once.take()) else {
+                    unreachable!("a request that cannot be replayed gets one attempt")
+                };
+                (parts, body)
+            }
+        };
+        stamp(&self.engine.names, &mut parts.headers, attempt);
+        Request::from_parts(parts, body)
+    }
 }
