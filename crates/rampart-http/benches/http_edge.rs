@@ -1,6 +1,7 @@
 //! The edge layers' cost per loopback request: a hyper-util client against a hyper server on
-//! 127.0.0.1, plain, with the outbound layer (default policy: 3 attempts, deadline, attempt
-//! timeout, breaker and budget per host), and against a server behind the inbound layer.
+//! 127.0.0.1, plain, plain under a `tokio::time::timeout` (the cost of having any timeout at
+//! all), with the outbound layer (default policy: 3 attempts, deadline, attempt timeout,
+//! breaker and budget per host), and against a server behind the inbound layer.
 //!
 //! `cargo bench -p rampart-http --bench http_edge`
 
@@ -9,6 +10,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -91,6 +93,16 @@ fn http_edge(c: &mut Criterion) {
     group.bench_function("plain_hyper_util", |b| {
         b.to_async(&rt).iter(|| async {
             let response = plain.request(request(&plain_uri)).await.expect("response");
+            response.into_body().collect().await.expect("body")
+        })
+    });
+    group.bench_function("plain_hyper_util_with_timeout", |b| {
+        b.to_async(&rt).iter(|| async {
+            let send = plain.request(request(&plain_uri));
+            let response = tokio::time::timeout(Duration::from_secs(10), send)
+                .await
+                .expect("in time")
+                .expect("response");
             response.into_body().collect().await.expect("body")
         })
     });

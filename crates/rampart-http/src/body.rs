@@ -11,7 +11,7 @@
 //! use http_body::Body as _;
 //! use rampart_http::ReplayBody;
 //!
-//! let body = ReplayBody::buffered(Bytes::from_static(b"hello"));
+//! let body: ReplayBody<http_body_util::Empty<Bytes>> = ReplayBody::buffered(Bytes::from_static(b"hello"));
 //! assert_eq!(body.size_hint().exact(), Some(5));
 //! let once = ReplayBody::new(http_body_util::Full::new(Bytes::from_static(b"streamed")));
 //! assert_eq!(once.size_hint().exact(), Some(8));

@@ -20,40 +20,47 @@
 //! - [`OutboundLayer`] (client side, any `tower` service over `http::Request`): runs every
 //!   request under a per-host policy (breaker and budget per `host:port`), writes the deadline,
 //!   criticality and retry mark on every attempt, retries only what can be replayed.
-//! - [`reqwest::Client`] (feature `reqwest`): the same for reqwest, built without a timeout of
+//! - `reqwest::Client` (feature `reqwest`): the same for reqwest, built without a timeout of
 //!   its own.
 //! - [`HttpClassifier`]: status codes and `Retry-After` to verdicts.
 //! - [`ClientError`] and [`Problem`]: timeouts answer 504, refusals 503 with `Retry-After`, as
 //!   `application/problem+json`.
 //!
 //! ```
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
+//! use axum::body::Body;
+//! use axum::extract::State;
+//! use axum::response::Response;
 //! use axum::{Router, routing::get};
 //! use bytes::Bytes;
 //! use http_body_util::Full;
-//! use hyper_util::client::legacy::Client;
+//! use hyper_util::client::legacy::{Client, connect::HttpConnector};
 //! use hyper_util::rt::TokioExecutor;
-//! use rampart_http::{ClientError, InboundLayer, OutboundLayer, ReplayBody};
+//! use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
 //! use tower::ServiceExt;
+//! use tower_layer::Layer;
 //!
-//! // A client whose every call obeys the request being served.
+//! type HttpClient = Outbound<Client<HttpConnector, ReplayBody<Full<Bytes>>>>;
+//!
+//! // A handler whose call obeys the request it serves: `X-Deadline-Ms` is what is left.
+//! async fn stock(State(client): State<HttpClient>) -> Response {
+//!     let request = http::Request::get("http://inventory:3001/stock")
+//!         .body(Full::default())
+//!         .expect("valid request");
+//!     match client.oneshot(request).await {
+//!         Ok(response) => response.map(Body::new),
+//!         Err(error) => error.into_response().map(Body::new), // 504 or 503, as problem+json
+//!     }
+//! }
+//!
 //! let client = OutboundLayer::builder()
 //!     .policy(|p| p.attempt_timeout(Duration::from_millis(500)))
 //!     .build()?
-//!     .layer(Client::builder(TokioExecutor::new()).build_http::<ReplayBody<Full<Bytes>>>());
-//!
-//! let handler = move || {
-//!     let client = client.clone();
-//!     async move {
-//!         let request = http::Request::get("http://127.0.0.1:3001/stock").body(Full::default())?;
-//!         let response = client.oneshot(request).await?; // X-Deadline-Ms = what is left
-//!         Ok::<_, ClientError<_>>(response.status().to_string())
-//!     }
-//! };
-//! # let _ = handler;
+//!     .layer(Client::builder(TokioExecutor::new()).build_http());
 //! let app: Router = Router::new()
-//!     .route("/", get(|| async { "ok" }))
+//!     .route("/stock", get(stock))
+//!     .with_state(client)
 //!     .layer(InboundLayer::new().maximum(Duration::from_secs(30)));
 //! # drop(app); Ok(()) }
 //! ```
@@ -63,7 +70,7 @@
 //! | feature | default | what |
 //! |---|---|---|
 //! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`] (through `axum-core` only) |
-//! | `reqwest` | off | [`reqwest::Client`]: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
+//! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
 //!
 //! # Modules
 //!

@@ -35,7 +35,7 @@ use rampart::admit::{Admit, Unlimited};
 
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
-use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, stamp};
+use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp};
 
 impl HttpResponse for ::reqwest::Response {
     fn status(&self) -> http::StatusCode {
@@ -146,6 +146,7 @@ impl<A: Admit + Clone> Client<A> {
             .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
         let host = &host.value;
         *request.timeout_mut() = None;
+        let stamp = Stamp::prepare(&engine.names, request.headers_mut());
         let plan = engine.plan(host, request.method(), marked);
         let in_memory = request.try_clone().is_some()
             && request
@@ -160,7 +161,7 @@ impl<A: Admit + Clone> Client<A> {
                 let Some(mut request) = request.try_clone() else {
                     unreachable!("a request with a body in memory clones")
                 };
-                stamp(&names, request.headers_mut(), attempt);
+                stamp.write(&names, request.headers_mut(), attempt);
                 http.execute(request).await
             };
             if engine.hedges {
@@ -178,7 +179,7 @@ impl<A: Admit + Clone> Client<A> {
                     let Some(mut request) = request.take() else {
                         unreachable!("a one-attempt policy runs its callback once")
                     };
-                    stamp(&names, request.headers_mut(), attempt);
+                    stamp.write(&names, request.headers_mut(), attempt);
                     http.execute(request).await
                 })
                 .await

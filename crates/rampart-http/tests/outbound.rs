@@ -250,6 +250,7 @@ async fn a_grpc_request_carries_grpc_timeout_instead() {
     let mut request = Request::post("http://a.test/pkg.Service/Method")
         .header("content-type", "application/grpc")
         .header("grpc-timeout", "1H")
+        .header("x-deadline-ms", "77")
         .body(Full::default())
         .expect("valid request");
     request.extensions_mut().insert(Repeatable);

@@ -66,7 +66,7 @@
 //!
 //! # Errors
 //!
-//! The service's error is [`ClientError`]: what the policy decided (timeouts, rejections, the
+//! The service's error is [`ClientError`](crate::ClientError): what the policy decided (timeouts, rejections, the
 //! last transport error) or a body that could not be read. It maps to a response: see
 //! [`crate::problem`].
 //!
@@ -501,33 +501,48 @@ impl<A: Admit + Clone> Engine<A> {
     }
 }
 
-/// Writes an attempt's deadline, the ambient criticality and the retry mark, replacing what
-/// the caller wrote.
-pub(crate) fn stamp(names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
-    // A bounded attempt always says so, even in its last nanosecond.
-    let left = attempt
-        .remaining()
-        .map(|d| d.max(std::time::Duration::from_nanos(1)));
-    // `insert` replaces every value the caller wrote; `remove` only where nothing is written.
-    if is_grpc(headers) {
-        headers.remove(&names.deadline);
-        match format_grpc_timeout(left) {
-            Some(value) => headers.insert(GRPC_TIMEOUT, value),
-            None => headers.remove(GRPC_TIMEOUT),
-        };
-    } else {
-        match format_deadline_ms(left) {
-            Some(value) => headers.insert(&names.deadline, value),
-            None => headers.remove(&names.deadline),
-        };
-    }
-    headers.insert(
-        &names.criticality,
-        HeaderValue::from_static(Criticality::current().as_str()),
-    );
-    if attempt.is_retry() {
-        headers.insert(&names.retry, HeaderValue::from_static("1"));
-    } else {
+/// How a request's attempts are stamped: read once per request, written once per attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    grpc: bool,
+}
+
+impl Stamp {
+    /// Reads whether the request is gRPC, and takes out what the caller wrote that a first
+    /// attempt must not carry (a retry mark, a deadline in the other encoding).
+    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> Stamp {
+        let grpc = is_grpc(headers);
         headers.remove(&names.retry);
+        if grpc {
+            headers.remove(&names.deadline);
+        }
+        Stamp { grpc }
+    }
+
+    /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
+    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
+        // A bounded attempt always says so, even in its last nanosecond.
+        let left = attempt
+            .remaining()
+            .map(|d| d.max(std::time::Duration::from_nanos(1)));
+        // `insert` replaces every value the caller wrote; `remove` only where nothing is
+        // written.
+        let (name, value) = if self.grpc {
+            (&GRPC_TIMEOUT, format_grpc_timeout(left))
+        } else {
+            (&names.deadline, format_deadline_ms(left))
+        };
+        match value {
+            Some(value) => headers.insert(name, value),
+            None => headers.remove(name),
+        };
+        headers.insert(
+            &names.criticality,
+            HeaderValue::from_static(Criticality::current().as_str()),
+        );
+        if attempt.is_retry() {
+            headers.insert(&names.retry, HeaderValue::from_static("1"));
+        }
     }
 }

@@ -14,7 +14,7 @@ use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
 use tower_service::Service;
 
-use super::{Engine, Host, HostKey, Plan, Repeatable, stamp};
+use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 
@@ -92,9 +92,10 @@ where
         let engine = Arc::clone(&self.engine);
         let host = engine.host(&HostKey::of(request.uri(), request.headers()));
         let service = self.inner.clone();
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        let stamp = Stamp::prepare(&engine.names, &mut parts.headers);
         let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
-            Ok(host) => Box::pin(send(engine, host, service, parts, body)),
+            Ok(host) => Box::pin(send(engine, host, service, parts, body, stamp)),
             Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
                 rampart::Error::Config(e),
             )))),
@@ -114,6 +115,7 @@ fn send<S, A, B, ResB>(
     service: S,
     parts: Parts,
     body: B,
+    stamp: Stamp,
 ) -> impl Future<Output = Result<Response<ResB>, ClientError<S::Error>>>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
@@ -152,6 +154,7 @@ where
         // share it) for any `Send` service and body.
         let template = Arc::new(Mutex::new(Template {
             engine: Arc::clone(&engine),
+            stamp,
             service,
             parts: Some(parts),
             replay,
@@ -186,6 +189,7 @@ where
 /// What each attempt is made from.
 struct Template<S, B, A> {
     engine: Arc<Engine<A>>,
+    stamp: Stamp,
     service: S,
     parts: Option<Parts>,
     /// The kept body of a replayable request.
@@ -210,7 +214,8 @@ impl<S, B, A> Template<S, B, A> {
                 (parts, body)
             }
         };
-        stamp(&self.engine.names, &mut parts.headers, attempt);
+        self.stamp
+            .write(&self.engine.names, &mut parts.headers, attempt);
         Request::from_parts(parts, body)
     }
 }
