@@ -36,6 +36,12 @@
 //! Nested scopes never extend an inherited deadline: a scope's deadline is the earlier of its
 //! own and the enclosing one. Reading the ambient context outside any scope is cheap and gives
 //! "no deadline, Critical". A policy that did not opt in never reads it (one branch per call).
+//!
+//! The context also says whether the request being served arrived as a retry
+//! ([`is_inbound_retry`](Ambient::is_inbound_retry)). rampart's executor does not read it: an
+//! edge integration does (`rampart-http` makes the outbound calls of such a request attempt
+//! once, so that only the layer directly above a failure retries). Like the deadline, a nested
+//! scope cannot take it away.
 
 use std::future::Future;
 
@@ -54,6 +60,7 @@ tokio::task_local! {
 pub struct Ambient {
     deadline: Option<Deadline>,
     criticality: Option<Criticality>,
+    inbound_retry: bool,
 }
 
 impl Ambient {
@@ -62,6 +69,7 @@ impl Ambient {
         Ambient {
             deadline: None,
             criticality: None,
+            inbound_retry: false,
         }
     }
 
@@ -83,6 +91,18 @@ impl Ambient {
     pub fn with_criticality(mut self, level: Criticality) -> Self {
         self.criticality = Some(level);
         self
+    }
+
+    /// This context marked as serving a request that arrived as a retry of an earlier one.
+    /// Once marked, nested scopes stay marked.
+    pub fn with_inbound_retry(mut self) -> Self {
+        self.inbound_retry = true;
+        self
+    }
+
+    /// Whether the request being served arrived as a retry (see the [module docs](self)).
+    pub fn is_inbound_retry(&self) -> bool {
+        self.inbound_retry
     }
 
     /// The deadline, if any.
@@ -165,6 +185,7 @@ impl Ambient {
         if let Some(level) = inner.criticality {
             merged.criticality = Some(level);
         }
+        merged.inbound_retry |= inner.inbound_retry;
         merged
     }
 
@@ -199,6 +220,24 @@ mod tests {
     async fn outside_any_scope_there_is_no_deadline_and_the_level_is_critical() {
         assert_eq!(Ambient::current(), Ambient::new());
         assert_eq!(Criticality::current(), Criticality::Critical);
+    }
+
+    #[tokio::test]
+    async fn inbound_retry_mark_reaches_nested_scopes_and_spawned_tasks() {
+        assert!(!Ambient::current().is_inbound_retry());
+        let (nested, spawned) = Ambient::new()
+            .with_inbound_retry()
+            .scope(async {
+                let nested = Ambient::new()
+                    .with_criticality(Criticality::Sheddable)
+                    .scope(async { Ambient::current().is_inbound_retry() })
+                    .await;
+                let spawned = Ambient::spawn(async { Ambient::current().is_inbound_retry() });
+                (nested, spawned.await.expect("task"))
+            })
+            .await;
+        assert!(nested && spawned);
+        assert!(!Ambient::current().is_inbound_retry());
     }
 
     #[test]

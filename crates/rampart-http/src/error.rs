@@ -1,0 +1,174 @@
+//! The outbound error: what the policy decided, or a body that could not be read.
+//!
+//! [`ClientError`] keeps rampart's [`Error`](rampart::Error) whole (the transport's own error
+//! is inside it, unchanged, as `Inner`) and adds the one failure the edge has on its own. It
+//! knows its HTTP answer: a handler can return it as is.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart_http::ClientError;
+//!
+//! let e: ClientError<std::io::Error> = ClientError::Call(rampart::Error::DeadlineExceeded {
+//!     deadline: Duration::from_millis(300),
+//!     source: rampart::DeadlineSource::Inherited,
+//!     attempts: 2,
+//!     last: None,
+//! });
+//! assert!(e.is_timeout());
+//! assert_eq!(e.status(), http::StatusCode::GATEWAY_TIMEOUT);
+//! assert_eq!(e.to_string(), "inherited deadline of 300ms exceeded after 2 attempts");
+//! ```
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+
+use crate::problem::Problem;
+
+/// A boxed error, as bodies report them.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// Why an outbound request failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientError<E> {
+    /// The policy's outcome: a timeout, a rejection (breaker, budget, admission, draining),
+    /// a configuration error, or the last attempt's transport error in `Inner`.
+    Call(rampart::Error<E>),
+    /// The request body could not be read to keep it for replay.
+    Body(BoxError),
+}
+
+impl<E> ClientError<E> {
+    /// Whether a deadline or attempt timeout ended the call.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ClientError::Call(e) if e.is_timeout())
+    }
+
+    /// Whether a component refused the call.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, ClientError::Call(e) if e.is_rejected())
+    }
+
+    /// When to try again, if a refusing component said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::Call(e) => e.retry_after(),
+            ClientError::Body(_) => None,
+        }
+    }
+
+    /// The transport's own error, when that is what ended the call.
+    pub fn transport(&self) -> Option<&E> {
+        match self {
+            ClientError::Call(e) => e.inner(),
+            ClientError::Body(_) => None,
+        }
+    }
+
+    /// The policy's error, if this is one.
+    pub fn call(&self) -> Option<&rampart::Error<E>> {
+        match self {
+            ClientError::Call(e) => Some(e),
+            ClientError::Body(_) => None,
+        }
+    }
+
+    /// The status a service answers with when this error ends its handler: 504 for timeouts,
+    /// 503 for rejections, 502 for transport errors, 500 otherwise.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ClientError::Call(rampart::Error::Inner(_)) => StatusCode::BAD_GATEWAY,
+            ClientError::Call(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+            ClientError::Call(rampart::Error::Rejected { .. } | rampart::Error::Cancelled) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl<E: fmt::Display> ClientError<E> {
+    /// The problem document for this error; see [`crate::problem`].
+    pub fn problem(&self) -> Problem {
+        match self {
+            ClientError::Call(e) => Problem::from_error(e),
+            ClientError::Body(e) => Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "urn:rampart:request-body",
+                "Request body unreadable",
+                format!("the request body could not be read for replay: {e}"),
+            ),
+        }
+    }
+
+    /// The response for this error: its [problem document](Self::problem).
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        self.problem().into_response()
+    }
+}
+
+impl<E> From<rampart::Error<E>> for ClientError<E> {
+    fn from(e: rampart::Error<E>) -> Self {
+        ClientError::Call(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for ClientError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Call(e) => e.fmt(f),
+            ClientError::Body(e) => write!(f, "request body could not be read for replay: {e}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for ClientError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            ClientError::Call(e) => e.source(),
+            ClientError::Body(e) => Some(e.as_ref()),
+        }
+    }
+}
+
+#[cfg(feature = "axum")]
+impl<E: fmt::Display> axum_core::response::IntoResponse for ClientError<E> {
+    fn into_response(self) -> axum_core::response::Response {
+        self.problem()
+            .into_response()
+            .map(axum_core::body::Body::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_what_the_policy_decided() {
+        let timeout: ClientError<&str> = rampart::Error::AttemptTimeout {
+            timeout: Duration::from_secs(3),
+            attempts: 3,
+        }
+        .into();
+        assert_eq!(timeout.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(timeout.problem().status(), StatusCode::GATEWAY_TIMEOUT);
+        let rejected: ClientError<&str> = rampart::Error::Rejected {
+            reason: rampart::RejectReason::DependencyUnavailable,
+            retry_after: Some(Duration::from_secs(9)),
+            attempts: 0,
+            last: None,
+        }
+        .into();
+        assert_eq!(rejected.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(rejected.into_response().headers()["retry-after"], "9");
+        let transport: ClientError<&str> = rampart::Error::Inner("reset").into();
+        assert_eq!(transport.status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(transport.transport(), Some(&"reset"));
+    }
+}

@@ -1,0 +1,597 @@
+//! The inbound layer: the received deadline and criticality become the handler's ambient
+//! context.
+//!
+//! A service holding 200 ms of its caller's patience should not let the next service work for
+//! ten seconds. [`InboundLayer`] reads what the caller sent (`X-Deadline-Ms` or
+//! `grpc-timeout`, `X-Criticality`, the retry mark; see [`crate::header`]) and runs the
+//! handler's future inside an [`Ambient`] scope that says so. Every rampart policy inside that
+//! opted in to the ambient deadline (the outbound layer's policies always do) then ends its
+//! calls when the caller stops waiting, and an expired request makes no outbound call at all.
+//!
+//! It is a plain `tower` layer over `http::Request`, so it works under axum, hyper and tonic:
+//!
+//! ```
+//! # async fn demo() {
+//! use std::time::Duration;
+//! use axum::{Router, routing::get};
+//! use rampart_http::InboundLayer;
+//!
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(
+//!         InboundLayer::new()
+//!             .maximum(Duration::from_secs(30))
+//!             .reserve(Duration::from_millis(20))
+//!             .reject_expired(true),
+//!     );
+//! # drop(app);
+//! # }
+//! ```
+//!
+//! | option | default | meaning |
+//! |---|---|---|
+//! | [`maximum`](InboundLayer::maximum) | none | a received deadline above it is ignored entirely (not clamped) |
+//! | [`default_deadline`](InboundLayer::default_deadline) | none | the deadline of a request that brings none (an edge service's budget per request) |
+//! | [`reserve`](InboundLayer::reserve) | 0 | subtracted from the received deadline: the time this service needs to answer; a negative result is expired |
+//! | [`reject_expired`](InboundLayer::reject_expired) | off | answer 504 without running the handler when the time left does not exceed the reserve |
+//! | [`admit`](InboundLayer::admit) | none | an [`Admit`] component asked before the handler runs; a refusal is a 503 with `Retry-After` |
+//! | [`enforce`](InboundLayer::enforce) | off | drop the handler's future at the deadline and answer 504 |
+//! | header names | `x-deadline-ms`, `x-criticality`, `x-rampart-retry` | see [`crate::header::Names`] |
+//!
+//! Why `reject_expired` is off by default: an expired request may still be answerable (from a
+//! cache, say), and refusing it is a decision only the service can make. With it off, the
+//! handler runs with a deadline already passed, and every outbound call it makes fails fast
+//! without reaching the network.
+//!
+//! A request marked as a retry (`X-Rampart-Retry: 1`) is served with
+//! [`Ambient::with_inbound_retry`]: the outbound layer then makes one attempt per call, so
+//! that only the layer directly above a failure retries and retries do not multiply down the
+//! call graph.
+//!
+//! The layer's own answers are problem documents (see [`crate::problem`]), or trailers-only
+//! gRPC responses for gRPC requests.
+//!
+//! # Cancellation
+//!
+//! With `enforce` on, the handler's future is dropped at the deadline: code after its next
+//! `.await` does not run. Work it spawned is not stopped, unless it watches the deadline.
+//!
+//! # Events
+//!
+//! `ExpiredOnArrival`, `Shed` and `Enforced`: see [`crate::event`].
+
+use std::fmt;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+
+use http::{HeaderName, Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use rampart::admit::{Admit, AdmitContext, Feedback, Refusal, Unlimited};
+use rampart::clock::Instant;
+use rampart::{Ambient, AttemptOutcome, Criticality, Deadline, Verdict};
+use tokio::time::Sleep;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::body::ResponseBody;
+use crate::classify::HttpClassifier;
+use crate::event::{EdgeEvent, Listeners};
+use crate::header::{Names, Received, is_grpc};
+use crate::problem::{self, Problem};
+
+/// Puts the received deadline and criticality into the handler's ambient scope; see the
+/// [module docs](self).
+#[derive(Clone)]
+#[must_use]
+pub struct InboundLayer<A = Unlimited> {
+    config: Config<A>,
+}
+
+#[derive(Clone)]
+struct Config<A> {
+    name: Arc<str>,
+    names: Names,
+    maximum: Option<Duration>,
+    default_deadline: Option<Duration>,
+    reserve: Duration,
+    reject_expired: bool,
+    enforce: bool,
+    admit: A,
+    listeners: Listeners,
+}
+
+impl InboundLayer {
+    /// A layer with the defaults of the [module table](self).
+    pub fn new() -> Self {
+        InboundLayer {
+            config: Config {
+                name: Arc::from("inbound"),
+                names: Names::default(),
+                maximum: None,
+                default_deadline: None,
+                reserve: Duration::ZERO,
+                reject_expired: false,
+                enforce: false,
+                admit: Unlimited,
+                listeners: Listeners::default(),
+            },
+        }
+    }
+}
+
+impl Default for InboundLayer {
+    fn default() -> Self {
+        InboundLayer::new()
+    }
+}
+
+impl<A> InboundLayer<A> {
+    /// The name admission components see as the policy (default `"inbound"`).
+    pub fn name(mut self, name: &str) -> Self {
+        self.config.name = Arc::from(name);
+        self
+    }
+
+    /// The deadline header, in milliseconds (default `x-deadline-ms`). `grpc-timeout` is
+    /// always read too; the earlier of the two counts.
+    pub fn deadline_header(mut self, name: HeaderName) -> Self {
+        self.config.names.deadline = name;
+        self
+    }
+
+    /// The criticality header (default `x-criticality`).
+    pub fn criticality_header(mut self, name: HeaderName) -> Self {
+        self.config.names.criticality = name;
+        self
+    }
+
+    /// The retry-mark header (default `x-rampart-retry`).
+    pub fn retry_header(mut self, name: HeaderName) -> Self {
+        self.config.names.retry = name;
+        self
+    }
+
+    /// A received deadline above `maximum` is ignored entirely, as if none had been sent
+    /// (default: none).
+    pub fn maximum(mut self, maximum: Duration) -> Self {
+        self.config.maximum = Some(maximum);
+        self
+    }
+
+    /// The deadline of a request that arrives without one (or with one that was ignored):
+    /// the budget an edge service gives each request from outside (default: none). It is
+    /// treated as if received: the reserve is subtracted from it.
+    pub fn default_deadline(mut self, deadline: Duration) -> Self {
+        self.config.default_deadline = Some(deadline);
+        self
+    }
+
+    /// The time this service needs to answer, subtracted from the received deadline
+    /// (default 0). A deadline shorter than the reserve leaves the handler an expired one.
+    pub fn reserve(mut self, reserve: Duration) -> Self {
+        self.config.reserve = reserve;
+        self
+    }
+
+    /// Answers 504 (`urn:rampart:deadline-expired-on-arrival`) without running the handler
+    /// when the received time left does not exceed the reserve (default off).
+    pub fn reject_expired(mut self, on: bool) -> Self {
+        self.config.reject_expired = on;
+        self
+    }
+
+    /// Drops the handler's future when the deadline (received minus reserve) passes, and
+    /// answers 504 (`urn:rampart:deadline-exceeded`) (default off).
+    pub fn enforce(mut self, on: bool) -> Self {
+        self.config.enforce = on;
+        self
+    }
+
+    /// Asks `admit` before running the handler, with the request's criticality and deadline.
+    /// A refusal, or a queue wait that outlasts the deadline, is answered 503
+    /// (`urn:rampart:overloaded`) with `Retry-After`. The permit is held until the response
+    /// is ready, and released with the response's outcome.
+    pub fn admit<A2: Admit>(self, admit: A2) -> InboundLayer<A2> {
+        let c = self.config;
+        InboundLayer {
+            config: Config {
+                name: c.name,
+                names: c.names,
+                maximum: c.maximum,
+                default_deadline: c.default_deadline,
+                reserve: c.reserve,
+                reject_expired: c.reject_expired,
+                enforce: c.enforce,
+                admit,
+                listeners: c.listeners,
+            },
+        }
+    }
+
+    /// Adds a listener for the layer's [`EdgeEvent`]s.
+    pub fn listener(mut self, listener: impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static) -> Self {
+        self.config.listeners.push(listener);
+        self
+    }
+}
+
+impl<A> fmt::Debug for InboundLayer<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        f.debug_struct("InboundLayer")
+            .field("names", &c.names)
+            .field("maximum", &c.maximum)
+            .field("default_deadline", &c.default_deadline)
+            .field("reserve", &c.reserve)
+            .field("reject_expired", &c.reject_expired)
+            .field("enforce", &c.enforce)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, A: Clone> Layer<S> for InboundLayer<A> {
+    type Service = Inbound<S, A>;
+
+    fn layer(&self, inner: S) -> Inbound<S, A> {
+        Inbound {
+            inner,
+            config: Arc::new(self.config.clone()),
+        }
+    }
+}
+
+/// The service [`InboundLayer`] makes.
+pub struct Inbound<S, A = Unlimited> {
+    inner: S,
+    config: Arc<Config<A>>,
+}
+
+impl<S: Clone, A> Clone for Inbound<S, A> {
+    fn clone(&self) -> Self {
+        Inbound {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<S: fmt::Debug, A> fmt::Debug for Inbound<S, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbound")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, A, B, ResB> Service<Request<B>> for Inbound<S, A>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    A: Admit,
+{
+    type Response = Response<ResponseBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, B, A>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let config = &*self.config;
+        let now = Instant::now();
+        let mut received = Received::read(request.headers(), &config.names, config.maximum);
+        received.deadline = received.deadline.or(config.default_deadline);
+        let grpc = is_grpc(request.headers());
+        if config.reject_expired
+            && let Some(left) = received.deadline
+            && left <= config.reserve
+        {
+            config.listeners.emit(EdgeEvent::ExpiredOnArrival {
+                left,
+                reserve: config.reserve,
+            });
+            let problem = Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                problem::EXPIRED_ON_ARRIVAL,
+                "Deadline expired on arrival",
+                format!(
+                    "the request arrived with {} ms left, not more than the {} ms this service reserves to answer",
+                    left.as_millis(),
+                    config.reserve.as_millis()
+                ),
+            );
+            return ResponseFuture::answered(problem, grpc);
+        }
+        let budget = received
+            .deadline
+            .map(|left| left.saturating_sub(config.reserve));
+        let deadline = budget.map(|budget| Deadline::after_from(now, budget));
+        let mut ambient = Ambient::new();
+        if let Some(deadline) = deadline {
+            ambient = ambient.with_deadline(deadline);
+        }
+        if let Some(level) = received.criticality {
+            ambient = ambient.with_criticality(level);
+        }
+        if received.retry {
+            ambient = ambient.with_inbound_retry();
+        }
+        let enforce = budget.filter(|_| config.enforce);
+        let timer = |on: bool| {
+            deadline
+                .filter(|_| on)
+                .map(|d| tokio::time::sleep_until(d.instant()))
+        };
+        let mut held = None;
+        if !A::ALWAYS_ADMITS {
+            let level = ambient.criticality();
+            let limit = deadline.map(Deadline::instant);
+            let first = {
+                let mut cx = AdmitContext::new(&config.name, level, now);
+                cx.deadline = limit;
+                let mut acquire = pin!(config.admit.acquire(&cx));
+                acquire
+                    .as_mut()
+                    .poll(&mut Context::from_waker(Waker::noop()))
+            };
+            match first {
+                Poll::Ready(Ok(permit)) => held = Some(Held::new(&self.config, permit, now)),
+                Poll::Ready(Err(refusal)) => {
+                    return ResponseFuture::answered(shed(config, level, refusal), grpc);
+                }
+                Poll::Pending => {
+                    // Queued: wait without holding this service, boxed because the wait
+                    // borrows the shared admission component.
+                    let shared = Arc::clone(&self.config);
+                    let acquire: Acquire<A> = Box::pin(async move {
+                        let mut cx = AdmitContext::new(&shared.name, level, now);
+                        cx.deadline = limit;
+                        shared.admit.acquire(&cx).await
+                    });
+                    let ready = self.inner.clone();
+                    let service = std::mem::replace(&mut self.inner, ready);
+                    return ResponseFuture {
+                        state: State::Admitting {
+                            acquire,
+                            pending: Some((service, request)),
+                        },
+                        timer: timer(true),
+                        ambient,
+                        grpc,
+                        enforce,
+                        held: None,
+                        config: Some(Arc::clone(&self.config)),
+                        since: now,
+                    };
+                }
+            }
+        }
+        let future = ambient.sync_scope(|| self.inner.call(request));
+        ResponseFuture {
+            state: State::Running { future },
+            timer: timer(enforce.is_some()),
+            ambient,
+            grpc,
+            enforce,
+            held,
+            config: enforce.map(|_| Arc::clone(&self.config)),
+            since: now,
+        }
+    }
+}
+
+type Acquire<A> =
+    Pin<Box<dyn Future<Output = Result<<A as Admit>::Permit, Refusal>> + Send + 'static>>;
+
+/// The 503 for a refused admission, and its event.
+fn shed<A>(config: &Config<A>, level: Criticality, refusal: Refusal) -> Problem {
+    config.listeners.emit(EdgeEvent::Shed {
+        level,
+        by: refusal.by,
+        retry_after: refusal.retry_after,
+    });
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        problem::OVERLOADED,
+        "Overloaded",
+        format!("{} refused this {level} request", refusal.by),
+    )
+    .with_retry_after(refusal.retry_after)
+}
+
+/// An admission permit, released with the response's outcome (or as cancelled when the
+/// response future is dropped first).
+struct Held<A: Admit> {
+    config: Arc<Config<A>>,
+    permit: Option<A::Permit>,
+    since: Instant,
+}
+
+impl<A: Admit> Held<A> {
+    fn new(config: &Arc<Config<A>>, permit: A::Permit, since: Instant) -> Self {
+        Held {
+            config: Arc::clone(config),
+            permit: Some(permit),
+            since,
+        }
+    }
+
+    fn release(&mut self, outcome: AttemptOutcome) {
+        if let Some(permit) = self.permit.take() {
+            let feedback = Feedback::new(outcome, self.since.elapsed());
+            self.config.admit.release(permit, feedback);
+        }
+    }
+}
+
+impl<A: Admit> Drop for Held<A> {
+    fn drop(&mut self) {
+        self.release(AttemptOutcome::Cancelled);
+    }
+}
+
+pin_project! {
+    /// The response future of [`Inbound`].
+    pub struct ResponseFuture<S, B, A>
+    where
+        S: Service<Request<B>>,
+        A: Admit,
+    {
+        #[pin]
+        state: State<S, B, A>,
+        #[pin]
+        timer: Option<Sleep>,
+        ambient: Ambient,
+        grpc: bool,
+        enforce: Option<Duration>,
+        held: Option<Held<A>>,
+        config: Option<Arc<Config<A>>>,
+        since: Instant,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B, A>
+    where
+        S: Service<Request<B>>,
+        A: Admit,
+    {
+        Admitting { acquire: Acquire<A>, pending: Option<(S, Request<B>)> },
+        Running { #[pin] future: S::Future },
+        Answered { problem: Option<Problem> },
+    }
+}
+
+impl<S, B, A> ResponseFuture<S, B, A>
+where
+    S: Service<Request<B>>,
+    A: Admit,
+{
+    fn answered(problem: Problem, grpc: bool) -> Self {
+        ResponseFuture {
+            state: State::Answered {
+                problem: Some(problem),
+            },
+            timer: None,
+            ambient: Ambient::new(),
+            grpc,
+            enforce: None,
+            held: None,
+            config: None,
+            since: Instant::now(),
+        }
+    }
+}
+
+impl<S, B, A, ResB> Future for ResponseFuture<S, B, A>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    A: Admit,
+{
+    type Output = Result<Response<ResponseBody<ResB>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Admitting { acquire, pending } => {
+                    let admitted = match acquire.as_mut().poll(cx) {
+                        Poll::Ready(admitted) => admitted,
+                        Poll::Pending => {
+                            let timer = this.timer.as_mut().as_pin_mut();
+                            ready!(timer.map_or(Poll::Pending, |t| t.poll(cx)));
+                            Err(Refusal {
+                                retry_after: None,
+                                by: "admission queue (the deadline passed while waiting)",
+                            })
+                        }
+                    };
+                    let Some(config) = this.config.as_ref() else {
+                        unreachable!("an admitting future holds its configuration")
+                    };
+                    match admitted {
+                        Ok(permit) => {
+                            *this.held = Some(Held::new(config, permit, *this.since));
+                            let Some((mut service, request)) = pending.take() else {
+                                unreachable!("the request is sent once")
+                            };
+                            let future = this.ambient.sync_scope(|| service.call(request));
+                            this.state.set(State::Running { future });
+                            if this.enforce.is_none() {
+                                this.timer.set(None);
+                            }
+                        }
+                        Err(refusal) => {
+                            let problem = shed(config, this.ambient.criticality(), refusal);
+                            this.state.set(State::Answered {
+                                problem: Some(problem),
+                            });
+                        }
+                    }
+                }
+                StateProj::Running { future } => {
+                    let ambient = *this.ambient;
+                    if let Poll::Ready(output) = ambient.sync_scope(|| future.poll(cx)) {
+                        if let Some(held) = this.held.as_mut() {
+                            held.release(outcome(&output));
+                        }
+                        return Poll::Ready(output.map(|r| r.map(ResponseBody::new)));
+                    }
+                    let (Some(budget), Some(timer)) =
+                        (*this.enforce, this.timer.as_mut().as_pin_mut())
+                    else {
+                        return Poll::Pending;
+                    };
+                    ready!(timer.poll(cx));
+                    if let Some(held) = this.held.as_mut() {
+                        held.release(AttemptOutcome::TimedOut);
+                    }
+                    if let Some(config) = this.config.as_ref() {
+                        config.listeners.emit(EdgeEvent::Enforced { budget });
+                    }
+                    let problem = Problem::new(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        problem::DEADLINE_EXCEEDED,
+                        "Deadline exceeded",
+                        format!(
+                            "the handler did not answer within the {} ms the caller was still waiting",
+                            budget.as_millis()
+                        ),
+                    );
+                    this.state.set(State::Answered {
+                        problem: Some(problem),
+                    });
+                }
+                StateProj::Answered { problem } => {
+                    let Some(problem) = problem.take() else {
+                        panic!("inbound response future polled after completion")
+                    };
+                    let response = if *this.grpc {
+                        problem.into_grpc_response()
+                    } else {
+                        problem.into_response()
+                    };
+                    return Poll::Ready(Ok(response.map(ResponseBody::answer)));
+                }
+            }
+        }
+    }
+}
+
+/// How a handler's response went, for an admission component that adapts.
+fn outcome<B, E>(output: &Result<Response<B>, E>) -> AttemptOutcome {
+    let Ok(response) = output else {
+        return AttemptOutcome::Transient;
+    };
+    match HttpClassifier::verdict(response.status(), response.headers()) {
+        Verdict::Ok => AttemptOutcome::Ok,
+        Verdict::Throttled { .. } => AttemptOutcome::Throttled,
+        Verdict::Permanent => AttemptOutcome::Permanent,
+        Verdict::Refused { .. } => AttemptOutcome::Refused,
+        _ => AttemptOutcome::Transient,
+    }
+}

@@ -1,0 +1,106 @@
+//! rampart-http: the HTTP edge of rampart.
+//!
+//! rampart makes one bound true for one call. Across a call graph of real services, two more
+//! things must hold: the deadline the first caller set must shrink as the request travels (so
+//! that nobody works on an answer nobody is waiting for), and how much a request matters must
+//! travel with it (so that overload sheds the backfill before the checkout). This crate
+//! carries both across HTTP, and makes a rampart policy the only timeout system of an HTTP
+//! client.
+//!
+//! ```text
+//!   edge ──X-Deadline-Ms: 300──▶ middle ──X-Deadline-Ms: 287──▶ leaf
+//!          X-Criticality: …             (inbound layer: the handler's ambient deadline;
+//!                                         outbound layer: min(attempt ceiling, time left))
+//! ```
+//!
+//! - [`InboundLayer`] (server side, a `tower` layer for axum, hyper or tonic): reads the
+//!   received deadline, criticality and retry mark into the handler's ambient scope; options
+//!   for a maximum, a reserve, rejecting expired requests, enforcing the deadline and
+//!   admission control.
+//! - [`OutboundLayer`] (client side, any `tower` service over `http::Request`): runs every
+//!   request under a per-host policy (breaker and budget per `host:port`), writes the deadline,
+//!   criticality and retry mark on every attempt, retries only what can be replayed.
+//! - `reqwest::Client` (feature `reqwest`): the same for reqwest, built without a timeout of
+//!   its own.
+//! - [`HttpClassifier`]: status codes and `Retry-After` to verdicts.
+//! - [`ClientError`] and [`Problem`]: timeouts answer 504, refusals 503 with `Retry-After`, as
+//!   `application/problem+json`.
+//!
+//! ```
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use axum::body::Body;
+//! use axum::extract::State;
+//! use axum::response::Response;
+//! use axum::{Router, routing::get};
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper_util::client::legacy::{Client, connect::HttpConnector};
+//! use hyper_util::rt::TokioExecutor;
+//! use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
+//! use tower::ServiceExt;
+//! use tower_layer::Layer;
+//!
+//! type HttpClient = Outbound<Client<HttpConnector, ReplayBody<Full<Bytes>>>>;
+//!
+//! // A handler whose call obeys the request it serves: `X-Deadline-Ms` is what is left.
+//! async fn stock(State(client): State<HttpClient>) -> Response {
+//!     let request = http::Request::get("http://inventory:3001/stock")
+//!         .body(Full::default())
+//!         .expect("valid request");
+//!     match client.oneshot(request).await {
+//!         Ok(response) => response.map(Body::new),
+//!         Err(error) => error.into_response().map(Body::new), // 504 or 503, as problem+json
+//!     }
+//! }
+//!
+//! let client = OutboundLayer::builder()
+//!     .policy(|p| p.attempt_timeout(Duration::from_millis(500)))
+//!     .build()?
+//!     .layer(Client::builder(TokioExecutor::new()).build_http());
+//! let app: Router = Router::new()
+//!     .route("/stock", get(stock))
+//!     .with_state(client)
+//!     .layer(InboundLayer::new().maximum(Duration::from_secs(30)));
+//! # drop(app); Ok(()) }
+//! ```
+//!
+//! # Features
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`] (through `axum-core` only) |
+//! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
+//!
+//! # Modules
+//!
+//! | module | what |
+//! |---|---|
+//! | [`header`] | the wire formats: `X-Deadline-Ms`, `grpc-timeout`, `X-Criticality`, the retry mark, `Retry-After` |
+//! | [`inbound`] | the server layer |
+//! | [`outbound`] | the client layer and its per-host table |
+//! | [`body`] | the layers' body types |
+//! | [`classify`] | the HTTP classifier |
+//! | [`problem`] | problem documents for what rampart decided |
+//! | [`error`] | the client error |
+//! | [`event`] | what the layers decided on their own |
+//! | `reqwest` | the reqwest client (feature `reqwest`) |
+
+pub mod body;
+pub mod classify;
+pub mod error;
+pub mod event;
+pub mod header;
+pub mod inbound;
+pub mod outbound;
+pub mod problem;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
+
+pub use body::{ReplayBody, ResponseBody};
+pub use classify::{HttpClassifier, HttpResponse};
+pub use error::ClientError;
+pub use event::EdgeEvent;
+pub use inbound::{Inbound, InboundLayer};
+pub use outbound::{Outbound, OutboundBuilder, OutboundLayer, Repeatable, is_replayable};
+pub use problem::Problem;

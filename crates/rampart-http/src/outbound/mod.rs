@@ -1,0 +1,548 @@
+//! The outbound layer: every request a client sends runs under a rampart policy, and carries
+//! the deadline and criticality to the next service.
+//!
+//! [`OutboundLayer`] wraps any `tower` service over `http::Request` (hyper-util's client, a
+//! tonic channel, ...). For each request it picks the policy of the request's host
+//! (`host:port`: one circuit breaker and one retry budget per host, in a bounded table) and
+//! runs the request under it. The policy's deadline and attempt timeout are the transport's
+//! timeouts: an attempt that reaches its ceiling is dropped, connection and all, so the client
+//! needs no timeout of its own.
+//!
+//! Every attempt (and every hedged leg) writes:
+//!
+//! | header | value |
+//! |---|---|
+//! | `X-Deadline-Ms` (or `grpc-timeout` for `application/grpc`) | `min(attempt ceiling, time left)` when the attempt is sent |
+//! | `X-Criticality` | the ambient level (`Critical` for an unlabeled call) |
+//! | `X-Rampart-Retry` | `1` on a retry or hedge, absent on a first attempt |
+//!
+//! replacing whatever the caller wrote in those headers. The policies read the ambient
+//! deadline and criticality, so inside a handler served by the [inbound layer](crate::inbound)
+//! a call never outlives the request it serves, and an expired request makes no call at all.
+//!
+//! Only replayable requests are retried or hedged: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`
+//! and `TRACE`, or any request carrying the [`Repeatable`] extension. A replayable request's
+//! body is read into memory first, up to [`replay_limit`](OutboundBuilder::replay_limit); a
+//! larger one is streamed once, with one attempt. Inside a request that arrived marked as a
+//! retry, every call makes one attempt (the layer above the failure retries, not every layer
+//! in between).
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use rampart::breaker::Breaker;
+//! use rampart_http::{OutboundLayer, ReplayBody};
+//! use tower_layer::Layer;
+//! use tower_service::Service;
+//!
+//! let client = Client::builder(TokioExecutor::new()).build_http::<ReplayBody<Full<Bytes>>>();
+//! let layer = OutboundLayer::builder()
+//!     .max_attempts(3)
+//!     .breaker(Breaker::builder().consecutive_failures(5))
+//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .build()?;
+//! let mut client = layer.layer(client);
+//! let request = http::Request::get("http://127.0.0.1:9/").body(Full::new(Bytes::new()))?;
+//! let outcome = client.call(request).await; // refused connections: retried, then an error
+//! assert!(outcome.is_err());
+//! # Ok(()) }
+//! ```
+//!
+//! | setting | default |
+//! |---|---|
+//! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
+//! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
+//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures) |
+//! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
+//! | [`hedge`](OutboundBuilder::hedge) | none |
+//! | [`admit`](OutboundBuilder::admit) | none |
+//! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
+//! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
+//! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
+//!
+//! # Errors
+//!
+//! The service's error is [`ClientError`](crate::ClientError): what the policy decided (timeouts, rejections, the
+//! last transport error) or a body that could not be read. It maps to a response: see
+//! [`crate::problem`].
+//!
+//! # Events
+//!
+//! `RetriesSuppressed` and `NotReplayable` (see [`crate::event`]); the policies' own events
+//! through listeners added in [`policy`](OutboundBuilder::policy).
+
+mod hosts;
+mod service;
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use rampart::admit::{Admit, Unlimited};
+use rampart::breaker::{Breaker, BreakerBuilder};
+use rampart::budget::{RetryBudget, RetryBudgetBuilder};
+use rampart::hedge::Hedge;
+use rampart::{Ambient, Attempt, ConfigError, Criticality, Policy, PolicyBuilder};
+use tower_layer::Layer;
+
+use crate::classify::HttpClassifier;
+use crate::event::{EdgeEvent, Listeners};
+use crate::header::{GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc};
+
+pub(crate) use hosts::HostKey;
+use hosts::{Entry, HostTable};
+pub use service::{Outbound, ResponseFuture};
+
+/// Marks a request as safe to send more than once although its method is not replayable
+/// (a `POST` with an idempotency key, say): insert it into the request's extensions.
+///
+/// ```
+/// let mut request = http::Request::post("http://orders/charge").body(()).unwrap();
+/// request.extensions_mut().insert(rampart_http::Repeatable);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Repeatable;
+
+/// Whether a method may be sent again without changing the outcome (RFC 9110 idempotent
+/// methods).
+pub fn is_replayable(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// Runs every request under its host's policy; see the [module docs](self). Services made
+/// from one layer share its host table.
+#[must_use]
+pub struct OutboundLayer<A = Unlimited> {
+    engine: Arc<Engine<A>>,
+}
+
+impl<A> Clone for OutboundLayer<A> {
+    fn clone(&self) -> Self {
+        OutboundLayer {
+            engine: Arc::clone(&self.engine),
+        }
+    }
+}
+
+impl OutboundLayer {
+    /// A layer with the defaults of the [module table](self).
+    pub fn new() -> Self {
+        OutboundLayer::builder()
+            .build()
+            .unwrap_or_else(|e| unreachable!("the default outbound policy is valid: {e}"))
+    }
+
+    /// A builder with the defaults of the [module table](self).
+    pub fn builder() -> OutboundBuilder {
+        OutboundBuilder {
+            name: "outbound".to_owned(),
+            max_attempts: 3,
+            breaker: Some(Breaker::builder()),
+            budget: Some(RetryBudget::builder()),
+            hedge: None,
+            admit: Unlimited,
+            configure: None,
+            max_hosts: 1024,
+            replay_limit: 64 * 1024,
+            names: Names::default(),
+            listeners: Listeners::default(),
+        }
+    }
+}
+
+impl Default for OutboundLayer {
+    fn default() -> Self {
+        OutboundLayer::new()
+    }
+}
+
+impl<A> OutboundLayer<A> {
+    /// Hosts in the table now.
+    pub fn hosts(&self) -> usize {
+        self.engine.hosts.len()
+    }
+
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn engine(&self) -> &Arc<Engine<A>> {
+        &self.engine
+    }
+}
+
+impl<A> fmt::Debug for OutboundLayer<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutboundLayer")
+            .field("name", &self.engine.factory.name)
+            .field("max_attempts", &self.engine.factory.max_attempts)
+            .field("max_hosts", &self.engine.max_hosts)
+            .field("replay_limit", &self.engine.replay_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, A> Layer<S> for OutboundLayer<A> {
+    type Service = Outbound<S, A>;
+
+    fn layer(&self, inner: S) -> Outbound<S, A> {
+        Outbound::new(inner, Arc::clone(&self.engine))
+    }
+}
+
+type Configure = Arc<dyn Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync>;
+
+/// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
+#[must_use = "a builder does nothing until built"]
+pub struct OutboundBuilder<A = Unlimited> {
+    name: String,
+    max_attempts: u32,
+    breaker: Option<BreakerBuilder>,
+    budget: Option<RetryBudgetBuilder>,
+    hedge: Option<Hedge>,
+    admit: A,
+    configure: Option<Configure>,
+    max_hosts: usize,
+    replay_limit: usize,
+    names: Names,
+    listeners: Listeners,
+}
+
+impl<A> OutboundBuilder<A> {
+    /// The name of the layer's policies, followed by the host: `"outbound 10.0.0.7:8080"`
+    /// (default `"outbound"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Attempts per replayable request, the first included (default 3; at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The settings of each host's own breaker (default: rampart's defaults).
+    pub fn breaker(mut self, breaker: BreakerBuilder) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// No circuit breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
+        self
+    }
+
+    /// The settings of each host's own retry budget (default: rampart's defaults).
+    pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget: retries are limited by `max_attempts` alone.
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// Hedges replayable requests: a second attempt when the first is slower than usual (see
+    /// [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
+    /// Set the hedge here: one set in [`policy`](Self::policy) is not used.
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
+    }
+
+    /// Asks `admit` before every attempt, to every host (the ready-made limiters share their
+    /// state across clones). Calls that make one attempt (see the [module docs](self)) are
+    /// admitted at `Critical`, since their policy does not read the ambient level.
+    pub fn admit<A2: Admit + Clone>(self, admit: A2) -> OutboundBuilder<A2> {
+        OutboundBuilder {
+            name: self.name,
+            max_attempts: self.max_attempts,
+            breaker: self.breaker,
+            budget: self.budget,
+            hedge: self.hedge,
+            admit,
+            configure: self.configure,
+            max_hosts: self.max_hosts,
+            replay_limit: self.replay_limit,
+            names: self.names,
+            listeners: self.listeners,
+        }
+    }
+
+    /// Everything else about the policies: deadline, attempt timeout, timeout mode, backoff,
+    /// adaptive ceiling, clock, drain, rampart listeners and hooks. The layer then sets the
+    /// name, classifier, attempts, breaker, budget, hedge and admission itself, and turns on
+    /// the ambient deadline and criticality.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .policy(|p| p.deadline(Duration::from_secs(5)).attempt_timeout(Duration::from_secs(1)))
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn policy(
+        mut self,
+        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// At most this many hosts keep a breaker and budget; the least recently seen is evicted
+    /// for a new one (default 1024; at least 1).
+    pub fn max_hosts(mut self, hosts: usize) -> Self {
+        self.max_hosts = hosts;
+        self
+    }
+
+    /// The largest body kept in memory for replay (default 64 KiB). A replayable request with
+    /// a larger body is streamed once and gets one attempt.
+    pub fn replay_limit(mut self, bytes: usize) -> Self {
+        self.replay_limit = bytes;
+        self
+    }
+
+    /// The deadline header written on non-gRPC requests (default `x-deadline-ms`).
+    pub fn deadline_header(mut self, name: HeaderName) -> Self {
+        self.names.deadline = name;
+        self
+    }
+
+    /// The criticality header (default `x-criticality`).
+    pub fn criticality_header(mut self, name: HeaderName) -> Self {
+        self.names.criticality = name;
+        self
+    }
+
+    /// The retry-mark header (default `x-rampart-retry`).
+    pub fn retry_header(mut self, name: HeaderName) -> Self {
+        self.names.retry = name;
+        self
+    }
+
+    /// Adds a listener for the layer's [`EdgeEvent`]s.
+    pub fn listener(mut self, listener: impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Builds the layer, checking the policy settings once (as a host's policies would be
+    /// built) and reporting every problem.
+    pub fn build(self) -> Result<OutboundLayer<A>, ConfigError>
+    where
+        A: Admit + Clone,
+    {
+        let factory = Factory {
+            name: self.name,
+            max_attempts: self.max_attempts,
+            breaker: self.breaker,
+            budget: self.budget,
+            hedge: self.hedge,
+            admit: self.admit,
+            configure: self.configure,
+        };
+        factory.build("validation:0")?;
+        Ok(OutboundLayer {
+            engine: Arc::new(Engine {
+                names: self.names,
+                replay_limit: self.replay_limit,
+                hedges: factory.hedge.is_some(),
+                max_hosts: self.max_hosts.max(1),
+                hosts: HostTable::new(self.max_hosts),
+                factory,
+                listeners: self.listeners,
+            }),
+        })
+    }
+}
+
+impl<A> fmt::Debug for OutboundBuilder<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutboundBuilder")
+            .field("name", &self.name)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_hosts", &self.max_hosts)
+            .field("replay_limit", &self.replay_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a host's policies.
+struct Factory<A> {
+    name: String,
+    max_attempts: u32,
+    breaker: Option<BreakerBuilder>,
+    budget: Option<RetryBudgetBuilder>,
+    hedge: Option<Hedge>,
+    admit: A,
+    configure: Option<Configure>,
+}
+
+impl<A: Admit + Clone> Factory<A> {
+    fn build(&self, key: &str) -> Result<Host<A>, ConfigError> {
+        let breaker = self
+            .breaker
+            .clone()
+            .map(BreakerBuilder::build)
+            .transpose()?;
+        let budget = match &self.budget {
+            Some(budget) if self.max_attempts > 1 => Some(budget.clone().build()?),
+            _ => None,
+        };
+        let policy = |attempts: u32, criticality: bool| {
+            let mut builder = Policy::builder();
+            if let Some(configure) = &self.configure {
+                builder = configure(builder);
+            }
+            let mut builder = builder
+                .name(format!("{} {key}", self.name))
+                .classifier(HttpClassifier)
+                .admit(self.admit.clone())
+                .max_attempts(attempts)
+                .use_ambient_deadline(true)
+                .use_ambient_criticality(criticality);
+            if let Some(breaker) = &breaker {
+                builder = builder.breaker(breaker.clone());
+            }
+            if let Some(hedge) = self.hedge.filter(|_| attempts > 1) {
+                builder = builder.hedge(hedge);
+            }
+            builder = match &budget {
+                Some(budget) => builder.budget(budget.clone()),
+                None => builder.no_budget(),
+            };
+            builder.build()
+        };
+        let attempts = self.max_attempts;
+        // The ambient level gates retries and hedges; a policy with neither cannot read it.
+        let full = policy(attempts, true).or_else(|_| policy(attempts, false))?;
+        let once = if attempts > 1 {
+            policy(1, false)?
+        } else {
+            full.clone()
+        };
+        Ok(Host {
+            key: Box::from(key),
+            full,
+            once,
+            retries: attempts > 1,
+        })
+    }
+}
+
+/// A host's policies: the full one, and a one-attempt one sharing its breaker and budget.
+pub(crate) struct Host<A> {
+    pub(crate) key: Box<str>,
+    pub(crate) full: Policy<HttpClassifier, A>,
+    pub(crate) once: Policy<HttpClassifier, A>,
+    retries: bool,
+}
+
+/// How a request is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// One attempt, the request moved into it.
+    Once,
+    /// Under the full policy, the body kept for replay.
+    Replay,
+}
+
+/// What every service made from one layer shares.
+pub(crate) struct Engine<A> {
+    pub(crate) names: Names,
+    pub(crate) replay_limit: usize,
+    /// Whether replayable requests go through the hedged executor.
+    pub(crate) hedges: bool,
+    max_hosts: usize,
+    hosts: HostTable<Host<A>>,
+    factory: Factory<A>,
+    pub(crate) listeners: Listeners,
+}
+
+impl<A: Admit + Clone> Engine<A> {
+    /// The policies of the host `key`.
+    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Entry<Host<A>>>, ConfigError> {
+        let key = key.as_str();
+        self.hosts.get(key, || self.factory.build(key))
+    }
+
+    /// Whether the request may be sent more than once.
+    pub(crate) fn plan(&self, host: &Host<A>, method: &Method, marked: bool) -> Plan {
+        if !host.retries || !(marked || is_replayable(method)) {
+            return Plan::Once;
+        }
+        if Ambient::current().is_inbound_retry() {
+            self.listeners.emit(EdgeEvent::RetriesSuppressed {
+                host: &host.key,
+                method,
+            });
+            return Plan::Once;
+        }
+        Plan::Replay
+    }
+
+    pub(crate) fn not_replayable(&self, host: &Host<A>) {
+        self.listeners.emit(EdgeEvent::NotReplayable {
+            host: &host.key,
+            limit: self.replay_limit,
+        });
+    }
+}
+
+/// How a request's attempts are stamped: read once per request, written once per attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    grpc: bool,
+}
+
+impl Stamp {
+    /// Reads whether the request is gRPC, and takes out what the caller wrote that a first
+    /// attempt must not carry (a retry mark, a deadline in the other encoding).
+    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> Stamp {
+        let grpc = is_grpc(headers);
+        headers.remove(&names.retry);
+        if grpc {
+            headers.remove(&names.deadline);
+        }
+        Stamp { grpc }
+    }
+
+    /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
+    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
+        // A bounded attempt always says so, even in its last nanosecond.
+        let left = attempt
+            .remaining()
+            .map(|d| d.max(std::time::Duration::from_nanos(1)));
+        // `insert` replaces every value the caller wrote; `remove` only where nothing is
+        // written.
+        let (name, value) = if self.grpc {
+            (&GRPC_TIMEOUT, format_grpc_timeout(left))
+        } else {
+            (&names.deadline, format_deadline_ms(left))
+        };
+        match value {
+            Some(value) => headers.insert(name, value),
+            None => headers.remove(name),
+        };
+        headers.insert(
+            &names.criticality,
+            HeaderValue::from_static(Criticality::current().as_str()),
+        );
+        if attempt.is_retry() {
+            headers.insert(&names.retry, HeaderValue::from_static("1"));
+        }
+    }
+}

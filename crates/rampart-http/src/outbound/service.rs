@@ -1,0 +1,221 @@
+//! The outbound service: one request, one policy call.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, Request, Response};
+use http_body::Body;
+use rampart::Attempt;
+use rampart::admit::{Admit, Unlimited};
+use tower_service::Service;
+
+use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp};
+use crate::body::{Kept, ReplayBody, keep};
+use crate::error::{BoxError, ClientError};
+
+/// The service [`OutboundLayer`](super::OutboundLayer) makes.
+///
+/// It is always ready: the inner service is cloned for each attempt and made ready inside the
+/// attempt, so a wait for readiness counts against the attempt's ceiling.
+pub struct Outbound<S, A = Unlimited> {
+    inner: S,
+    engine: Arc<Engine<A>>,
+}
+
+impl<S, A> Outbound<S, A> {
+    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>) -> Self {
+        Outbound { inner, engine }
+    }
+}
+
+impl<S: Clone, A> Clone for Outbound<S, A> {
+    fn clone(&self) -> Self {
+        Outbound {
+            inner: self.inner.clone(),
+            engine: Arc::clone(&self.engine),
+        }
+    }
+}
+
+impl<S: fmt::Debug, A> fmt::Debug for Outbound<S, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outbound")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The response future of [`Outbound`]: the policy's call, boxed (its type cannot be named).
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, ClientError<E>>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, ClientError<E>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<S, A, B, ResB> Service<Request<B>> for Outbound<S, A>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    B: Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    ResB: Send + 'static,
+    A: Admit + Clone,
+{
+    type Response = Response<ResB>;
+    type Error = ClientError<S::Error>;
+    type Future = ResponseFuture<Response<ResB>, S::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let engine = Arc::clone(&self.engine);
+        let host = engine.host(&HostKey::of(request.uri(), request.headers()));
+        let service = self.inner.clone();
+        let (mut parts, body) = request.into_parts();
+        let stamp = Stamp::prepare(&engine.names, &mut parts.headers);
+        let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
+            Ok(host) => Box::pin(send(engine, host, service, parts, body, stamp)),
+            Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
+                rampart::Error::Config(e),
+            )))),
+        };
+        ResponseFuture { inner }
+    }
+}
+
+/// Sends a request under its host's policy.
+///
+/// A plain function returning an `async` block: the block owns its inputs once, where an
+/// `async fn` would keep a second copy of its arguments in its state.
+#[allow(clippy::manual_async_fn)]
+fn send<S, A, B, ResB>(
+    engine: Arc<Engine<A>>,
+    host: Arc<super::hosts::Entry<Host<A>>>,
+    service: S,
+    parts: Parts,
+    body: B,
+    stamp: Stamp,
+) -> impl Future<Output = Result<Response<ResB>, ClientError<S::Error>>>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    B: Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    A: Admit + Clone,
+{
+    async move {
+        let host = &host.value;
+        let marked = parts.extensions.get::<Repeatable>().is_some();
+        let mut plan = engine.plan(host, &parts.method, marked);
+        let body = match plan {
+            Plan::Once => Kept::Once(ReplayBody::new(body)),
+            Plan::Replay => keep(body, engine.replay_limit)
+                .await
+                .map_err(|e| ClientError::Body(e.into()))?,
+        };
+        if plan == Plan::Replay && matches!(body, Kept::Once(_)) {
+            engine.not_replayable(host);
+            plan = Plan::Once;
+        }
+        let (policy, hedged) = match plan {
+            Plan::Once => (&host.once, false),
+            Plan::Replay => (&host.full, engine.hedges),
+        };
+        let (replay, once) = match body {
+            Kept::Replayable { data, trailers } => (Some((data, trailers)), None),
+            Kept::Once(body) => (None, Some(body)),
+        };
+        // Shared with the callback through one `Arc`: rampart's call future keeps its
+        // callback in several states, so a callback that owned the request would carry it
+        // several times over. Behind a mutex so that the callback is `Sync` (hedged legs
+        // share it) for any `Send` service and body.
+        let template = Arc::new(Mutex::new(Template {
+            engine: Arc::clone(&engine),
+            stamp,
+            service,
+            parts: Some(parts),
+            replay,
+            once,
+        }));
+        let op = async move |attempt: &Attempt| {
+            let mut service = template
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .service
+                .clone();
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            // Made after the wait for readiness, so that the deadline written is the time
+            // left when the request goes out, and the request is not kept across the wait.
+            let request = template
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .next(attempt);
+            service.call(request).await
+        };
+        let outcome = if hedged {
+            // The hedged executor keeps every leg's state inline (kilobytes): boxed, so that
+            // calls of a policy that does not hedge do not carry it.
+            Box::pin(policy.run_hedged(op)).await
+        } else {
+            policy.run(op).await
+        };
+        outcome.map_err(ClientError::Call)
+    }
+}
+
+/// What each attempt is made from.
+struct Template<S, B, A> {
+    engine: Arc<Engine<A>>,
+    stamp: Stamp,
+    service: S,
+    parts: Option<Parts>,
+    /// The kept body of a replayable request.
+    replay: Option<(Bytes, Option<HeaderMap>)>,
+    /// The body of a request sent once.
+    once: Option<ReplayBody<B>>,
+}
+
+impl<S, B, A> Template<S, B, A> {
+    /// The next attempt's request, its headers stamped: a copy of a replayable request, or
+    /// the request itself, once.
+    fn next(&mut self, attempt: &Attempt) -> Request<ReplayBody<B>> {
+        let (mut parts, body) = match (&self.replay, &self.parts) {
+            (Some((data, trailers)), Some(parts)) => (
+                parts.clone(),
+                ReplayBody::replay(data.clone(), trailers.clone()),
+            ),
+            _ => {
+                let (Some(parts), Some(body)) = (self.parts.take(), self.once.take()) else {
+                    unreachable!("a request that cannot be replayed gets one attempt")
+                };
+                (parts, body)
+            }
+        };
+        self.stamp
+            .write(&self.engine.names, &mut parts.headers, attempt);
+        Request::from_parts(parts, body)
+    }
+}

@@ -1,0 +1,339 @@
+//! Problem documents: what the edge answers when rampart, not the handler, decided.
+//!
+//! A deadline or attempt timeout becomes `504 Gateway Timeout`; a refusal (breaker open,
+//! retry budget spent, admission shed, draining) becomes `503 Service Unavailable` with a
+//! `Retry-After`. The body is an RFC 9457 `application/problem+json` document whose `type` is
+//! a stable URN, so a client can tell the cases apart without parsing prose:
+//!
+//! | type | status | when |
+//! |---|---|---|
+//! | `urn:rampart:deadline-expired-on-arrival` | 504 | inbound: the time left did not exceed the reserve |
+//! | `urn:rampart:deadline-exceeded` | 504 | the deadline ran out (inbound `enforce`, or an outbound call) |
+//! | `urn:rampart:attempt-timeout` | 504 | the last outbound attempt ran past its ceiling |
+//! | `urn:rampart:overloaded` | 503 | admission refused (inbound shedding or an outbound limiter) |
+//! | `urn:rampart:circuit-open` | 503 | the dependency's circuit breaker is open |
+//! | `urn:rampart:budget-exhausted` | 503 | the retry budget had nothing left |
+//! | `urn:rampart:draining` | 503 | the process is shutting down |
+//! | `urn:rampart:cancelled` | 503 | the caller cancelled the call |
+//! | `urn:rampart:upstream-error` | 502 | the dependency could not be reached (the transport's error) |
+//! | `urn:rampart:request-body` | 500 | the request body could not be read for replay |
+//! | `urn:rampart:configuration` | 500 | a policy setting was invalid for the call |
+//!
+//! A gRPC request gets the same decision as a trailers-only gRPC response instead
+//! (HTTP 200, `grpc-status` 4 `DEADLINE_EXCEEDED` for 504, 14 `UNAVAILABLE` for 502 and 503,
+//! 13 `INTERNAL` for 500).
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart_http::Problem;
+//!
+//! let error: rampart::Error<std::io::Error> = rampart::Error::Rejected {
+//!     reason: rampart::RejectReason::DependencyUnavailable,
+//!     retry_after: Some(Duration::from_millis(14_200)),
+//!     attempts: 0,
+//!     last: None,
+//! };
+//! let problem = Problem::from_error(&error);
+//! assert_eq!(problem.status(), http::StatusCode::SERVICE_UNAVAILABLE);
+//! assert_eq!(problem.kind(), "urn:rampart:circuit-open");
+//! let response = problem.into_response();
+//! assert_eq!(response.headers()["retry-after"], "15");
+//! assert_eq!(response.headers()["content-type"], "application/problem+json");
+//! ```
+
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use rampart::RejectReason;
+
+use crate::header::format_retry_after;
+
+/// `urn:rampart:deadline-expired-on-arrival`.
+pub const EXPIRED_ON_ARRIVAL: &str = "urn:rampart:deadline-expired-on-arrival";
+/// `urn:rampart:deadline-exceeded`.
+pub const DEADLINE_EXCEEDED: &str = "urn:rampart:deadline-exceeded";
+/// `urn:rampart:attempt-timeout`.
+pub const ATTEMPT_TIMEOUT: &str = "urn:rampart:attempt-timeout";
+/// `urn:rampart:overloaded`.
+pub const OVERLOADED: &str = "urn:rampart:overloaded";
+
+/// An RFC 9457 problem document, with the status and `Retry-After` that go with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    status: StatusCode,
+    kind: &'static str,
+    title: &'static str,
+    detail: String,
+    retry_after: Option<Duration>,
+}
+
+impl Problem {
+    /// A problem document; `kind` is its `type` URI.
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Problem {
+            status,
+            kind,
+            title,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// With a `Retry-After` (written rounded up to whole seconds, at least 1). A 503 always
+    /// carries one: 1 s when no component said.
+    pub fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// The problem for an error that rampart decided (see the [module table](self)).
+    pub fn from_error<E: fmt::Display>(error: &rampart::Error<E>) -> Problem {
+        use rampart::Error;
+        match error {
+            Error::DeadlineExceeded { .. } => Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                DEADLINE_EXCEEDED,
+                "Deadline exceeded",
+                error.to_string(),
+            ),
+            Error::AttemptTimeout { .. } => Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                ATTEMPT_TIMEOUT,
+                "Attempt timed out",
+                error.to_string(),
+            ),
+            Error::Rejected {
+                reason,
+                retry_after,
+                ..
+            } => {
+                let (kind, title) = match reason {
+                    RejectReason::DependencyUnavailable => {
+                        ("urn:rampart:circuit-open", "Circuit open")
+                    }
+                    RejectReason::BudgetExhausted => {
+                        ("urn:rampart:budget-exhausted", "Retry budget exhausted")
+                    }
+                    RejectReason::Draining => ("urn:rampart:draining", "Draining"),
+                    _ => (OVERLOADED, "Overloaded"),
+                };
+                Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    kind,
+                    title,
+                    error.to_string(),
+                )
+                .with_retry_after(*retry_after)
+            }
+            Error::Cancelled => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "urn:rampart:cancelled",
+                "Cancelled",
+                error.to_string(),
+            ),
+            Error::Inner(_) => Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "urn:rampart:upstream-error",
+                "Upstream error",
+                error.to_string(),
+            ),
+            _ => Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "urn:rampart:configuration",
+                "Invalid configuration",
+                error.to_string(),
+            ),
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The `type` URI, e.g. `urn:rampart:deadline-exceeded`.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The `title`: the same for every problem of a kind.
+    pub fn title(&self) -> &'static str {
+        self.title
+    }
+
+    /// The `detail`: this occurrence, with its numbers.
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+
+    /// The `Retry-After` it carries, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> String {
+        let mut json = String::with_capacity(96 + self.detail.len());
+        json.push_str("{\"type\":");
+        push_json_string(&mut json, self.kind);
+        json.push_str(",\"title\":");
+        push_json_string(&mut json, self.title);
+        let _ = write!(json, ",\"status\":{},\"detail\":", self.status.as_u16());
+        push_json_string(&mut json, &self.detail);
+        json.push('}');
+        json
+    }
+
+    /// The HTTP response: the status, `application/problem+json`, and `Retry-After` on a 503.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let mut response = Response::new(Full::new(Bytes::from(self.to_json())));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.retry_after.is_some() {
+            headers.insert(RETRY_AFTER, format_retry_after(self.retry_after));
+        }
+        response
+    }
+
+    /// The same decision as a trailers-only gRPC response: HTTP 200 with `grpc-status` and
+    /// `grpc-message` in the headers and an empty body.
+    pub fn into_grpc_response(self) -> Response<Full<Bytes>> {
+        let code = match self.status {
+            StatusCode::GATEWAY_TIMEOUT => "4",
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY => "14",
+            _ => "13",
+        };
+        let mut response = Response::new(Full::new(Bytes::new()));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert("grpc-status", HeaderValue::from_static(code));
+        if let Ok(message) = HeaderValue::from_str(&grpc_message(&self.detail)) {
+            headers.insert("grpc-message", message);
+        }
+        response
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.title,
+            self.detail
+        )
+    }
+}
+
+#[cfg(feature = "axum")]
+impl axum_core::response::IntoResponse for Problem {
+    fn into_response(self) -> axum_core::response::Response {
+        Problem::into_response(self).map(axum_core::body::Body::new)
+    }
+}
+
+/// Appends `value` as a JSON string literal.
+fn push_json_string(out: &mut String, value: &str) {
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `grpc-message` is percent-encoded: printable ASCII but `%` passes, the rest is escaped.
+fn grpc_message(detail: &str) -> String {
+    let mut out = String::with_capacity(detail.len());
+    for b in detail.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes_quotes_backslashes_and_control_characters() {
+        let p = Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            DEADLINE_EXCEEDED,
+            "Deadline exceeded",
+            "a \"quoted\" \\ path\n\u{1}",
+        );
+        assert_eq!(
+            p.to_json(),
+            r#"{"type":"urn:rampart:deadline-exceeded","title":"Deadline exceeded","status":504,"detail":"a \"quoted\" \\ path\n\u0001"}"#
+        );
+    }
+
+    #[test]
+    fn timeouts_are_504_and_rejections_503_with_retry_after() {
+        let timeout: rampart::Error<&str> = rampart::Error::AttemptTimeout {
+            timeout: Duration::from_secs(3),
+            attempts: 1,
+        };
+        let p = Problem::from_error(&timeout);
+        assert_eq!((p.status().as_u16(), p.kind()), (504, ATTEMPT_TIMEOUT));
+        assert!(!p.into_response().headers().contains_key(RETRY_AFTER));
+
+        let budget: rampart::Error<&str> = rampart::Error::Rejected {
+            reason: RejectReason::BudgetExhausted,
+            retry_after: None,
+            attempts: 2,
+            last: None,
+        };
+        let response = Problem::from_error(&budget).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+
+        let transport: rampart::Error<&str> = rampart::Error::Inner("connection refused");
+        assert_eq!(
+            Problem::from_error(&transport).status(),
+            StatusCode::BAD_GATEWAY
+        );
+    }
+
+    #[test]
+    fn grpc_form_carries_the_status_code_and_an_encoded_message() {
+        let p = Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            DEADLINE_EXCEEDED,
+            "Deadline exceeded",
+            "100% gone ✓",
+        );
+        let response = p.into_grpc_response();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["grpc-status"], "4");
+        assert_eq!(response.headers()["grpc-message"], "100%25 gone %E2%9C%93");
+    }
+}

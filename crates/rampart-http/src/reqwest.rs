@@ -1,0 +1,189 @@
+//! reqwest under a per-host policy: the policy's deadline and attempt timeout are the only
+//! timeouts.
+//!
+//! [`Client`] sends reqwest requests the way the [outbound layer](crate::outbound) sends
+//! `http` requests, sharing a layer's host table and settings: a policy per `host:port`, the
+//! deadline, criticality and retry mark written on every attempt, retries only for replayable
+//! requests (or those sent with [`execute_repeatable`](Client::execute_repeatable)) whose body
+//! is in memory and within the replay limit.
+//!
+//! reqwest has timeouts of its own (a total timeout on the client and on each request). Two
+//! timeout systems that do not know about each other give answers nobody can explain, so
+//! [`Client::new`] builds its reqwest client without any, and every request's own timeout is
+//! cleared before it is sent. A client you build yourself ([`Client::with_client`]) should be
+//! built without `timeout` too.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use rampart_http::OutboundLayer;
+//! use rampart_http::reqwest::Client;
+//!
+//! let layer = OutboundLayer::builder()
+//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .build()?;
+//! let client = Client::new(&layer)?;
+//! let response = client.send(client.request(http::Method::GET, "http://127.0.0.1:3000/")).await?;
+//! println!("{}", response.status());
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use rampart::admit::{Admit, Unlimited};
+
+use crate::classify::HttpResponse;
+use crate::error::ClientError;
+use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp};
+
+impl HttpResponse for ::reqwest::Response {
+    fn status(&self) -> http::StatusCode {
+        ::reqwest::Response::status(self)
+    }
+
+    fn headers(&self) -> &http::HeaderMap {
+        ::reqwest::Response::headers(self)
+    }
+}
+
+/// A reqwest client whose requests run under an [`OutboundLayer`]'s per-host policies.
+pub struct Client<A = Unlimited> {
+    http: ::reqwest::Client,
+    engine: Arc<Engine<A>>,
+}
+
+impl<A> Clone for Client<A> {
+    fn clone(&self) -> Self {
+        Client {
+            http: self.http.clone(),
+            engine: Arc::clone(&self.engine),
+        }
+    }
+}
+
+impl<A> fmt::Debug for Client<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A: Admit + Clone> Client<A> {
+    /// A client with a reqwest client of its own, built with no timeout at all (reqwest's
+    /// defaults otherwise), sharing `layer`'s host table and settings.
+    pub fn new(layer: &OutboundLayer<A>) -> Result<Self, ::reqwest::Error> {
+        let http = ::reqwest::Client::builder().build()?;
+        Ok(Client::with_client(http, layer))
+    }
+
+    /// A client around `http`, which should have been built without `timeout`.
+    pub fn with_client(http: ::reqwest::Client, layer: &OutboundLayer<A>) -> Self {
+        Client {
+            http,
+            engine: Arc::clone(layer.engine()),
+        }
+    }
+
+    /// The reqwest client underneath. Requests built from it and sent with its own `send`
+    /// bypass the policy: pass them to [`send`](Self::send) instead.
+    pub fn inner(&self) -> &::reqwest::Client {
+        &self.http
+    }
+
+    /// A request builder; send it with [`send`](Self::send).
+    pub fn request<U: ::reqwest::IntoUrl>(
+        &self,
+        method: http::Method,
+        url: U,
+    ) -> ::reqwest::RequestBuilder {
+        self.http.request(method, url)
+    }
+
+    /// Builds and sends a request under its host's policy.
+    pub async fn send(
+        &self,
+        request: ::reqwest::RequestBuilder,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        let request = request
+            .build()
+            .map_err(|e| ClientError::Call(rampart::Error::Inner(e)))?;
+        self.execute(request).await
+    }
+
+    /// Sends a request under its host's policy, retrying it only when its method is
+    /// replayable.
+    pub async fn execute(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        self.run(request, false).await
+    }
+
+    /// Sends a request that is safe to send more than once whatever its method (a `POST`
+    /// with an idempotency key, say).
+    pub async fn execute_repeatable(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        self.run(request, true).await
+    }
+
+    async fn run(
+        &self,
+        mut request: ::reqwest::Request,
+        marked: bool,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        let engine = &self.engine;
+        let url = request.url();
+        let key = HostKey::new(
+            url.host_str().unwrap_or_default(),
+            url.port_or_known_default().unwrap_or(80),
+        );
+        let host = engine
+            .host(&key)
+            .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
+        let host = &host.value;
+        *request.timeout_mut() = None;
+        let stamp = Stamp::prepare(&engine.names, request.headers_mut());
+        let plan = engine.plan(host, request.method(), marked);
+        let in_memory = request.try_clone().is_some()
+            && request
+                .body()
+                .and_then(::reqwest::Body::as_bytes)
+                .map_or(0, <[u8]>::len)
+                <= engine.replay_limit;
+        let names = engine.names.clone();
+        let http = self.http.clone();
+        let outcome = if plan == Plan::Replay && in_memory {
+            let op = async move |attempt: &rampart::Attempt| {
+                let Some(mut request) = request.try_clone() else {
+                    unreachable!("a request with a body in memory clones")
+                };
+                stamp.write(&names, request.headers_mut(), attempt);
+                http.execute(request).await
+            };
+            if engine.hedges {
+                Box::pin(host.full.run_hedged(op)).await
+            } else {
+                host.full.run(op).await
+            }
+        } else {
+            if plan == Plan::Replay {
+                engine.not_replayable(host);
+            }
+            let mut request = Some(request);
+            host.once
+                .run(async move |attempt| {
+                    let Some(mut request) = request.take() else {
+                        unreachable!("a one-attempt policy runs its callback once")
+                    };
+                    stamp.write(&names, request.headers_mut(), attempt);
+                    http.execute(request).await
+                })
+                .await
+        };
+        outcome.map_err(ClientError::Call)
+    }
+}

@@ -1,0 +1,494 @@
+//! The outbound layer against an in-process upstream on paused time: the headers every
+//! attempt carries, what is retried, Retry-After, breakers per host and the host table.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use rampart::backoff::Backoff;
+use rampart::breaker::Breaker;
+use rampart::{Ambient, Criticality, Deadline, Instant, PolicyBuilder, RejectReason};
+use rampart_http::{
+    ClientError, EdgeEvent, OutboundBuilder, OutboundLayer, Repeatable, ReplayBody,
+};
+use tower::{Service, ServiceExt};
+use tower_layer::Layer;
+
+type UpstreamRequest = Request<ReplayBody<Full<Bytes>>>;
+
+/// One request the upstream received.
+#[derive(Debug, Clone)]
+struct Call {
+    at: Instant,
+    host: String,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Call {
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().expect("ascii").to_owned())
+    }
+}
+
+/// What the upstream answers, after how long.
+struct Reply {
+    status: u16,
+    retry_after: Option<&'static str>,
+    delay: Duration,
+}
+
+fn reply(status: u16) -> Reply {
+    Reply {
+        status,
+        retry_after: None,
+        delay: Duration::ZERO,
+    }
+}
+
+type Script = dyn Fn(usize, &Call) -> Reply + Send + Sync;
+
+/// An in-process upstream that records every request and answers by script.
+#[derive(Clone)]
+struct Upstream {
+    calls: Arc<Mutex<Vec<Call>>>,
+    script: Arc<Script>,
+}
+
+impl Upstream {
+    fn new(script: impl Fn(usize, &Call) -> Reply + Send + Sync + 'static) -> Self {
+        Upstream {
+            calls: Arc::default(),
+            script: Arc::new(script),
+        }
+    }
+
+    fn service(
+        &self,
+    ) -> impl Service<
+        UpstreamRequest,
+        Response = Response<Full<Bytes>>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static {
+        let upstream = self.clone();
+        tower::service_fn(move |request: UpstreamRequest| {
+            let upstream = upstream.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = body.collect().await.expect("infallible").to_bytes();
+                let call = Call {
+                    at: Instant::now(),
+                    host: parts.uri.host().unwrap_or_default().to_owned(),
+                    method: parts.method,
+                    headers: parts.headers,
+                    body,
+                };
+                let reply = {
+                    let mut calls = upstream.calls.lock().expect("calls");
+                    let reply = (upstream.script)(calls.len(), &call);
+                    calls.push(call);
+                    reply
+                };
+                tokio::time::sleep(reply.delay).await;
+                let mut response = Response::builder().status(reply.status);
+                if let Some(after) = reply.retry_after {
+                    response = response.header("retry-after", after);
+                }
+                Ok::<_, Infallible>(response.body(Full::default()).expect("valid response"))
+            }
+        })
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("calls").clone()
+    }
+
+    fn header(&self, name: &str) -> Vec<Option<String>> {
+        self.calls().iter().map(|c| c.header(name)).collect()
+    }
+}
+
+fn get(uri: &str) -> Request<Full<Bytes>> {
+    Request::get(uri)
+        .body(Full::default())
+        .expect("valid request")
+}
+
+fn quick(p: PolicyBuilder) -> PolicyBuilder {
+    p.deadline(Duration::from_secs(10))
+        .no_attempt_timeout()
+        .backoff(Backoff::none())
+}
+
+fn layer(builder: OutboundBuilder) -> OutboundLayer {
+    builder.build().expect("valid outbound layer")
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_carries_the_time_left_on_the_deadline() {
+    let upstream = Upstream::new(|_, _| Reply {
+        delay: Duration::from_secs(2),
+        ..reply(503)
+    });
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [
+            Some("10000".into()),
+            Some("8000".into()),
+            Some("6000".into())
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_carries_its_ceiling_when_the_attempt_timeout_is_shorter() {
+    let upstream = Upstream::new(|_, _| Reply {
+        delay: Duration::from_secs(2),
+        ..reply(500)
+    });
+    let client = layer(
+        OutboundLayer::builder().policy(|p| quick(p).attempt_timeout(Duration::from_secs(3))),
+    )
+    .layer(upstream.service());
+    client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        vec![Some("3000".to_owned()); 3]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_ambient_deadline_bounds_what_is_written() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    Deadline::after(Duration::from_millis(1234))
+        .scope(client.oneshot(get("http://a.test/")))
+        .await
+        .expect("a response");
+    assert_eq!(upstream.header("x-deadline-ms"), [Some("1234".into())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_ambient_deadline_sends_nothing() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let deadline = Deadline::after(Duration::from_millis(5));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let error = deadline
+        .scope(client.oneshot(get("http://a.test/")))
+        .await
+        .expect_err("expired");
+    assert!(error.is_timeout(), "{error}");
+    assert_eq!(error.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(upstream.calls().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn criticality_and_the_retry_mark_replace_what_the_caller_wrote() {
+    let upstream = Upstream::new(|n, _| reply(if n < 2 { 500 } else { 200 }));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let mut request = get("http://a.test/");
+    let headers = request.headers_mut();
+    headers.insert("x-criticality", "CriticalPlus".parse().expect("valid"));
+    headers.insert("x-rampart-retry", "1".parse().expect("valid"));
+    headers.insert("x-deadline-ms", "999999".parse().expect("valid"));
+    client.oneshot(request).await.expect("a response");
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 3);
+    for call in &calls {
+        assert_eq!(call.header("x-criticality").as_deref(), Some("Critical"));
+        assert_eq!(call.headers.get_all("x-deadline-ms").iter().count(), 1);
+    }
+    assert_eq!(calls[0].header("x-deadline-ms").as_deref(), Some("10000"));
+    assert_eq!(
+        upstream.header("x-rampart-retry"),
+        [None, Some("1".into()), Some("1".into())]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unlabeled_call_sends_critical_and_a_labeled_one_its_level() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    client
+        .clone()
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    Criticality::Sheddable
+        .scope(client.oneshot(get("http://a.test/")))
+        .await
+        .expect("a response");
+    assert_eq!(
+        upstream.header("x-criticality"),
+        [Some("Critical".into()), Some("Sheddable".into())]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_request_carries_grpc_timeout_instead() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let mut request = Request::post("http://a.test/pkg.Service/Method")
+        .header("content-type", "application/grpc")
+        .header("grpc-timeout", "1H")
+        .header("x-deadline-ms", "77")
+        .body(Full::default())
+        .expect("valid request");
+    request.extensions_mut().insert(Repeatable);
+    client.oneshot(request).await.expect("a response");
+    let call = &upstream.calls()[0];
+    assert_eq!(call.header("grpc-timeout").as_deref(), Some("10000000u"));
+    assert_eq!(call.header("x-deadline-ms"), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_with_retry_after_is_retried_after_it() {
+    let upstream = Upstream::new(|n, _| match n {
+        0 => Reply {
+            retry_after: Some("1"),
+            ..reply(503)
+        },
+        _ => reply(200),
+    });
+    let client = layer(OutboundLayer::builder().policy(|p| {
+        p.deadline(Duration::from_secs(10))
+            .backoff(Backoff::exponential(Duration::from_millis(10)))
+    }))
+    .layer(upstream.service());
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].at - calls[0].at, Duration::from_secs(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_is_sent_once_and_a_marked_post_is_retried_with_the_same_body() {
+    let upstream = Upstream::new(|_, _| reply(500));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let post = || {
+        Request::post("http://a.test/orders")
+            .body(Full::new(Bytes::from_static(b"{\"sku\":42}")))
+            .expect("valid request")
+    };
+    let response = client.clone().oneshot(post()).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(upstream.calls().len(), 1);
+
+    let mut marked = post();
+    marked.extensions_mut().insert(Repeatable);
+    client.oneshot(marked).await.expect("a response");
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|c| c.method == Method::POST));
+    assert!(calls.iter().all(|c| c.body == "{\"sku\":42}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_limit_gets_one_attempt_and_an_event() {
+    let upstream = Upstream::new(|_, _| reply(500));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let client = layer(
+        OutboundLayer::builder()
+            .policy(quick)
+            .replay_limit(4)
+            .listener(move |e: &EdgeEvent<'_>| {
+                if let EdgeEvent::NotReplayable { host, limit } = e {
+                    seen.lock().expect("events").push(format!("{host} {limit}"));
+                }
+            }),
+    )
+    .layer(upstream.service());
+    let request = Request::put("http://a.test/blob")
+        .body(Full::new(Bytes::from_static(b"0123456789")))
+        .expect("valid request");
+    client.oneshot(request).await.expect("a response");
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].body, "0123456789");
+    assert_eq!(*events.lock().expect("events"), ["a.test:80 4"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn inside_a_request_that_arrived_as_a_retry_a_call_attempts_once() {
+    let upstream = Upstream::new(|_, _| reply(503));
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let client = layer(OutboundLayer::builder().policy(quick).listener(
+        move |e: &EdgeEvent<'_>| {
+            if let EdgeEvent::RetriesSuppressed { host, method } = e {
+                seen.lock()
+                    .expect("events")
+                    .push(format!("{method} {host}"));
+            }
+        },
+    ))
+    .layer(upstream.service());
+    let response = Ambient::new()
+        .with_inbound_retry()
+        .scope(client.oneshot(get("http://a.test/")))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(upstream.calls().len(), 1);
+    assert_eq!(*events.lock().expect("events"), ["GET a.test:80"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_failing_host_opens_its_own_breaker_and_not_another_hosts() {
+    let upstream = Upstream::new(|_, call| reply(if call.host == "bad.test" { 500 } else { 200 }));
+    let client = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .breaker(Breaker::builder().consecutive_failures(2).jitter(0.0))
+            .policy(quick),
+    )
+    .layer(upstream.service());
+    for _ in 0..2 {
+        let response = client
+            .clone()
+            .oneshot(get("http://bad.test/"))
+            .await
+            .expect("a response");
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    let error = client
+        .clone()
+        .oneshot(get("http://bad.test/"))
+        .await
+        .expect_err("breaker open");
+    assert!(matches!(
+        error,
+        ClientError::Call(rampart::Error::Rejected {
+            reason: RejectReason::DependencyUnavailable,
+            ..
+        })
+    ));
+    assert_eq!(error.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(error.retry_after().is_some());
+    for _ in 0..3 {
+        let response = client
+            .clone()
+            .oneshot(get("http://good.test/"))
+            .await
+            .expect("a response");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let hosts: Vec<_> = upstream.calls().into_iter().map(|c| c.host).collect();
+    assert_eq!(
+        hosts,
+        [
+            "bad.test",
+            "bad.test",
+            "good.test",
+            "good.test",
+            "good.test"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_host_table_is_bounded_and_evicts_the_least_recently_seen_host() {
+    let upstream = Upstream::new(|_, call| reply(if call.host == "a.test" { 500 } else { 200 }));
+    let outbound = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .max_hosts(2)
+            .breaker(Breaker::builder().consecutive_failures(1).jitter(0.0))
+            .policy(quick),
+    );
+    let client = outbound.layer(upstream.service());
+    let call = |uri: &'static str| client.clone().oneshot(get(uri));
+    call("http://a.test/").await.expect("sent");
+    assert!(call("http://a.test/").await.is_err(), "a's breaker is open");
+    call("http://b.test/").await.expect("sent");
+    call("http://c.test/").await.expect("sent");
+    assert_eq!(outbound.hosts(), 2);
+    // a was evicted with its open breaker: it is called again.
+    call("http://a.test/")
+        .await
+        .expect("sent with a new breaker");
+    let hosts: Vec<_> = upstream.calls().into_iter().map(|c| c.host).collect();
+    assert_eq!(hosts, ["a.test", "b.test", "c.test", "a.test"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_hedged_leg_carries_its_own_deadline_and_the_retry_mark() {
+    let upstream = Upstream::new(|n, _| Reply {
+        delay: if n == 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(10)
+        },
+        ..reply(200)
+    });
+    let client = layer(
+        OutboundLayer::builder()
+            .hedge(rampart::hedge::Hedge::fixed(Duration::from_millis(100)))
+            .policy(|p| {
+                p.deadline(Duration::from_secs(2))
+                    .attempt_timeout(Duration::from_millis(1500))
+                    .drain(&rampart::drain::Drain::new())
+            }),
+    )
+    .layer(upstream.service());
+    let started = Instant::now();
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(110),
+        "the hedge won"
+    );
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("1500".into()), Some("1500".into())]
+    );
+    assert_eq!(upstream.header("x-rampart-retry"), [None, Some("1".into())]);
+}
+
+#[test]
+fn invalid_policy_settings_are_reported_by_build() {
+    let error = OutboundLayer::builder()
+        .max_attempts(0)
+        .policy(|p| p.deadline(Duration::ZERO))
+        .build()
+        .expect_err("invalid");
+    let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, ["max_attempts", "deadline"]);
+}
+
+#[test]
+fn the_response_future_is_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let upstream = Upstream::new(|_, _| reply(200));
+    let mut client = OutboundLayer::new().layer(upstream.service());
+    let future = client.call(get("http://a.test/"));
+    assert_send(&future);
+}

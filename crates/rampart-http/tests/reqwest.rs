@@ -1,0 +1,160 @@
+//! The reqwest client against a loopback server: the policy's timeouts are the only ones,
+//! every attempt carries the headers, only replayable requests are retried.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::any;
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use rampart::backoff::Backoff;
+use rampart_http::OutboundLayer;
+use rampart_http::reqwest::Client;
+
+/// Every request the server received: headers and body. It answers `status` after `delay`.
+#[derive(Clone)]
+struct Server {
+    seen: Arc<Mutex<Vec<(HeaderMap, Bytes)>>>,
+    status: u16,
+    delay: Duration,
+}
+
+async fn record(State(server): State<Server>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    server.seen.lock().expect("seen").push((headers, body));
+    tokio::time::sleep(server.delay).await;
+    StatusCode::from_u16(server.status).expect("valid status")
+}
+
+async fn serve(status: u16, delay: Duration) -> (Server, SocketAddr) {
+    let server = Server {
+        seen: Arc::default(),
+        status,
+        delay,
+    };
+    let app = Router::new()
+        .route("/", any(record))
+        .with_state(server.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (server, addr)
+}
+
+impl Server {
+    fn header(&self, name: &str) -> Vec<Option<String>> {
+        self.seen
+            .lock()
+            .expect("seen")
+            .iter()
+            .map(|(h, _)| h.get(name).map(|v| v.to_str().expect("ascii").to_owned()))
+            .collect()
+    }
+
+    fn bodies(&self) -> Vec<Bytes> {
+        self.seen
+            .lock()
+            .expect("seen")
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+}
+
+fn client(attempt_timeout: Duration) -> Client {
+    let layer = OutboundLayer::builder()
+        .policy(move |p| {
+            p.deadline(Duration::from_secs(5))
+                .attempt_timeout(attempt_timeout)
+                .backoff(Backoff::none())
+        })
+        .build()
+        .expect("valid layer");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
+    Client::with_client(http, &layer)
+}
+
+#[tokio::test]
+async fn a_failing_get_is_retried_with_the_deadline_criticality_and_retry_mark() {
+    let (server, addr) = serve(500, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    let response = client
+        .send(client.request(Method::GET, format!("http://{addr}/")))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let deadlines = server.header("x-deadline-ms");
+    assert_eq!(deadlines.len(), 3);
+    for ms in deadlines {
+        let ms: u64 = ms.expect("a deadline").parse().expect("a number");
+        assert!(ms <= 1000 && ms > 0, "{ms}");
+    }
+    assert_eq!(
+        server.header("x-criticality"),
+        vec![Some("Critical".to_owned()); 3]
+    );
+    assert_eq!(
+        server.header("x-rampart-retry"),
+        [None, Some("1".into()), Some("1".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_post_is_sent_once_unless_it_is_sent_as_repeatable() {
+    let (server, addr) = serve(503, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    let post = || {
+        client
+            .request(Method::POST, format!("http://{addr}/"))
+            .body("order-7")
+            .build()
+            .expect("a request")
+    };
+    client.execute(post()).await.expect("a response");
+    assert_eq!(server.bodies().len(), 1);
+    client.execute_repeatable(post()).await.expect("a response");
+    assert_eq!(server.bodies(), vec![Bytes::from_static(b"order-7"); 4]);
+}
+
+#[tokio::test]
+async fn the_attempt_timeout_is_the_transport_timeout() {
+    let (_server, addr) = serve(200, Duration::from_secs(3)).await;
+    let client = client(Duration::from_millis(50));
+    let started = std::time::Instant::now();
+    let error = client
+        .send(client.request(Method::GET, format!("http://{addr}/")))
+        .await
+        .expect_err("timed out");
+    assert!(error.is_timeout(), "{error}");
+    assert_eq!(error.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_request_timeout_set_on_reqwest_is_not_a_second_timeout_system() {
+    let (_server, addr) = serve(200, Duration::from_millis(60)).await;
+    let client = client(Duration::from_secs(2));
+    let request = client
+        .request(Method::GET, format!("http://{addr}/"))
+        .timeout(Duration::from_millis(5));
+    let response = client
+        .send(request)
+        .await
+        .expect("the policy's timeout applies");
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+#[test]
+fn the_call_future_is_send() {
+    fn assert_send<T: Send>(_: T) {}
+    let client = client(Duration::from_secs(1));
+    let request = reqwest::Request::new(Method::GET, "http://127.0.0.1:9/".parse().expect("url"));
+    assert_send(client.execute(request));
+}
