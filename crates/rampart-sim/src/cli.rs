@@ -1,5 +1,5 @@
 //! The command line, parsed by hand: `--scenario NAME`, `--seed N`, `--quick`, `--out DIR`,
-//! `--list`, `--jobs N`, `--help`.
+//! `--list`, `--jobs N`, `--loopback`, `--help`.
 
 use std::path::PathBuf;
 
@@ -19,6 +19,8 @@ pub struct Options {
     pub out: PathBuf,
     /// OS threads running simulations.
     pub jobs: usize,
+    /// Run the deadline scenario over real HTTP on 127.0.0.1 instead of the simulations.
+    pub loopback: bool,
 }
 
 impl Default for Options {
@@ -29,6 +31,7 @@ impl Default for Options {
             quick: false,
             out: PathBuf::from("target/rampart-report"),
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            loopback: false,
         }
     }
 }
@@ -49,6 +52,7 @@ pub const USAGE: &str = "\
 rampart-sim: the real rampart executor against simulated services, in virtual time
 
 usage: rampart-sim [--scenario NAME]... [--seed N] [--quick] [--out DIR] [--jobs N]
+       rampart-sim --loopback [--seed N] [--quick]
        rampart-sim --list
 
   --scenario NAME  run only this scenario (repeatable; see --list)
@@ -56,7 +60,10 @@ usage: rampart-sim [--scenario NAME]... [--seed N] [--quick] [--out DIR] [--jobs
   --quick          CI size: every scenario in a second or two
   --out DIR        write index.html, report.json and the charts here (default target/rampart-report)
   --jobs N         simulations run at once on N threads (default: the cores, at most 8)
-  --list           list the scenarios
+  --loopback       instead: the deadline scenario on three real axum services on 127.0.0.1
+                   through rampart-http's layers, in real time (200 roots, 40 with --quick);
+                   prints its table only
+  --list           list the scenarios (and the loopback mode)
 ";
 
 /// Parses the arguments after the program name.
@@ -81,6 +88,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, SimErro
             "--list" => return Ok(Command::List),
             "-h" | "--help" => return Ok(Command::Help),
             "--quick" => options.quick = true,
+            "--loopback" => options.loopback = true,
             "--scenario" => {
                 let name = value("--scenario")?;
                 let found = scenario::find(&name).ok_or_else(|| {
@@ -165,5 +173,6 @@ mod tests {
         assert!(parse(args(&["--seed"])).is_err());
         assert!(parse(args(&["--bogus"])).is_err());
         assert!(matches!(parse(args(&["--list"])), Ok(Command::List)));
+        assert!(matches!(parse(args(&["--loopback"])), Ok(Command::Run(o)) if o.loopback));
     }
 }

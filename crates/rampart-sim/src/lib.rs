@@ -16,12 +16,14 @@
 //! | [`report`] | text tables, `report.json`, `index.html` with SVG charts |
 //! | [`sim`] | the paused-time runtime and the edge that sends root requests |
 //! | [`dist`] | lognormal (Box-Muller) and exponential draws from seeded generators |
+//! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
 //! | [`cli`] | the command line |
 
 pub mod calibration;
 pub mod cli;
 pub mod contender;
 pub mod dist;
+pub mod loopback;
 pub mod report;
 pub mod scenario;
 pub mod service;

@@ -13,6 +13,10 @@ fn main() -> ExitCode {
             for s in scenario::ALL {
                 println!("{:<12} {}", s.name, s.summary);
             }
+            println!(
+                "{:<12} --loopback: the deadline scenario on three real axum services on 127.0.0.1",
+                "(loopback)"
+            );
             return ExitCode::SUCCESS;
         }
         Ok(Command::Help) => {
@@ -24,6 +28,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if options.loopback {
+        return loopback(&options);
+    }
     let names: Vec<_> = options.scenarios.iter().map(|s| s.name).collect();
     eprintln!(
         "rampart-sim: seed {}{}, running calibration, then {}",
@@ -52,5 +59,29 @@ fn main() -> ExitCode {
     } else {
         eprintln!("rampart-sim: a calibration check FAILED; do not believe the comparisons");
         ExitCode::FAILURE
+    }
+}
+
+fn loopback(options: &cli::Options) -> ExitCode {
+    let roots = if options.quick {
+        rampart_sim::loopback::QUICK_ROOTS
+    } else {
+        rampart_sim::loopback::ROOTS
+    };
+    eprintln!(
+        "rampart-sim: loopback, seed {}, {roots} roots per contender on 127.0.0.1",
+        options.seed
+    );
+    match rampart_sim::loopback::run(roots, options.seed) {
+        Ok(points) => {
+            println!("{}", rampart_sim::loopback::table(&points).text());
+            println!("{}", rampart_sim::loopback::COUNTING);
+            println!("note: {}", rampart_sim::loopback::WHY);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

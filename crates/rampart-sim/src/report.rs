@@ -258,7 +258,7 @@ pub struct Report {
 }
 
 /// Work not done yet, named in the report.
-pub const FUTURE_WORK: &str = "Future work: a --loopback mode that runs the same scenarios over real HTTP through rampart-http's layers on localhost, once the HTTP edge exists.";
+pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (--loopback runs only the deadline scenario, on three axum services on 127.0.0.1 through rampart-http's layers, and prints its table).";
 
 /// What rampart's server side is in this simulator: what is rampart's own code, and what is
 /// still a stand-in written here.

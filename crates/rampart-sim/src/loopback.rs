@@ -1,0 +1,464 @@
+//! `--loopback`: the `deadline` scenario on three real axum services on 127.0.0.1
+//! (edge → middle → leaf), in real time, small and quick.
+//!
+//! The leaf answers after a lognormal delay (median 3 ms, p99 10 ms), but 5% of its requests
+//! never answer (they sleep 30 s). The client gives each root request 500 ms. Two contenders:
+//!
+//! - `naive`: plain hyper-util clients, each hop a `tokio::time::timeout` of 1 s per attempt
+//!   and up to 3 retries, no deadline on the wire, no rampart layer anywhere.
+//! - `rampart`: rampart-http's `InboundLayer` on every server and `OutboundLayer` on every
+//!   client (the same 4 attempts of at most 1 s each), the client's 500 ms sent as
+//!   `X-Deadline-Ms` and propagated along the chain.
+//!
+//! Wasted leaf work is counted at the leaf: the client records when it gives up on each root
+//! (send time + 500 ms) in a shared table, every hop forwards an `x-root-id` header, and a
+//! leaf handler that starts after its root's give-up time counts as wasted. The share is
+//! wasted leaf starts over all leaf starts (requests a rampart layer refused before the
+//! handler ran did no work and are not counted). After the last root the run waits until no
+//! edge or middle handler is still running (at most 5 s), so late retries are counted too.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use tower_layer::Layer;
+
+use crate::SimError;
+use crate::dist::{LogNormal, derive_seed};
+use crate::report::Table;
+use crate::scenario::pct;
+
+/// Root requests in a full run.
+pub const ROOTS: usize = 200;
+/// Root requests with `--quick`.
+pub const QUICK_ROOTS: usize = 40;
+/// Root requests sent per second.
+pub const RATE: f64 = 100.0;
+/// Share of leaf requests that never answer.
+pub const HANG_RATE: f64 = 0.05;
+/// How long a hanging leaf request sleeps: past every deadline.
+pub const HANG: Duration = Duration::from_secs(30);
+/// How long the client waits for each root.
+pub const PATIENCE: Duration = crate::scenario::deadline::PATIENCE;
+/// Every hop's per-attempt timeout.
+pub const HOP_TIMEOUT: Duration = Duration::from_secs(1);
+/// Every hop's attempts, the first included.
+pub const ATTEMPTS: u32 = 4;
+/// The longest wait, after the last root, for the chain's handlers to finish.
+pub const DRAIN: Duration = Duration::from_secs(5);
+/// The header that carries the root's id (instrumentation, for both contenders).
+pub const ROOT_HEADER: &str = "x-root-id";
+/// What each rampart server keeps for itself from the deadline it receives.
+const RESERVE: Duration = Duration::from_millis(5);
+
+/// The two contenders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Plain clients, per-hop timeouts and retries, no propagation.
+    Naive,
+    /// rampart-http's layers on every server and client.
+    Rampart,
+}
+
+impl Mode {
+    /// The contender's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Naive => "naive",
+            Mode::Rampart => "rampart",
+        }
+    }
+}
+
+/// One contender's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The contender's name.
+    pub contender: &'static str,
+    /// Root requests sent.
+    pub roots: usize,
+    /// Share of roots answered 200 within the client's 500 ms.
+    pub in_time: f64,
+    /// Share of leaf handler starts whose root's client had already given up.
+    pub wasted: f64,
+    /// Handler runs per root at the edge, the middle and the leaf.
+    pub per_layer: Vec<f64>,
+    /// Leaf handler starts.
+    pub leaf_starts: usize,
+    /// Leaf handler starts after the root's give-up time.
+    pub leaf_wasted: usize,
+    /// Leaf handler starts that received an `X-Deadline-Ms` header.
+    pub leaf_with_deadline: usize,
+    /// Whether every edge and middle handler had finished when counting stopped.
+    pub drained: bool,
+}
+
+/// What the services and the client share: give-up times and counts.
+#[derive(Debug, Default)]
+struct Record {
+    give_up: Mutex<HashMap<u64, Instant>>,
+    leaf_attempts: Mutex<HashMap<u64, u32>>,
+    starts: [AtomicUsize; 3],
+    wasted: AtomicUsize,
+    with_deadline: AtomicUsize,
+    active: AtomicUsize,
+}
+
+/// Counts a running edge or middle handler while it lives.
+struct Active(Arc<Record>);
+
+impl Active {
+    fn new(record: &Arc<Record>) -> Active {
+        record.active.fetch_add(1, Ordering::SeqCst);
+        Active(Arc::clone(record))
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+type PlainClient = Client<HttpConnector, Full<Bytes>>;
+type RampartClient = Outbound<Client<HttpConnector, ReplayBody<Full<Bytes>>>>;
+
+#[derive(Clone)]
+enum Next {
+    Naive(PlainClient),
+    Rampart(RampartClient),
+}
+
+#[derive(Clone)]
+struct Relay {
+    /// 0 for the edge, 1 for the middle.
+    layer: usize,
+    next: Next,
+    uri: String,
+    record: Arc<Record>,
+}
+
+#[derive(Clone)]
+struct Leaf {
+    seed: u64,
+    record: Arc<Record>,
+}
+
+fn root_of(headers: &HeaderMap) -> Option<u64> {
+    headers.get(ROOT_HEADER)?.to_str().ok()?.parse().ok()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn leaf(State(leaf): State<Leaf>, headers: HeaderMap) -> Response {
+    let now = Instant::now();
+    let record = &leaf.record;
+    record.starts[2].fetch_add(1, Ordering::SeqCst);
+    if headers.contains_key("x-deadline-ms") {
+        record.with_deadline.fetch_add(1, Ordering::SeqCst);
+    }
+    let root = root_of(&headers).unwrap_or(u64::MAX);
+    if lock(&record.give_up)
+        .get(&root)
+        .is_some_and(|&give_up| now >= give_up)
+    {
+        record.wasted.fetch_add(1, Ordering::SeqCst);
+    }
+    // The nth leaf request of a root draws the same fate in both contenders.
+    let nth = {
+        let mut attempts = lock(&record.leaf_attempts);
+        let n = attempts.entry(root).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let mut rng = fastrand::Rng::with_seed(derive_seed(leaf.seed, &format!("leaf/{root}/{nth}")));
+    let delay = if rng.f64() < HANG_RATE {
+        HANG
+    } else {
+        LogNormal::from_median_p99(Duration::from_millis(3), Duration::from_millis(10))
+            .sample(&mut rng)
+    };
+    tokio::time::sleep(delay).await;
+    "ok".into_response()
+}
+
+fn request<B: Default>(uri: &str, root: Option<&HeaderValue>) -> Option<Request<B>> {
+    let mut request = Request::get(uri).body(B::default()).ok()?;
+    if let Some(root) = root {
+        request.headers_mut().insert(ROOT_HEADER, root.clone());
+    }
+    Some(request)
+}
+
+async fn relay(State(hop): State<Relay>, headers: HeaderMap) -> Response {
+    let _active = Active::new(&hop.record);
+    hop.record.starts[hop.layer].fetch_add(1, Ordering::SeqCst);
+    let root = headers.get(ROOT_HEADER);
+    let answered = match &hop.next {
+        Next::Naive(client) => {
+            let mut answered = false;
+            for attempt in 0..ATTEMPTS {
+                if attempt > 0 {
+                    // Full jitter on a 20 ms base, doubling.
+                    let cap = 20u64 << (attempt - 1);
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
+                }
+                let Some(req) = request(&hop.uri, root) else {
+                    break;
+                };
+                let call = async {
+                    match client.request(req).await {
+                        Ok(resp) if resp.status() == StatusCode::OK => {
+                            resp.into_body().collect().await.is_ok()
+                        }
+                        _ => false,
+                    }
+                };
+                if matches!(tokio::time::timeout(HOP_TIMEOUT, call).await, Ok(true)) {
+                    answered = true;
+                    break;
+                }
+            }
+            answered
+        }
+        Next::Rampart(client) => match request(&hop.uri, root) {
+            Some(req) => match client.clone().oneshot(req).await {
+                Ok(resp) if resp.status() == StatusCode::OK => {
+                    resp.into_body().collect().await.is_ok()
+                }
+                _ => false,
+            },
+            None => false,
+        },
+    };
+    if answered {
+        "ok".into_response()
+    } else {
+        StatusCode::BAD_GATEWAY.into_response()
+    }
+}
+
+async fn serve(app: Router) -> Result<SocketAddr, SimError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| SimError::new(format!("cannot bind a loopback port: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| SimError::new(format!("no local address: {e}")))?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(addr)
+}
+
+fn inbound() -> InboundLayer {
+    InboundLayer::new()
+        .reserve(RESERVE)
+        .reject_expired(true)
+        .enforce(true)
+}
+
+fn next(mode: Mode) -> Result<Next, SimError> {
+    Ok(match mode {
+        Mode::Naive => Next::Naive(Client::builder(TokioExecutor::new()).build_http()),
+        Mode::Rampart => {
+            let layer = OutboundLayer::builder()
+                .max_attempts(ATTEMPTS)
+                .policy(|p| p.attempt_timeout(HOP_TIMEOUT))
+                .build()?;
+            Next::Rampart(layer.layer(Client::builder(TokioExecutor::new()).build_http()))
+        }
+    })
+}
+
+/// Starts the chain; returns the edge's address.
+async fn chain(mode: Mode, seed: u64, record: &Arc<Record>) -> Result<SocketAddr, SimError> {
+    let layered = |app: Router| match mode {
+        Mode::Naive => app,
+        Mode::Rampart => app.layer(inbound()),
+    };
+    let leaf_addr = serve(layered(Router::new().route("/", get(leaf)).with_state(
+        Leaf {
+            seed,
+            record: Arc::clone(record),
+        },
+    )))
+    .await?;
+    let mut downstream = leaf_addr;
+    for layer in [1, 0] {
+        let hop = Relay {
+            layer,
+            next: next(mode)?,
+            uri: format!("http://{downstream}/"),
+            record: Arc::clone(record),
+        };
+        downstream = serve(layered(
+            Router::new().route("/", get(relay)).with_state(hop),
+        ))
+        .await?;
+    }
+    Ok(downstream)
+}
+
+/// Sends `roots` roots at [`RATE`] per second; returns how many were answered in time.
+async fn drive(edge: SocketAddr, mode: Mode, roots: usize, record: &Arc<Record>) -> usize {
+    let client: PlainClient = Client::builder(TokioExecutor::new()).build_http();
+    let uri = format!("http://{edge}/");
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(roots);
+    for i in 0..roots {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / RATE)).await;
+        let (client, record, uri) = (client.clone(), Arc::clone(record), uri.clone());
+        tasks.push(tokio::spawn(async move {
+            let root = HeaderValue::from(i as u64);
+            let Some(mut req) = request::<Full<Bytes>>(&uri, Some(&root)) else {
+                return false;
+            };
+            if mode == Mode::Rampart {
+                req.headers_mut().insert(
+                    "x-deadline-ms",
+                    HeaderValue::from(PATIENCE.as_millis() as u64),
+                );
+            }
+            lock(&record.give_up).insert(i as u64, Instant::now() + PATIENCE);
+            let call = async {
+                match client.request(req).await {
+                    Ok(resp) if resp.status() == StatusCode::OK => {
+                        resp.into_body().collect().await.is_ok()
+                    }
+                    _ => false,
+                }
+            };
+            matches!(tokio::time::timeout(PATIENCE, call).await, Ok(true))
+        }));
+    }
+    let mut in_time = 0;
+    for task in tasks {
+        if matches!(task.await, Ok(true)) {
+            in_time += 1;
+        }
+    }
+    in_time
+}
+
+/// Runs one contender on its own runtime and its own three services.
+pub fn simulate(mode: Mode, roots: usize, seed: u64) -> Result<Point, SimError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SimError::new(format!("cannot start a runtime: {e}")))?;
+    let record = Arc::new(Record::default());
+    let (in_time, drained) = runtime.block_on(async {
+        let edge = chain(mode, seed, &record).await?;
+        let in_time = drive(edge, mode, roots, &record).await;
+        let until = Instant::now() + DRAIN;
+        while record.active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok::<_, SimError>((in_time, record.active.load(Ordering::SeqCst) == 0))
+    })?;
+    // Dropping the runtime ends the servers and the leaf requests still hanging.
+    drop(runtime);
+    let roots_f = roots.max(1) as f64;
+    let starts: Vec<usize> = record
+        .starts
+        .iter()
+        .map(|s| s.load(Ordering::SeqCst))
+        .collect();
+    let leaf_starts = starts.get(2).copied().unwrap_or(0);
+    let leaf_wasted = record.wasted.load(Ordering::SeqCst);
+    Ok(Point {
+        contender: mode.name(),
+        roots,
+        in_time: in_time as f64 / roots_f,
+        wasted: if leaf_starts == 0 {
+            0.0
+        } else {
+            leaf_wasted as f64 / leaf_starts as f64
+        },
+        per_layer: starts.iter().map(|&s| s as f64 / roots_f).collect(),
+        leaf_starts,
+        leaf_wasted,
+        leaf_with_deadline: record.with_deadline.load(Ordering::SeqCst),
+        drained,
+    })
+}
+
+/// Runs both contenders, one after the other.
+pub fn run(roots: usize, seed: u64) -> Result<Vec<Point>, SimError> {
+    [Mode::Naive, Mode::Rampart]
+        .into_iter()
+        .map(|mode| simulate(mode, roots, seed))
+        .collect()
+}
+
+/// The table, with the same columns as the simulated deadline table's first three.
+pub fn table(points: &[Point]) -> Table {
+    let roots = points.first().map_or(0, |p| p.roots);
+    let mut table = Table::new(
+        format!(
+            "loopback: 5% of leaf requests never answer; the client waits 500 ms ({roots} roots at {RATE:.0}/s on 127.0.0.1, real time)"
+        ),
+        &[
+            "contender",
+            "answered in time",
+            "wasted leaf work",
+            "edge runs/root",
+            "middle runs/root",
+            "leaf runs/root",
+            "leaf wasted/starts",
+            "leaf saw deadline",
+        ],
+    );
+    for p in points {
+        let mut row = vec![p.contender.to_owned(), pct(p.in_time), pct(p.wasted)];
+        row.extend(p.per_layer.iter().map(|v| format!("{v:.2}")));
+        row.push(format!(
+            "{}/{}{}",
+            p.leaf_wasted,
+            p.leaf_starts,
+            if p.drained { "" } else { " (not drained)" }
+        ));
+        row.push(format!("{}/{}", p.leaf_with_deadline, p.leaf_starts));
+        table.row(row);
+    }
+    table
+}
+
+/// How wasted leaf work is counted, for the printout.
+pub const COUNTING: &str = "wasted leaf work: leaf handler starts after the root's client gave up (send time + 500 ms, kept in a shared table keyed by an x-root-id header every hop forwards), over all leaf handler starts; counted until no edge or middle handler is still running (at most 5 s after the last root).";
+
+/// Why the two contenders can come out even here, unlike in the simulation.
+pub const WHY: &str = "unlike the simulation, nothing here holds a worker per request, and over HTTP/1.1 hyper closes the connection of a request whose caller dropped it while axum drops the handler of a closed connection: the client's give-up travels down the chain as cancellation even without a deadline on the wire, so naive's retries after the give-up mostly never start.";
+
+/// The points as JSON.
+pub fn json(points: &[Point]) -> Value {
+    json!({
+        "points": points.iter().map(|p| json!({
+            "contender": p.contender,
+            "roots": p.roots,
+            "answered_in_time": p.in_time,
+            "wasted_leaf_work": p.wasted,
+            "handler_runs_per_root_by_layer": p.per_layer,
+            "leaf_starts": p.leaf_starts,
+            "leaf_wasted_starts": p.leaf_wasted,
+            "leaf_starts_with_deadline": p.leaf_with_deadline,
+            "drained": p.drained,
+        })).collect::<Vec<_>>(),
+    })
+}
