@@ -264,7 +264,7 @@ pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (
 /// still a stand-in written here.
 pub fn server_side() -> String {
     format!(
-        "rampart's server side in this simulator: every service of the rampart contender admits each request through rampart's own CriticalityLimit (capacity = the service's workers, queue = the service's queue, hold {:?}), asked directly with the request's level and propagated deadline, as a server layer asks it; the baselines' services keep one FIFO queue of the same size. One piece is still a stand-in written inside the simulator: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired will do; the HTTP edge is not in the tree yet). The client side of every rampart hop is the real rampart executor.",
+        "rampart's server side in this simulator: every service of the rampart contender admits each request through rampart's own CriticalityLimit (capacity = the service's workers, queue = the service's queue, hold {:?}), asked directly with the request's level and propagated deadline, as a server layer asks it; the baselines' services keep one FIFO queue of the same size. One piece is still a stand-in written inside the simulator: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired does on a real socket; the simulated services have no sockets, so the check is written here; `--loopback` runs the deadline scenario through rampart-http itself). The client side of every rampart hop is the real rampart executor.",
         crate::contender::SHED_HOLD
     )
 }
