@@ -56,6 +56,9 @@ where
         if attempt < limits.max_attempts {
             let curve = limits.base.saturating_mul(1 << (attempt - 1).min(16));
             let delay = curve.mul_f64(fastrand_unit());
+            if delay.is_zero() {
+                continue;
+            }
             if Instant::now() + delay >= deadline {
                 return Err(FloorError::Deadline);
             }
@@ -65,28 +68,17 @@ where
     Err(last)
 }
 
-/// The floor with zero backoff (workload W2): the same deadline and attempt ceilings as
-/// [`retry_loop`], and a failed attempt is retried at once, with no sleep and no jitter
-/// (`limits.base` is not used).
-pub async fn retry_now<T, E, F>(limits: Limits, mut op: F) -> Result<T, FloorError<E>>
+/// The floor with zero backoff (workload W2): [`retry_loop`] with no delay between attempts
+/// (a failed attempt is retried at once; `limits.base` is not used).
+pub async fn retry_now<T, E, F>(limits: Limits, op: F) -> Result<T, FloorError<E>>
 where
     F: AsyncFnMut(u32) -> Result<T, E>,
 {
-    let deadline = Instant::now() + limits.deadline;
-    let mut last = FloorError::Deadline;
-    for attempt in 1..=limits.max_attempts {
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(FloorError::Deadline);
-        }
-        let ceiling = deadline.min(now + limits.attempt_timeout);
-        match timeout_at(ceiling, op(attempt)).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => last = FloorError::Inner(e),
-            Err(_) => last = FloorError::Timeout,
-        }
-    }
-    Err(last)
+    let limits = Limits {
+        base: Duration::ZERO,
+        ..limits
+    };
+    retry_loop(limits, op).await
 }
 
 /// A uniform number in `[0, 1)` from a tiny xorshift: the floor's jitter.

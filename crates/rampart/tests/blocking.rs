@@ -192,3 +192,42 @@ fn the_system_clock_timer_thread_cancels_a_blocking_attempt_at_its_ceiling() {
         "{outcome:?}"
     );
 }
+
+#[test]
+fn a_blocking_attempt_refused_by_admission_never_runs() {
+    use rampart::RejectReason;
+    use rampart::limit::RateLimit;
+
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock)
+        .max_attempts(1)
+        .no_budget()
+        .admit(RateLimit::new(1, Duration::from_secs(3600)).expect("valid rate"))
+        .build()
+        .expect("valid");
+    let ran = AtomicU32::new(0);
+    let call = || {
+        policy.run_blocking(|_attempt| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Fail>(())
+        })
+    };
+    assert!(call().is_ok(), "the one permit admits the first call");
+    let refused = call();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "the refused attempt never ran"
+    );
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
