@@ -35,15 +35,14 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::admit::{Admit, AdmitContext};
+use crate::admit::Admit;
 use crate::attempt::{Attempt, Fired};
 use crate::classify::Classify;
 use crate::clock::Blocked;
 use crate::error::Error;
-use crate::executor::{Admitted, Call, CallState, Record, Report, Step, later};
-use crate::policy::{Policy, Shared};
+use crate::executor::{Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read};
+use crate::policy::Policy;
 use crate::result::{CallResult, Cancelled};
-
 impl<C, A> Policy<C, A> {
     /// Runs the synchronous `op` under this policy on the calling thread; see
     /// [`crate::blocking`].
@@ -94,12 +93,12 @@ impl<C, A> Call<'_, C, A> {
     }
 }
 
-/// The blocking executor: the async loop's steps, waiting by blocking the thread.
+/// The blocking driver: waits for what the machine asks by blocking the thread.
 fn execute_blocking<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
     mut op: F,
-    mut log: L,
+    log: L,
 ) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
@@ -107,101 +106,56 @@ where
     F: FnMut(&Attempt) -> Result<T, E>,
     L: Record,
 {
-    let mut call = CallState::start(shared, true);
-    let mut attempt = Attempt::new(shared.clock.clone(), caller);
-    let mut now = call.now();
-    let finish = 'call: {
-        if let Some(problem) = shared.needs_async() {
-            break 'call call.config_error(problem, now);
-        }
-        if caller.is_some_and(CancellationToken::is_cancelled) {
-            break 'call call.cancelled(now);
-        }
-        let mut last = None;
-        loop {
-            let (ceiling, permit) = match call.prepare(now, &mut last) {
-                Ok(prepared) => prepared,
-                Err(finish) => break 'call finish,
-            };
-            let began = now;
-            attempt.begin(call.attempts, ceiling, began);
-            let cx = call.admit_context(&attempt, now);
-            let (ended, held) = match admit_blocking(shared, &cx, &attempt, caller) {
-                Admitted::Permit(held) => {
-                    let timer = attempt
-                        .deadline()
-                        .map(|at| shared.clock.cancel_at(at, attempt.arm_token()));
+    let clock = &shared.clock;
+    let timed = Machine::<T, E, C, A, L>::timed(shared, true);
+    let mut machine = Machine::new(shared, log, read(clock, timed));
+    if let Some(problem) = shared.needs_async() {
+        return machine.config_error(problem, read(clock, timed)).outcome;
+    }
+    let mut attempt = Attempt::new(clock.clone(), caller);
+    let mut next = machine.start(is_cancelled(caller));
+    loop {
+        next = match next {
+            Next::Attempt(mut ticket) => {
+                attempt.begin(ticket.number, ticket.ceiling, ticket.began);
+                let refused = match ticket.admitted {
+                    true => None,
+                    false => {
+                        let cx = machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
+                        let answer = match clock.block_on(shared.admit.acquire(&cx), attempt.deadline(), caller) {
+                            Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
+                            Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
+                            Blocked::TimedOut => Admitted::TimedOut,
+                            Blocked::Cancelled => Admitted::Cancelled,
+                        };
+                        machine.admitted(&mut ticket, answer, read(clock, timed)).err()
+                    }
+                };
+                if let Some(next) = refused {
+                    next
+                } else {
+                    // The attempt is always awaited; its token fires at the ceiling from the
+                    // shared timer thread (or the manual clock).
+                    let timer = attempt.deadline().map(|at| clock.cancel_at(at, attempt.arm_token()));
                     let result = op(&attempt);
                     drop(timer);
-                    now = call.now();
+                    let now = read(clock, timed);
                     if attempt.fired().is_none() {
-                        if caller.is_some_and(CancellationToken::is_cancelled) {
+                        if is_cancelled(caller) {
                             attempt.fire(Fired::Caller);
-                        } else if attempt
-                            .deadline()
-                            .is_some_and(|at| now.is_some_and(|n| n >= at))
-                        {
+                        } else if attempt.deadline().is_some_and(|at| now.is_some_and(|n| n >= at)) {
                             attempt.fire(Fired::Ceiling);
                         }
                     }
-                    let Some(ended) = call.arbitrate(&attempt, Some(result), caller, began, now)
-                    else {
-                        attempt.end(false);
-                        break 'call call.cancelled(now);
-                    };
-                    (ended, held)
+                    machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now)
                 }
-                Admitted::Refused(refusal) => {
-                    now = call.now();
-                    (call.not_admitted(&attempt, Some(refusal)), None)
-                }
-                Admitted::TimedOut => {
-                    now = call.now();
-                    (call.not_admitted(&attempt, None), None)
-                }
-                Admitted::Cancelled => break 'call call.cancelled(call.now()),
-            };
-            let (step, _) = call.conclude(&attempt, ended, began, now, held, permit, &mut log);
-            let delay = match step {
-                Step::Finish(finish) => break 'call finish,
-                Step::Retry(delay, outcome) => {
-                    last = Some(outcome);
-                    delay
-                }
-            };
-            if !delay.is_zero() {
-                let wake = later(&shared.clock, now, delay);
-                if shared.clock.block_until(wake, caller) {
-                    break 'call call.cancelled(call.now());
-                }
-                now = call.now();
-            } else if caller.is_some_and(CancellationToken::is_cancelled) {
-                break 'call call.cancelled(now);
             }
-        }
-    };
-    log.stop(finish.stop);
-    finish.outcome
-}
-
-/// Admission for a blocking attempt: the component's wait is driven on this thread, bounded by
-/// the attempt's ceiling and the caller's token.
-fn admit_blocking<C, A: Admit>(
-    shared: &Shared<C, A>,
-    cx: &AdmitContext<'_>,
-    attempt: &Attempt,
-    caller: Option<&CancellationToken>,
-) -> Admitted<A::Permit> {
-    if A::ALWAYS_ADMITS {
-        return Admitted::Permit(None);
-    }
-    match shared
-        .clock
-        .block_on(shared.admit.acquire(cx), attempt.deadline(), caller)
-    {
-        Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
-        Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
-        Blocked::TimedOut => Admitted::TimedOut,
-        Blocked::Cancelled => Admitted::Cancelled,
+            Next::Sleep { from, delay } => {
+                let cancelled = clock.block_until(later(clock, from, delay), caller);
+                machine.woke(read(clock, timed), cancelled)
+            }
+            Next::Wait => unreachable!("a blocking call runs one attempt at a time"),
+            Next::Done(finish) => return finish.outcome,
+        };
     }
 }

@@ -49,7 +49,10 @@ pub enum Error<E> {
         source: DeadlineSource,
         /// Attempts made.
         attempts: u32,
-        /// The last attempt's failure, if an attempt ran.
+        /// When the call ended because the next backoff would not fit in the time left: that
+        /// backoff and the time that was left.
+        unfit: Option<Unfit>,
+        /// The last attempt's failure, if an attempt ran (also [`source`](StdError::source)).
         last: Option<Box<Error<E>>>,
     },
     /// A component refused the call or its next attempt.
@@ -60,11 +63,22 @@ pub enum Error<E> {
         retry_after: Option<Duration>,
         /// Attempts made before the refusal.
         attempts: u32,
-        /// The last attempt's failure, if an attempt ran.
+        /// The last attempt's failure, if an attempt ran (also [`source`](StdError::source)).
         last: Option<Box<Error<E>>>,
     },
     /// The policy's configuration is invalid for this call (a dynamic value it resolved).
     Config(ConfigError),
+}
+
+/// A backoff that was not slept because it would not fit in the time left before the
+/// deadline (with the typical attempt latency added, a retry started then could not finish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unfit {
+    /// The backoff the call would have slept.
+    pub delay: Duration,
+    /// The time that was left before the deadline.
+    pub left: Duration,
 }
 
 /// Where the deadline that ended a call came from.
@@ -190,7 +204,8 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 deadline,
                 source,
                 attempts,
-                last,
+                unfit,
+                ..
             } => {
                 let inherited = match source {
                     DeadlineSource::Policy => "",
@@ -208,8 +223,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                         Attempts(*attempts)
                     )?;
                 }
-                match last {
-                    Some(last) => write!(f, "; last failure: {last}"),
+                match unfit {
+                    Some(Unfit { delay, left }) => write!(
+                        f,
+                        ": the next backoff of {delay:?} would not fit in the {left:?} left"
+                    ),
                     None => Ok(()),
                 }
             }
@@ -217,14 +235,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 reason,
                 retry_after,
                 attempts,
-                last,
+                ..
             } => {
                 write!(f, "rejected: {reason} after {}", Attempts(*attempts))?;
-                if let Some(after) = retry_after {
-                    write!(f, "; retry after {after:?}")?;
-                }
-                match last {
-                    Some(last) => write!(f, "; last failure: {last}"),
+                match retry_after {
+                    Some(after) => write!(f, "; retry after {after:?}"),
                     None => Ok(()),
                 }
             }
@@ -315,17 +330,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deadline_message_names_the_deadline_attempts_and_last_failure() {
+    fn deadline_message_names_the_deadline_and_attempts_and_the_source_is_the_last_failure() {
         let e: Error<&str> = Error::DeadlineExceeded {
             deadline: Duration::from_millis(200),
             source: DeadlineSource::Policy,
             attempts: 1,
+            unfit: None,
             last: Some(Box::new(Error::Inner("connection reset"))),
         };
-        assert_eq!(
-            e.to_string(),
-            "deadline of 200ms exceeded after 1 attempt; last failure: connection reset"
-        );
+        assert_eq!(e.to_string(), "deadline of 200ms exceeded after 1 attempt");
+        let io: Error<std::io::Error> = Error::DeadlineExceeded {
+            deadline: Duration::from_millis(200),
+            source: DeadlineSource::Policy,
+            attempts: 1,
+            unfit: None,
+            last: Some(Box::new(Error::Inner(std::io::Error::other("connection reset")))),
+        };
+        let source = StdError::source(&io).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("connection reset"));
         assert_eq!(e.last().inner(), Some(&"connection reset"));
     }
 

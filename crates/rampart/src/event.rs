@@ -52,27 +52,7 @@ use std::time::Duration;
 
 use crate::breaker::StateKind;
 use crate::hedge::Suppressed;
-use crate::result::StopReason;
-
-/// How one attempt ended, as the executor saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AttemptOutcome {
-    /// Classified [`Verdict::Ok`](crate::Verdict::Ok).
-    Ok,
-    /// Classified transient.
-    Transient,
-    /// Classified throttled.
-    Throttled,
-    /// Classified permanent.
-    Permanent,
-    /// Classified refused (a self-imposed refusal).
-    Refused,
-    /// Ran past its ceiling (the executor's own timeout outcome, transient).
-    TimedOut,
-    /// The caller cancelled while it ran.
-    Cancelled,
-}
+pub use crate::outcome::{AttemptOutcome, StopReason};
 
 /// Something a policy did, handed to its listeners.
 #[derive(Debug, Clone, Copy)]

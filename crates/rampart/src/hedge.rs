@@ -18,8 +18,8 @@
 //!     .build()
 //!     .expect("valid policy");
 //! # async fn demo(policy: rampart::Policy) {
-//! // Hedging needs a callback that can run twice at once: `run_hedged` takes an `AsyncFn`.
-//! let v = policy.run_hedged(async |attempt| Ok::<_, std::io::Error>(attempt.number())).await;
+//! // `run` hedges because the policy does: several legs of the callback may run at once.
+//! let v = policy.run(async |attempt| Ok::<_, std::io::Error>(attempt.number())).await;
 //! # let _ = v; }
 //! ```
 //!
@@ -35,7 +35,8 @@
 //! call runs one attempt at a time and a `HedgeSuppressed` event says why. Each hedge is charged
 //! to the retry budget like a retry. The first `Ok` wins; the other legs are cancelled and
 //! dropped, neither classified nor counted by the breaker. A failed leg launches the next one at
-//! once. No allocation happens unless a hedge fires (each hedged leg is one boxed future).
+//! once. A call of a hedging policy allocates its hedged state once (one box, so that calls of
+//! policies that do not hedge stay small); each hedge that fires is one more boxed future.
 //!
 //! Events: `HedgeStarted`, `HedgeWon`, `HedgeDiscarded`, `HedgeSuppressed`.
 

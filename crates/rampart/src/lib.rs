@@ -65,6 +65,8 @@
 //! | [`error`] | `Error<E>` and `ConfigError` |
 //! | [`latency`] | latency histograms behind hedging and adaptive ceilings |
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
+//! | [`outcome`] | `StopReason` and `AttemptOutcome`: the vocabulary events and results share |
+//! | [`timeout`] | the per-attempt bound: timeout mode, generated and adaptive timeouts |
 //! | [`testing`] | helpers for tests on a manual clock |
 
 pub mod admit;
@@ -85,10 +87,12 @@ pub mod executor;
 pub mod hedge;
 pub mod latency;
 pub mod limit;
+pub mod outcome;
 pub mod policy;
 pub mod result;
 mod sync;
 pub mod testing;
+pub mod timeout;
 mod timer;
 
 pub use ambient::Ambient;
@@ -99,9 +103,11 @@ pub use classify::{Classify, ErrorsAreTransient, IoErrors, Verdict};
 pub use clock::{Clock, Instant, ManualClock};
 pub use criticality::Criticality;
 pub use deadline::Deadline;
-pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
-pub use event::{AttemptOutcome, Event};
-pub use executor::Call;
-pub use policy::{AdaptiveTimeout, Policy, PolicyBuilder, TimeoutContext, TimeoutMode};
-pub use result::{CallResult, Cancelled, StopReason};
+pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
+pub use event::Event;
+pub use executor::{Call, Callback};
+pub use outcome::{AttemptOutcome, StopReason};
+pub use policy::{Policy, PolicyBuilder};
+pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
+pub use result::{CallResult, Cancelled};
 pub use tokio_util::sync::CancellationToken;

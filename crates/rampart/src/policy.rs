@@ -47,7 +47,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Admit, Unlimited};
-use crate::attempt::Attempt;
 use crate::backoff::Backoff;
 use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
@@ -56,201 +55,12 @@ use crate::clock::Clock;
 use crate::drain::Drain;
 use crate::error::{ConfigError, ConfigProblem, Error};
 use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
-use crate::executor::Call;
+use crate::executor::{Call, Callback, Shared};
 use crate::hedge::Hedge;
 use crate::latency::{Estimate, Latency};
 use crate::result::{CallResult, Cancelled};
-
-/// What happens to an attempt whose ceiling has passed.
-///
-/// Either way the attempt's cancellation fires at the ceiling first, and an attempt that
-/// finishes after that with a value has the value delivered (with a `TimeoutIgnored` event).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TimeoutMode {
-    /// Keep polling the attempt for `grace` after its ceiling, then drop it. The default, with
-    /// zero grace: the attempt gets one more poll in which to see its cancellation.
-    Abandon {
-        /// How long the attempt may go on after its ceiling.
-        grace: Duration,
-    },
-    /// Await the attempt however long it takes, as a cooperative timeout does. An attempt that
-    /// overruns its ceiling by more than 1 s is reported as `OrphanedWork` when it returns.
-    Cooperative,
-}
-
-impl Default for TimeoutMode {
-    fn default() -> Self {
-        TimeoutMode::Abandon {
-            grace: Duration::ZERO,
-        }
-    }
-}
-
-/// Handed to a dynamic attempt-timeout generator before each attempt.
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct TimeoutContext<'a> {
-    /// The policy's name.
-    pub policy: &'a str,
-    /// The attempt about to start, 1-based.
-    pub attempt: u32,
-    /// The policy's fixed attempt timeout, if any.
-    pub default: Option<Duration>,
-    /// Time left before the call's deadline, if any.
-    pub remaining: Option<Duration>,
-}
-
-/// An attempt timeout that follows the dependency: a multiple of a measured latency quantile
-/// of successful attempts, never below a floor and never above the configured attempt timeout.
-/// Until enough samples are in, the configured timeout applies.
-///
-/// | knob | default |
-/// |---|---|
-/// | `multiple` | 3 |
-/// | `quantile` | 0.95 |
-/// | `window` | 5 min |
-/// | `min_samples` | 20 |
-/// | `floor` | 50 ms |
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdaptiveTimeout {
-    multiple: f64,
-    quantile: f64,
-    window: Duration,
-    min_samples: u32,
-    floor: Duration,
-}
-
-impl Default for AdaptiveTimeout {
-    fn default() -> Self {
-        AdaptiveTimeout {
-            multiple: 3.0,
-            quantile: 0.95,
-            window: Duration::from_secs(300),
-            min_samples: 20,
-            floor: Duration::from_millis(50),
-        }
-    }
-}
-
-impl AdaptiveTimeout {
-    /// The multiple of the quantile (default 3; at least 1).
-    pub fn multiple(mut self, multiple: f64) -> Self {
-        self.multiple = multiple;
-        self
-    }
-
-    /// The latency quantile (default 0.95).
-    pub fn quantile(mut self, quantile: f64) -> Self {
-        self.quantile = quantile;
-        self
-    }
-
-    /// The window the quantile is measured over (default 5 min).
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// Samples needed before the measurement is trusted (default 20).
-    pub fn min_samples(mut self, samples: u32) -> Self {
-        self.min_samples = samples;
-        self
-    }
-
-    /// The lowest timeout it sets (default 50 ms).
-    pub fn floor(mut self, floor: Duration) -> Self {
-        self.floor = floor;
-        self
-    }
-
-    /// The timeout for a measured quantile, capped by the configured one.
-    pub(crate) fn ceiling(&self, measured: Duration, configured: Option<Duration>) -> Duration {
-        let adaptive = measured.mul_f64(self.multiple).max(self.floor);
-        configured.map_or(adaptive, |c| c.min(adaptive))
-    }
-
-    fn validate(&self, problems: &mut Vec<ConfigProblem>) {
-        if !(self.multiple.is_finite() && (1.0..=1000.0).contains(&self.multiple)) {
-            problems.push(ConfigProblem::new(
-                "adaptive_attempt_timeout.multiple",
-                format!("must be between 1 and 1000 (was {})", self.multiple),
-            ));
-        }
-        if !(self.quantile > 0.0 && self.quantile < 1.0) {
-            problems.push(ConfigProblem::new(
-                "adaptive_attempt_timeout.quantile",
-                format!("must be between 0 and 1, exclusive (was {})", self.quantile),
-            ));
-        }
-        if self.window.is_zero() {
-            problems.push(ConfigProblem::new(
-                "adaptive_attempt_timeout.window",
-                "must be positive (was 0ns)",
-            ));
-        }
-        if self.floor.is_zero() {
-            problems.push(ConfigProblem::new(
-                "adaptive_attempt_timeout.floor",
-                "must be positive (was 0ns)",
-            ));
-        }
-    }
-}
-
-pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
-
-/// The state every clone of a policy shares.
-pub(crate) struct Shared<C, A> {
-    /// Whether each attempt may start.
-    pub(crate) admit: A,
-    pub(crate) name: Box<str>,
-    pub(crate) max_attempts: u32,
-    pub(crate) deadline: Option<Duration>,
-    pub(crate) attempt_timeout: Option<Duration>,
-    pub(crate) timeout_fn: Option<TimeoutFn>,
-    pub(crate) mode: TimeoutMode,
-    pub(crate) backoff: Backoff,
-    pub(crate) classifier: C,
-    pub(crate) telemetry: Telemetry,
-    pub(crate) clock: Clock,
-    pub(crate) latency: Latency,
-    /// How calls through `run_hedged` hedge.
-    pub(crate) hedge: Option<Hedge>,
-    /// The adaptive attempt ceiling, if any.
-    pub(crate) adaptive: Option<AdaptiveTimeout>,
-    /// Call sequence numbers, used only to vary a seeded backoff's randomness per call.
-    pub(crate) seeded_calls: AtomicU64,
-    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
-    pub(crate) reads_clock: bool,
-    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
-    pub(crate) pass_through: bool,
-    /// Whether a call reads the ambient deadline.
-    pub(crate) ambient_deadline: bool,
-    /// Whether a call reads the ambient criticality.
-    pub(crate) ambient_criticality: bool,
-    /// The drain this policy obeys.
-    pub(crate) drain: Drain,
-    /// The retry budget every retry of this policy is charged to.
-    pub(crate) budget: Option<RetryBudget>,
-    /// The circuit breaker every attempt of this policy asks first.
-    pub(crate) breaker: Option<Breaker>,
-}
-
-impl<C, A> Shared<C, A> {
-    /// The option that makes this policy unable to run a blocking callback, if any.
-    pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
-        self.hedge.map(|_| {
-            ConfigProblem::new(
-                "hedge",
-                format!(
-                    "of policy `{}` runs legs concurrently and needs async execution (`run_hedged`); a blocking call cannot hedge",
-                    self.name
-                ),
-            )
-        })
-    }
-}
+use crate::timeout::TimeoutFn;
+pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
 ///
@@ -321,13 +131,42 @@ impl<C, A> Policy<C, A> {
     /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
     /// with [`Error::Cancelled`] at the next check (at once during a backoff).
     pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C, A> {
-        Call::new(self, Some(token))
+        Call::new(&self.shared, Some(token))
     }
 
     /// Runs `op` under this policy and returns its value or why it failed.
     ///
-    /// The callback is an async closure taking the [`Attempt`]; pass its token (or the attempt
-    /// itself) to the work so that the attempt's ceiling can reach it.
+    /// The callback is an async closure taking the [`Attempt`](crate::Attempt); it may borrow
+    /// its environment (`&self`, `&str`), and the call's future is then `Send` when what it
+    /// borrows is `Sync`, so it can be awaited in an axum handler or a spawned task:
+    ///
+    /// ```
+    /// # struct Backend;
+    /// # impl Backend {
+    /// #     async fn fetch(&self, _: &str, _: rampart::CancellationToken) -> Result<u32, std::io::Error> { Ok(1) }
+    /// # }
+    /// struct PriceClient {
+    ///     policy: rampart::Policy,
+    ///     backend: Backend,
+    /// }
+    ///
+    /// impl PriceClient {
+    ///     async fn get_price(&self, sku: &str) -> Result<u32, rampart::Error<std::io::Error>> {
+    ///         self.policy
+    ///             .run(async |attempt| self.backend.fetch(sku, attempt.token()).await)
+    ///             .await
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Pass the attempt's token (or the attempt itself) to the work so that the attempt's
+    /// ceiling can reach it. When the policy [hedges](crate::hedge), `run` hedges: several
+    /// legs of the callback may then run at once.
+    ///
+    /// A closure whose futures borrow from the closure itself is refused: an `async move`
+    /// closure that uses what it owns by reference, or one that mutates a capture ("async
+    /// closure does not implement `FnMut` because it captures state from its environment").
+    /// Borrow from outside instead; see [`Callback`] for why and for the owning form.
     ///
     /// # Cancellation
     ///
@@ -337,9 +176,9 @@ impl<C, A> Policy<C, A> {
     where
         C: Classify<T, E>,
         A: Admit,
-        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+        F: Callback<T, E>,
     {
-        Call::new(self, None).run(op)
+        Call::new(&self.shared, None).run(op)
     }
 
     /// Like [`run`](Self::run), but returns a [`CallResult`] with the stop reason and the
@@ -348,33 +187,20 @@ impl<C, A> Policy<C, A> {
     where
         C: Classify<T, E>,
         A: Admit,
-        F: AsyncFnMut(&Attempt) -> Result<T, E>,
+        F: Callback<T, E>,
     {
-        Call::new(self, None).try_run(op).await
+        Call::new(&self.shared, None).try_run(op).await
     }
-}
 
-impl<C, A> Policy<C, A> {
-    /// Like [`run`](Self::run), hedged when the policy [hedges](crate::hedge): the callback is
-    /// an `AsyncFn`, since two legs may run it at once. Without a hedge configured (or when the
-    /// hedge gate is closed for this call) it behaves exactly as `run`.
+    /// The same as [`run`](Self::run), which hedges when the policy hedges.
+    #[deprecated(since = "0.2.0", note = "`run` hedges when the policy hedges")]
     pub fn run_hedged<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
         A: Admit,
-        F: AsyncFn(&Attempt) -> Result<T, E>,
+        F: Callback<T, E>,
     {
-        Call::new(self, None).run_hedged(op)
-    }
-
-    /// Like [`try_run`](Self::try_run), hedged; see [`run_hedged`](Self::run_hedged).
-    pub async fn try_run_hedged<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: AsyncFn(&Attempt) -> Result<T, E>,
-    {
-        Call::new(self, None).try_run_hedged(op).await
+        self.run(op)
     }
 }
 
@@ -622,8 +448,8 @@ impl<C, A> PolicyBuilder<C, A> {
         self
     }
 
-    /// Hedges calls made through [`Policy::run_hedged`]: see [`crate::hedge`]. A hedging
-    /// policy cannot run blocking calls.
+    /// Hedges every call made through [`Policy::run`]: see [`crate::hedge`]. A hedging
+    /// policy cannot run blocking calls (they fail with [`Error::Config`] naming `hedge`).
     pub fn hedge(mut self, hedge: Hedge) -> Self {
         self.settings.hedge = Some(hedge);
         self

@@ -22,50 +22,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::event::AttemptOutcome;
-
-/// Why a call stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// An attempt succeeded.
-    Succeeded,
-    /// An attempt's outcome was classified permanent.
-    Permanent,
-    /// `max_attempts` attempts were made.
-    AttemptsExhausted,
-    /// The deadline ran out, or the next backoff would not fit in it.
-    DeadlineExceeded,
-    /// The retry budget refused the next retry.
-    BudgetExhausted,
-    /// The circuit breaker refused.
-    DependencyUnavailable,
-    /// An admission component refused.
-    Overloaded,
-    /// The process is draining.
-    Draining,
-    /// The caller cancelled.
-    Cancelled,
-    /// A dynamic configuration value was invalid for this call.
-    Config,
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StopReason::Succeeded => "succeeded",
-            StopReason::Permanent => "permanent failure",
-            StopReason::AttemptsExhausted => "attempts exhausted",
-            StopReason::DeadlineExceeded => "deadline exceeded",
-            StopReason::BudgetExhausted => "budget exhausted",
-            StopReason::DependencyUnavailable => "dependency unavailable",
-            StopReason::Overloaded => "overloaded",
-            StopReason::Draining => "draining",
-            StopReason::Cancelled => "cancelled",
-            StopReason::Config => "invalid configuration",
-        })
-    }
-}
+pub use crate::outcome::{AttemptOutcome, StopReason};
 
 /// The caller cancelled the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,27 +50,38 @@ pub struct AttemptRecord {
 /// How many attempts the log keeps inline.
 pub const LOGGED_ATTEMPTS: usize = 4;
 
-/// The first [`LOGGED_ATTEMPTS`] attempts of a call, kept inline (no allocation).
+/// The last [`LOGGED_ATTEMPTS`] attempts of a call, kept inline (no allocation), with the
+/// count of all of them.
 #[derive(Clone, Copy, Default)]
 pub struct AttemptLog {
+    /// A ring: attempt `n` (0-based) lives at `n % LOGGED_ATTEMPTS`.
     records: [Option<AttemptRecord>; LOGGED_ATTEMPTS],
     total: u32,
 }
 
 impl AttemptLog {
     pub(crate) fn push(&mut self, record: AttemptRecord) {
-        if let Some(slot) = self.records.get_mut(self.total as usize) {
-            *slot = Some(record);
-        }
-        self.total += 1;
+        self.records[self.total as usize % LOGGED_ATTEMPTS] = Some(record);
+        self.total = self.total.saturating_add(1);
     }
 
-    /// The logged attempts, first first.
+    /// The logged attempts, oldest first: the last [`LOGGED_ATTEMPTS`] of the call.
     pub fn iter(&self) -> impl Iterator<Item = &AttemptRecord> {
-        self.records.iter().flatten()
+        let split = match self.total as usize {
+            total if total > LOGGED_ATTEMPTS => total % LOGGED_ATTEMPTS,
+            _ => 0,
+        };
+        let (newer, older) = self.records.split_at(split);
+        older.iter().chain(newer).flatten()
     }
 
-    /// Attempts made, including those beyond what the log kept.
+    /// The last attempt, if any ran.
+    pub fn last(&self) -> Option<&AttemptRecord> {
+        let index = (self.total as usize).checked_sub(1)? % LOGGED_ATTEMPTS;
+        self.records[index].as_ref()
+    }
+
+    /// Attempts made, including those the log no longer keeps.
     pub fn total(&self) -> u32 {
         self.total
     }
@@ -122,6 +90,41 @@ impl AttemptLog {
 impl fmt::Debug for AttemptLog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(number: u32) -> AttemptRecord {
+        AttemptRecord {
+            number,
+            outcome: AttemptOutcome::Transient,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn log_keeps_the_last_attempts_oldest_first_and_counts_all() {
+        let mut log = AttemptLog::default();
+        for number in 1..=6 {
+            log.push(record(number));
+        }
+        let kept: Vec<u32> = log.iter().map(|r| r.number).collect();
+        assert_eq!(kept, [3, 4, 5, 6]);
+        assert_eq!(log.total(), 6);
+        assert_eq!(log.last().map(|r| r.number), Some(6));
+    }
+
+    #[test]
+    fn log_of_fewer_attempts_than_it_keeps_lists_them_all() {
+        let mut log = AttemptLog::default();
+        log.push(record(1));
+        log.push(record(2));
+        let kept: Vec<u32> = log.iter().map(|r| r.number).collect();
+        assert_eq!(kept, [1, 2]);
+        assert_eq!(AttemptLog::default().last(), None);
     }
 }
 
@@ -144,7 +147,7 @@ impl<T, E> CallResult<T, E> {
         self.log.total()
     }
 
-    /// The first attempts of the call.
+    /// The last attempts of the call (see [`AttemptLog`]).
     pub fn log(&self) -> &AttemptLog {
         &self.log
     }

@@ -22,7 +22,7 @@
 //! let seen = attempts.clone();
 //! let mut call = tokio::spawn(async move {
 //!     policy
-//!         .run(async move |_attempt| {
+//!         .run(async |_attempt| {
 //!             seen.fetch_add(1, Ordering::SeqCst);
 //!             Err::<(), _>("unavailable")
 //!         })

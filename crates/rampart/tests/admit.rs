@@ -69,7 +69,7 @@ async fn refusing_every_attempt_never_runs_the_callback_nor_charges_the_budget()
         "asked once per attempt"
     );
     assert_eq!(result.attempts(), 4);
-    assert_eq!(result.stop(), StopReason::AttemptsExhausted);
+    assert_eq!(result.stop(), StopReason::Overloaded);
     assert_eq!(
         budget.balance(Instant::now()),
         1.0,

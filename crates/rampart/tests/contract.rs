@@ -689,7 +689,7 @@ async fn call_future_is_send_and_can_be_spawned() {
     let seen = calls.clone();
     let handle = tokio::spawn(async move {
         policy
-            .run(async move |attempt| {
+            .run(async |attempt| {
                 seen.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(MS).await;
                 Ok::<_, Fail>(attempt.number())

@@ -77,7 +77,7 @@ async fn a_slow_first_leg_gets_a_hedge_after_the_delay_and_the_first_ok_wins() {
     let starts = Mutex::new(Vec::new());
     let t0 = Instant::now();
     let result = policy
-        .try_run_hedged(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
+        .try_run(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
         .await
         .expect("not cancelled");
     assert_eq!(result.value(), Some(&2), "the hedge answered first");
@@ -98,7 +98,7 @@ async fn the_losing_leg_is_dropped_and_its_token_cancelled() {
         .expect("valid");
     let tokens = Mutex::new(Vec::new());
     let outcome = policy
-        .run_hedged(async |attempt| {
+        .run(async |attempt| {
             tokens.lock().expect("tokens").push(attempt.token());
             if attempt.number() == 1 {
                 std::future::pending::<()>().await;
@@ -121,7 +121,7 @@ async fn a_zero_delay_launches_every_concurrent_leg_at_once() {
     let starts = Mutex::new(Vec::new());
     let t0 = Instant::now();
     let _ = policy
-        .run_hedged(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
+        .run(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
         .await;
     let starts = starts.lock().expect("starts");
     assert_eq!(
@@ -143,7 +143,7 @@ async fn a_failed_leg_is_replaced_at_once_while_another_is_in_flight() {
     let starts = Mutex::new(Vec::new());
     let t0 = Instant::now();
     let outcome = policy
-        .run_hedged(async |attempt| {
+        .run(async |attempt| {
             starts
                 .lock()
                 .expect("starts")
@@ -174,7 +174,7 @@ async fn a_failed_leg_is_replaced_at_once_while_another_is_in_flight() {
 async fn legs_made(policy: &Policy) -> u32 {
     let legs = AtomicU32::new(0);
     let _ = policy
-        .run_hedged(async |attempt| {
+        .run(async |attempt| {
             legs.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(if attempt.number() == 1 {
                 500 * MS
@@ -228,7 +228,7 @@ async fn a_cold_adaptive_estimate_makes_one_call_and_a_warm_one_hedges_at_its_p9
     // Twenty quick successes of 40 ms warm the estimate.
     for _ in 0..19 {
         policy
-            .run_hedged(async |_a| {
+            .run(async |_a| {
                 tokio::time::sleep(40 * MS).await;
                 Ok::<_, Fail>(())
             })
@@ -238,7 +238,7 @@ async fn a_cold_adaptive_estimate_makes_one_call_and_a_warm_one_hedges_at_its_p9
     let starts = Mutex::new(Vec::new());
     let t0 = Instant::now();
     let _ = policy
-        .run_hedged(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
+        .run(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
         .await;
     let starts = starts.lock().expect("starts");
     assert_eq!(starts.len(), 2, "{starts:?}");
@@ -263,7 +263,7 @@ async fn a_breaker_that_is_not_closed_makes_one_call() {
         .breaker(breaker)
         .build()
         .expect("valid");
-    let outcome = policy.run_hedged(async |_a| Ok::<_, Fail>(())).await;
+    let outcome = policy.run(async |_a| Ok::<_, Fail>(())).await;
     assert!(outcome.is_err(), "an isolated breaker rejects the call");
     assert_eq!(events.all(), ["suppressed: breaker not closed"]);
 }
@@ -297,7 +297,7 @@ async fn a_delay_that_does_not_fit_the_deadline_makes_one_call() {
         .deadline(80 * MS)
         .build()
         .expect("valid");
-    let _ = policy.run_hedged(async |_a| Ok::<_, Fail>(())).await;
+    let _ = policy.run(async |_a| Ok::<_, Fail>(())).await;
     assert_eq!(
         events.all(),
         ["suppressed: delay does not fit the deadline"]

@@ -152,7 +152,7 @@ async fn drive<A: Admit + Clone>(admit: A, limit: impl Fn() -> usize, run: Durat
             tokio::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
                     let dependency = dependency.clone();
-                    let outcome = policy.run(async move |_| dependency.call().await).await;
+                    let outcome = policy.run(async |_| dependency.call().await).await;
                     if let Err(Error::Rejected { retry_after, .. }) = outcome {
                         tokio::time::sleep(retry_after.unwrap_or(MS)).await;
                     }
@@ -379,7 +379,7 @@ async fn a_critical_call_evicts_a_queued_sheddable_one_through_the_policy() {
         let policy = policy.clone();
         tokio::spawn(async move {
             let outcome = level
-                .scope(policy.run(async move |_| {
+                .scope(policy.run(async |_| {
                     tokio::time::sleep(100 * MS).await;
                     Ok::<_, Fail>(label)
                 }))

@@ -26,7 +26,7 @@ async fn attempt_timeout_then_retry_on_a_manual_clock_across_threads() {
     let start = clock.now();
     let mut call = tokio::spawn(async move {
         policy
-            .run(async move |attempt| {
+            .run(async |attempt| {
                 seen.fetch_add(1, Ordering::SeqCst);
                 attempt.cancelled().await;
                 Err::<(), _>("cancelled")
@@ -74,7 +74,7 @@ async fn backoff_on_a_manual_clock_waits_for_the_test_to_move_time() {
     let seen = attempts.clone();
     let mut call = tokio::spawn(async move {
         policy
-            .run(async move |attempt| {
+            .run(async |attempt| {
                 seen.fetch_add(1, Ordering::SeqCst);
                 if attempt.is_retry() {
                     Ok(())

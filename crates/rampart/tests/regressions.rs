@@ -51,7 +51,7 @@ async fn a_suppressed_zero_delay_hedge_does_not_spin() {
         .expect("valid");
     let start = Instant::now();
     let outcome = policy
-        .run_hedged(async |_a| {
+        .run(async |_a| {
             tokio::time::sleep(1_000 * MS).await;
             Ok::<_, Fail>(())
         })
@@ -194,7 +194,7 @@ async fn a_plain_retry_of_a_hedging_policy_is_not_reported_as_a_hedge_win() {
         .build()
         .expect("valid");
     let outcome = policy
-        .run_hedged(async |attempt| {
+        .run(async |attempt| {
             tokio::time::sleep(10 * MS).await;
             if attempt.number() == 1 {
                 Err(Fail)
@@ -294,7 +294,7 @@ async fn a_hedged_call_future_is_send() {
         .expect("valid");
     let handle = tokio::spawn(async move {
         policy
-            .run_hedged(async move |attempt| Ok::<_, Fail>(attempt.number()))
+            .run(async move |attempt| Ok::<_, Fail>(attempt.number()))
             .await
     });
     assert_eq!(handle.await.expect("joined").ok(), Some(1));

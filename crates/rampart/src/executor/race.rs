@@ -9,7 +9,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use crate::admit::{Admit, AdmitContext, Refusal};
 use crate::attempt::{Attempt, Fired};
 use crate::clock::{Clock, Sleep};
-use crate::policy::TimeoutMode;
+use crate::timeout::TimeoutMode;
 
 pin_project_lite::pin_project! {
     /// One attempt raced against its ceiling and its caller's cancellation.

@@ -1,0 +1,1062 @@
+//! Every decision of a call, as one state machine with no I/O.
+//!
+//! A driver (the async loop in `run.rs`, the hedged loop in `hedged.rs`, the blocking loop in
+//! `crate::blocking`) tells the machine what happened and does what it answers:
+//!
+//! | the driver reports | the machine answers ([`Next`]) |
+//! |---|---|
+//! | [`start`](Machine::start): the call began at the instant given to [`Machine::new`] (caller cancelled or not) | run an attempt ([`Ticket`]), or done |
+//! | [`admitted`](Machine::admitted): admission's answer for the attempt | run the callback, or what follows a refusal |
+//! | [`returned`](Machine::returned): the attempt ended (its output, or abandoned) | sleep, run the next attempt, wait for other legs, or done |
+//! | [`woke`](Machine::woke): the backoff ended (or the caller cancelled during it) | run the next attempt, or done |
+//! | [`hedge`](Machine::hedge): the hedge delay passed | run a hedge leg (already admitted), or wait |
+//!
+//! Time is an argument: a driver reads its clock only when [`Machine::timed`] says the call
+//! needs readings and passes `None` otherwise. The machine never sleeps, polls or spawns; the
+//! shared state it consults (breaker, budget, latency estimates, a non-waiting admission try
+//! for hedges) answers at once. Its rules, in the contract's order:
+//!
+//! 1. Start: a cancelled caller ends the call before anything runs. The effective deadline
+//!    is resolved once: the earliest of the policy's, the ambient one (if the policy reads
+//!    it) and the drain grace (if draining).
+//! 2. Before each attempt: no time left ends the call (`DeadlineExceeded`); the ceiling is
+//!    `min(attempt timeout, time left)` (a generated or adaptive timeout is resolved here);
+//!    the breaker is asked (an open breaker ends the call, rejected); then the attempt counts.
+//! 3. Admission's refusal stands in for the attempt's outcome; a queue wait that outlived the
+//!    ceiling is a self-imposed timeout (neither breaker evidence nor charged to the budget).
+//! 4. Arbitration: caller cancellation wins (only a value classified Ok is still returned,
+//!    and an `Err` after the caller cancelled is never classified); else a fired ceiling turns
+//!    the attempt's own cancellation outcome (an `Err` from a callback that observed its
+//!    cancellation) into the timeout outcome, unless the classifier calls that error
+//!    Permanent; else the outcome stands.
+//! 5. After an attempt: Ok → deposit to the budget, done. Permanent → done. Attempts
+//!    exhausted → done with the last outcome (`Overloaded` when admission refused it).
+//!    Deadline spent → `DeadlineExceeded`. Draining → rejected. The breaker open for longer
+//!    than the backoff → rejected now, nothing charged. The budget refuses (unless the
+//!    outcome was a self-imposed refusal) → rejected. Backoff plus typical latency will not
+//!    fit → `DeadlineExceeded`, saying so. Else sleep and go to 2.
+//! 6. Hedging: while legs are in flight, a failed leg is replaced at once (a transient
+//!    failure) or hedging stops for this round (any other failure); the first Ok wins and the
+//!    others are discarded unclassified.
+
+use std::time::Duration;
+
+use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
+use crate::ambient::Ambient;
+use crate::attempt::{Attempt, Fired};
+use crate::backoff::{BackoffInput, Curve};
+use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transition};
+use crate::classify::{Classify, Verdict};
+use crate::clock::Instant;
+use crate::criticality::Criticality;
+use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
+use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
+use crate::hedge::{Delay, Suppressed};
+use crate::outcome::StopReason;
+use crate::result::AttemptRecord;
+use crate::timeout::{TimeoutContext, TimeoutMode};
+
+use super::race::{Admitted, admission_now};
+use super::shared::Shared;
+use super::{ORPHAN_THRESHOLD, Record};
+
+/// How a call ended: what `run` returns (the stop reason went to the log).
+pub(crate) struct Finish<T, E> {
+    pub(crate) outcome: Result<T, Error<E>>,
+}
+
+/// What the driver does next.
+pub(crate) enum Next<'p, T, E, P> {
+    /// Begin an attempt with this ticket: ask admission unless it is already
+    /// [`admitted`](Ticket::admitted), then run the callback.
+    Attempt(Ticket<'p, P>),
+    /// Sleep `delay` from `from` (the reading the machine was given; `None` when the call
+    /// reads no clock), ending early if the caller cancels; then [`Machine::woke`].
+    Sleep {
+        from: Option<Instant>,
+        delay: Duration,
+    },
+    /// Hedged calls only: wait for a leg in flight or the hedge delay
+    /// ([`Machine::hedge_due`]).
+    Wait,
+    /// The call is over.
+    Done(Finish<T, E>),
+}
+
+/// An attempt the machine let start: what the driver begins the [`Attempt`] with, and the
+/// permits it holds until it hands the ticket back with the attempt's end.
+pub(crate) struct Ticket<'p, P> {
+    pub(crate) number: u32,
+    pub(crate) ceiling: Option<Duration>,
+    pub(crate) began: Option<Instant>,
+    /// Whether admission has answered already (nothing to ask, or a hedge admitted at once).
+    pub(crate) admitted: bool,
+    breaker: Option<BreakerPermit<'p>>,
+    permit: Option<P>,
+}
+
+/// An attempt's outcome after arbitration (caller cancellation is decided before this).
+enum Outcome<T, E> {
+    /// The callback returned this.
+    Returned(Result<T, E>),
+    /// The executor's own timeout outcome: the ceiling decided the attempt.
+    TimedOut { ceiling: Duration },
+    /// Admission refused the attempt; the callback did not run.
+    Refused(Refusal),
+    /// The ceiling passed while the attempt waited for admission; the callback did not run.
+    Unadmitted { ceiling: Duration },
+}
+
+/// Where a call's effective deadline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Policy,
+    Inherited,
+    Drain,
+}
+
+/// The call's effective deadline.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    at: Instant,
+    /// From the start of the call: what `DeadlineExceeded` reports.
+    span: Duration,
+    source: Source,
+}
+
+/// The legs of a hedged call (a sequential call has at most one in flight).
+#[derive(Debug, Default)]
+struct Legs {
+    /// The hedge delay, when the gate let this call hedge.
+    delay: Option<Duration>,
+    concurrent: u32,
+    launched: u32,
+    in_flight: u32,
+    /// No more hedges in this round (a suppressed or non-transient leg).
+    blocked: bool,
+    /// Whether a hedge started in this call.
+    hedged: bool,
+    due: Option<Instant>,
+}
+
+/// The state of one call: everything its decisions need.
+pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
+    shared: &'p Shared<C, A>,
+    log: L,
+    timed: bool,
+    start: Option<Instant>,
+    deadline: Option<Bound>,
+    level: Criticality,
+    attempts: u32,
+    /// Whether the callback ran at least once (a call whose every attempt admission refused
+    /// stops `Overloaded`).
+    ran: bool,
+    previous_delay: Duration,
+    rng: Option<fastrand::Rng>,
+    /// The last failed attempt's outcome, kept for the error that ends the call.
+    last: Option<Outcome<T, E>>,
+    legs: Legs,
+    /// Whether the terminal event went out; if not when the machine is dropped (the call's
+    /// future was dropped, or a callback panicked), the drop sends it.
+    ended: bool,
+}
+
+impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
+    fn drop(&mut self) {
+        if !self.ended && self.shared.telemetry.is_listened() {
+            let now = self.timed.then(|| self.shared.clock.now());
+            self.shared.telemetry.emit(Event::CallEnded {
+                policy: &self.shared.name,
+                stop: StopReason::Cancelled,
+                attempts: self.attempts,
+                elapsed: self.elapsed(now),
+            });
+        }
+    }
+}
+
+impl<'p, T, E, C, A, L> Machine<'p, T, E, C, A, L>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    L: Record,
+{
+    /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them).
+    #[inline(always)]
+    pub(crate) fn timed(shared: &Shared<C, A>, wanted: bool) -> bool {
+        wanted || L::TIMED || shared.reads_clock || shared.drain.is_draining()
+    }
+
+    /// A call of `shared` beginning at `now` (`Some` exactly when [`timed`](Self::timed)).
+    #[inline(always)]
+    pub(crate) fn new(shared: &'p Shared<C, A>, log: L, now: Option<Instant>) -> Self {
+        let ambient = if shared.ambient_deadline || shared.ambient_criticality {
+            Ambient::current()
+        } else {
+            Ambient::new()
+        };
+        let level = match shared.ambient_criticality {
+            true => ambient.criticality(),
+            false => Criticality::Critical,
+        };
+        let mut deadline = None;
+        if let Some(start) = now {
+            // The policy's own deadline needs no subtraction; the others are clamped to it.
+            deadline = shared.deadline.and_then(|span| {
+                start.checked_add(span).map(|at| Bound {
+                    at,
+                    span,
+                    source: Source::Policy,
+                })
+            });
+            let mut clamp = |at: Instant, source| {
+                if deadline.is_none_or(|b: Bound| at < b.at) {
+                    deadline = Some(Bound {
+                        at,
+                        span: at.saturating_duration_since(start),
+                        source,
+                    });
+                }
+            };
+            if shared.ambient_deadline
+                && let Some(inherited) = ambient.deadline()
+            {
+                clamp(inherited.instant(), Source::Inherited);
+            }
+            if shared.drain.is_draining()
+                && let Some(grace) = shared.drain.grace_until()
+            {
+                clamp(grace, Source::Drain);
+            }
+        }
+        Machine {
+            shared,
+            log,
+            timed: now.is_some(),
+            start: now,
+            deadline,
+            level,
+            attempts: 0,
+            ran: false,
+            previous_delay: Duration::ZERO,
+            rng: None,
+            last: None,
+            legs: Legs::default(),
+            ended: false,
+        }
+    }
+
+    /// Whether this call reads the clock (the driver passes readings exactly then).
+    #[inline(always)]
+    pub(crate) fn reads_clock(&self) -> bool {
+        self.timed
+    }
+
+    /// Whether attempt durations are wanted even for an attempt that finished on its first
+    /// poll (a log or a listener reports them).
+    #[inline(always)]
+    pub(crate) fn measures(&self) -> bool {
+        L::TIMED || self.shared.telemetry.is_listened()
+    }
+
+    // ---- events -------------------------------------------------------------------------
+
+    /// Rule 1: the call begins; `cancelled` is whether the caller already cancelled.
+    #[inline(always)]
+    pub(crate) fn start(&mut self, cancelled: bool) -> Next<'p, T, E, A::Permit> {
+        let now = self.start;
+        if cancelled {
+            return Next::Done(self.cancelled(now));
+        }
+        if let Some(hedge) = self.shared.hedge {
+            self.legs.concurrent = hedge.max_concurrent;
+            match self.hedge_delay(now) {
+                Ok(delay) => self.legs.delay = Some(delay),
+                Err(reason) => self.suppressed(reason),
+            }
+        }
+        self.next_attempt(now)
+    }
+
+    /// Rule 3: admission answered for the attempt of `ticket`. `Ok` means run the callback.
+    pub(crate) fn admitted(
+        &mut self,
+        ticket: &mut Ticket<'p, A::Permit>,
+        answer: Admitted<A::Permit>,
+        now: Option<Instant>,
+    ) -> Result<(), Next<'p, T, E, A::Permit>> {
+        let (outcome, retry_after) = match answer {
+            Admitted::Permit(permit) => {
+                ticket.permit = permit;
+                ticket.admitted = true;
+                return Ok(());
+            }
+            Admitted::Cancelled => return Err(Next::Done(self.cancelled(now))),
+            Admitted::Refused(refusal) => {
+                self.shared.telemetry.emit(Event::AttemptRefused {
+                    policy: &self.shared.name,
+                    attempt: ticket.number,
+                    by: refusal.by,
+                    retry_after: refusal.retry_after,
+                });
+                (Outcome::Refused(refusal), refusal.retry_after)
+            }
+            Admitted::TimedOut => {
+                let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
+                (Outcome::Unadmitted { ceiling }, None)
+            }
+        };
+        let ticket = std::mem::replace(ticket, self.void_ticket());
+        Err(self.ended(None, ticket, outcome, Verdict::Refused { retry_after }, now))
+    }
+
+    /// Rule 4: the attempt of `ticket` ended with `returned` (`None`: abandoned at its ceiling
+    /// plus grace); `cancelled` is whether the caller has cancelled.
+    #[inline(always)]
+    pub(crate) fn returned(
+        &mut self,
+        attempt: &Attempt,
+        ticket: Ticket<'p, A::Permit>,
+        returned: Option<Result<T, E>>,
+        cancelled: bool,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        self.ran = true;
+        let caller = cancelled || attempt.fired() == Some(Fired::Caller);
+        let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
+        let (outcome, verdict) = match returned {
+            None => {
+                self.shared.telemetry.emit(Event::AttemptAbandoned {
+                    policy: &self.shared.name,
+                    attempt: ticket.number,
+                    ceiling,
+                    grace: match self.shared.mode {
+                        TimeoutMode::Abandon { grace } => grace,
+                        TimeoutMode::Cooperative => Duration::ZERO,
+                    },
+                });
+                if caller {
+                    return self.cancelled_attempt(attempt, now);
+                }
+                (Outcome::TimedOut { ceiling }, Verdict::Transient)
+            }
+            // The executor decides caller cancellation; no classifier is asked about it.
+            Some(Err(_)) if caller => return self.cancelled_attempt(attempt, now),
+            Some(result) => {
+                let late = attempt.fired() == Some(Fired::Ceiling);
+                if late {
+                    self.overrun(attempt, &ticket, now);
+                }
+                let verdict = self.shared.classifier.classify(&result);
+                if caller && !verdict.is_ok() {
+                    return self.cancelled_attempt(attempt, now);
+                }
+                if late && !caller {
+                    self.late(attempt, &ticket, result, verdict, now)
+                } else {
+                    (Outcome::Returned(result), verdict)
+                }
+            }
+        };
+        self.ended(Some(attempt), ticket, outcome, verdict, now)
+    }
+
+    /// The backoff ended at `now`, or the caller cancelled during it.
+    pub(crate) fn woke(&mut self, now: Option<Instant>, cancelled: bool) -> Next<'p, T, E, A::Permit> {
+        if cancelled {
+            return Next::Done(self.cancelled(now));
+        }
+        self.next_attempt(now)
+    }
+
+    /// When the next hedge is due, if one may start: the gate let this call hedge, a leg is
+    /// free and attempts are left.
+    pub(crate) fn hedge_due(&self) -> Option<Instant> {
+        let legs = &self.legs;
+        let free = legs.in_flight < legs.concurrent && legs.launched < self.shared.max_attempts;
+        if free && !legs.blocked { legs.due } else { None }
+    }
+
+    /// Rule 6: the hedge delay passed (or a leg failed while others run): a hedge starts now,
+    /// admitted at once, or not at all. A hedge that does not start costs no attempt and no
+    /// budget; the budget is charged once the breaker has let it through.
+    pub(crate) fn hedge(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+        self.legs.due = None;
+        let legs = &self.legs;
+        if legs.delay.is_none()
+            || legs.blocked
+            || legs.in_flight == 0
+            || legs.in_flight >= legs.concurrent
+            || legs.launched >= self.shared.max_attempts
+        {
+            return Next::Wait;
+        }
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) {
+            return self.no_hedge(None);
+        }
+        if self.shared.drain.is_draining() {
+            return self.no_hedge(Some(Suppressed::Draining));
+        }
+        let ceiling = match self.ceiling(now, remaining) {
+            Ok(ceiling) => ceiling,
+            Err(finish) => return Next::Done(finish),
+        };
+        let Ok(breaker) = self.breaker_permit(now) else {
+            return self.no_hedge(Some(Suppressed::BreakerNotClosed));
+        };
+        if self.spend_budget(now).is_err() {
+            return self.no_hedge(Some(Suppressed::Budget));
+        }
+        let deadline = match (ceiling, now) {
+            (Some(ceiling), Some(now)) => now.checked_add(ceiling),
+            _ => None,
+        };
+        let cx = self.admit_context(self.attempts + 1, deadline, now);
+        let Some(Ok(permit)) = admission_now(&self.shared.admit, &cx) else {
+            return self.no_hedge(Some(Suppressed::Admission));
+        };
+        self.legs.hedged = true;
+        let ticket = self.issue(ceiling, breaker, now, true, permit);
+        self.shared.telemetry.emit(Event::HedgeStarted {
+            policy: &self.shared.name,
+            attempt: ticket.number,
+            after: self.elapsed(now),
+        });
+        Next::Attempt(ticket)
+    }
+
+    /// A leg still in flight was dropped because another settled the call: unclassified,
+    /// not breaker evidence.
+    pub(crate) fn discarded(&self, attempt: &Attempt) {
+        attempt.end(false);
+        self.shared.telemetry.emit(Event::HedgeDiscarded {
+            policy: &self.shared.name,
+            attempt: attempt.number(),
+        });
+    }
+
+    /// What an admission component is told about attempt `number` with ceiling `deadline`.
+    pub(crate) fn admit_context(
+        &self,
+        number: u32,
+        deadline: Option<Instant>,
+        now: Option<Instant>,
+    ) -> AdmitContext<'p> {
+        AdmitContext {
+            policy: &self.shared.name,
+            attempt: number,
+            level: self.level,
+            deadline,
+            now: now.unwrap_or_else(|| self.shared.clock.now()),
+        }
+    }
+
+    /// Ends the call before any attempt: the policy cannot run this way.
+    #[cold]
+    pub(crate) fn config_error(&mut self, problem: ConfigProblem, now: Option<Instant>) -> Finish<T, E> {
+        let error = Error::Config(ConfigError::new(vec![problem]));
+        self.finish(Err(error), StopReason::Config, now)
+    }
+
+    // ---- rule 2: before an attempt ------------------------------------------------------
+
+    /// The next attempt's ticket, or why no attempt may start.
+    #[inline(always)]
+    fn next_attempt(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) {
+            return Next::Done(self.deadline_exceeded(None, now));
+        }
+        let ceiling = match self.ceiling(now, remaining) {
+            Ok(ceiling) => ceiling,
+            Err(finish) => return Next::Done(finish),
+        };
+        let breaker = match self.breaker_permit(now) {
+            Ok(permit) => permit,
+            Err(retry_after) => {
+                let reason = RejectReason::DependencyUnavailable;
+                return Next::Done(self.reject(reason, retry_after, now));
+            }
+        };
+        Next::Attempt(self.issue(ceiling, breaker, now, A::ALWAYS_ADMITS, None))
+    }
+
+    /// Counts an attempt the gates let start and arms the next hedge.
+    #[inline(always)]
+    fn issue(
+        &mut self,
+        ceiling: Option<Duration>,
+        breaker: Option<BreakerPermit<'p>>,
+        now: Option<Instant>,
+        admitted: bool,
+        permit: Option<A::Permit>,
+    ) -> Ticket<'p, A::Permit> {
+        self.attempts += 1;
+        let legs = &mut self.legs;
+        legs.launched += 1;
+        legs.in_flight += 1;
+        // The next hedge is due one delay from now (at once for a zero delay).
+        legs.due = match (legs.delay, now) {
+            (Some(delay), Some(now)) => Some(now.checked_add(delay).unwrap_or(now)),
+            _ => None,
+        };
+        Ticket {
+            number: self.attempts,
+            ceiling,
+            began: now,
+            admitted,
+            breaker,
+            permit,
+        }
+    }
+
+    /// A ticket standing for nothing, left behind when a real one is taken out of a `&mut`.
+    fn void_ticket(&self) -> Ticket<'p, A::Permit> {
+        Ticket {
+            number: 0,
+            ceiling: None,
+            began: None,
+            admitted: false,
+            breaker: None,
+            permit: None,
+        }
+    }
+
+    /// `min(attempt timeout, time left)`, with a generated or adaptive timeout resolved.
+    #[inline(always)]
+    fn ceiling(
+        &mut self,
+        now: Option<Instant>,
+        remaining: Option<Duration>,
+    ) -> Result<Option<Duration>, Finish<T, E>> {
+        let shared = self.shared;
+        let timeout = match &shared.timeout_fn {
+            None => shared.attempt_timeout,
+            Some(generator) => {
+                let attempt = self.attempts + 1;
+                let timeout = generator(&TimeoutContext {
+                    policy: &shared.name,
+                    attempt,
+                    default: shared.attempt_timeout,
+                    remaining,
+                });
+                if timeout.is_zero() {
+                    let problem = ConfigProblem::new(
+                        "attempt_timeout_fn",
+                        format!(
+                            "of policy `{}` returned {timeout:?} for attempt {attempt}; it must return a positive duration",
+                            shared.name
+                        ),
+                    );
+                    return Err(self.config_error(problem, now));
+                }
+                Some(timeout)
+            }
+        };
+        let timeout = match (&shared.adaptive, &shared.latency.ceiling, now) {
+            (Some(adaptive), Some(estimate), Some(now)) => match estimate.get(now) {
+                Some(measured) => Some(adaptive.ceiling(measured, timeout)),
+                None => timeout,
+            },
+            _ => timeout,
+        };
+        Ok(match (timeout, remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        })
+    }
+
+    /// The breaker's answer for the next attempt; `Err` carries its retry-after.
+    #[inline(always)]
+    fn breaker_permit(&self, now: Option<Instant>) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
+        let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
+            return Ok(None);
+        };
+        let permit = breaker.try_acquire(now).map_err(|r| r.retry_after)?;
+        if let Some(transition) = permit.transition() {
+            self.breaker_moved(transition);
+        }
+        Ok(Some(permit))
+    }
+
+    /// Whether this call may hedge, and after how long: not `Sheddable`, not draining, the
+    /// breaker closed, the estimate warm, and the delay shorter than the time left.
+    fn hedge_delay(&self, now: Option<Instant>) -> Result<Duration, Suppressed> {
+        let Some(hedge) = self.shared.hedge else {
+            return Err(Suppressed::Cold);
+        };
+        if self.level.is_sheddable() {
+            return Err(Suppressed::Sheddable);
+        }
+        if self.shared.drain.is_draining() {
+            return Err(Suppressed::Draining);
+        }
+        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+            && breaker.state(now).kind() != StateKind::Closed
+        {
+            return Err(Suppressed::BreakerNotClosed);
+        }
+        let delay = match hedge.delay {
+            Delay::Fixed(delay) => delay,
+            Delay::Adaptive { floor, .. } => {
+                match (self.shared.latency.hedge.as_ref(), now) {
+                    (Some(estimate), Some(now)) => match estimate.get(now) {
+                        Some(quantile) => quantile.max(floor),
+                        None => return Err(Suppressed::Cold),
+                    },
+                    _ => return Err(Suppressed::Cold),
+                }
+            }
+        };
+        if self.remaining(now).is_some_and(|left| delay >= left) {
+            return Err(Suppressed::NoTime);
+        }
+        Ok(delay)
+    }
+
+    /// No hedge in this round (`why`, if it is worth an event).
+    #[cold]
+    fn no_hedge(&mut self, why: Option<Suppressed>) -> Next<'p, T, E, A::Permit> {
+        self.legs.blocked = true;
+        if let Some(why) = why {
+            self.suppressed(why);
+        }
+        Next::Wait
+    }
+
+    #[cold]
+    fn suppressed(&self, reason: Suppressed) {
+        self.shared.telemetry.emit(Event::HedgeSuppressed {
+            policy: &self.shared.name,
+            reason,
+        });
+    }
+
+    // ---- rule 4: arbitration ------------------------------------------------------------
+
+    /// The caller cancelled while the attempt ran (and it did not succeed).
+    #[cold]
+    fn cancelled_attempt(&mut self, attempt: &Attempt, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+        attempt.end(false);
+        self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        Next::Done(self.cancelled(now))
+    }
+
+    /// Reports an awaited attempt that overran its ceiling by more than the orphan threshold.
+    #[cold]
+    fn overrun(&self, attempt: &Attempt, ticket: &Ticket<'p, A::Permit>, now: Option<Instant>) {
+        let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
+        let overrun = elapsed_since(ticket.began, now).saturating_sub(ceiling);
+        if overrun > ORPHAN_THRESHOLD {
+            self.shared.telemetry.emit(Event::OrphanedWork {
+                policy: &self.shared.name,
+                attempt: attempt.number(),
+                ceiling,
+                overrun,
+            });
+        }
+    }
+
+    /// An attempt that returned after its ceiling fired: the cancellation outcome of a
+    /// callback that observed its cancellation is the timeout outcome, unless the classifier
+    /// calls the error permanent; any other result is kept, with a `TimeoutIgnored` event.
+    #[cold]
+    fn late(
+        &self,
+        attempt: &Attempt,
+        ticket: &Ticket<'p, A::Permit>,
+        result: Result<T, E>,
+        verdict: Verdict,
+        now: Option<Instant>,
+    ) -> (Outcome<T, E>, Verdict) {
+        let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
+        if result.is_err() && attempt.was_observed() {
+            if verdict == Verdict::Permanent {
+                return (Outcome::Returned(result), verdict);
+            }
+            return (Outcome::TimedOut { ceiling }, Verdict::Transient);
+        }
+        self.shared.telemetry.emit(Event::TimeoutIgnored {
+            policy: &self.shared.name,
+            attempt: attempt.number(),
+            ceiling,
+            elapsed: elapsed_since(ticket.began, now),
+        });
+        (Outcome::Returned(result), verdict)
+    }
+
+    // ---- rule 5: after an attempt -------------------------------------------------------
+
+    /// Ends the attempt of `ticket` (reports it, gives back its permits with its outcome)
+    /// and decides what comes next.
+    #[inline(always)]
+    fn ended(
+        &mut self,
+        attempt: Option<&Attempt>,
+        ticket: Ticket<'p, A::Permit>,
+        outcome: Outcome<T, E>,
+        verdict: Verdict,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        if let Some(attempt) = attempt {
+            attempt.end(verdict.is_ok());
+        }
+        self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        let elapsed = elapsed_since(ticket.began, now);
+        let kind = attempt_outcome(&outcome, verdict);
+        self.report(ticket.number, &outcome, kind, elapsed, now);
+        if let Some(permit) = ticket.permit {
+            let feedback = Feedback {
+                outcome: kind,
+                elapsed,
+            };
+            self.shared.admit.release(permit, feedback);
+        }
+        if let (Some(permit), Some(now)) = (ticket.breaker, now) {
+            let evidence = match kind {
+                AttemptOutcome::Ok => Evidence::Success,
+                AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
+                _ => Evidence::Ignored,
+            };
+            if let Some(transition) = permit.record(evidence, elapsed, now) {
+                self.breaker_moved(transition);
+            }
+        }
+        self.decide(ticket.number, outcome, verdict, kind, now)
+    }
+
+    /// Tells listeners, the log, the on-timeout hook and the latency estimates.
+    #[inline(always)]
+    fn report(
+        &mut self,
+        number: u32,
+        outcome: &Outcome<T, E>,
+        kind: AttemptOutcome,
+        elapsed: Duration,
+        now: Option<Instant>,
+    ) {
+        let policy = &*self.shared.name;
+        let telemetry = &self.shared.telemetry;
+        if telemetry.is_listened() {
+            telemetry.emit(Event::AttemptEnded {
+                policy,
+                attempt: number,
+                outcome: kind,
+                elapsed,
+            });
+        }
+        self.log.record(AttemptRecord {
+            number,
+            outcome: kind,
+            elapsed,
+        });
+        if let Outcome::TimedOut { ceiling } = outcome {
+            telemetry.timed_out(TimeoutInfo {
+                policy,
+                attempt: number,
+                timeout: *ceiling,
+            });
+        }
+        if kind == AttemptOutcome::Ok
+            && !elapsed.is_zero()
+            && let Some(now) = now
+        {
+            self.shared.latency.record(elapsed, now);
+        }
+    }
+
+    /// Rule 5 (and rule 6 while other legs are in flight).
+    #[inline(always)]
+    fn decide(
+        &mut self,
+        number: u32,
+        outcome: Outcome<T, E>,
+        verdict: Verdict,
+        kind: AttemptOutcome,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        match verdict {
+            Verdict::Ok => {
+                if self.legs.hedged {
+                    self.shared.telemetry.emit(Event::HedgeWon {
+                        policy: &self.shared.name,
+                        attempt: number,
+                    });
+                }
+                if let (Some(budget), Some(now)) = (&self.shared.budget, now) {
+                    budget.deposit(now);
+                }
+                let result = self.result(outcome);
+                return Next::Done(self.finish(result, StopReason::Succeeded, now));
+            }
+            Verdict::Permanent => {
+                let result = self.result(outcome);
+                return Next::Done(self.finish(result, StopReason::Permanent, now));
+            }
+            _ => {}
+        }
+        if self.legs.in_flight > 0 {
+            // Other legs are running. A transient failure is replaced at once, as a hedge; a
+            // dependency that asked to slow down (or a local refusal) is not.
+            if verdict != Verdict::Transient {
+                self.legs.blocked = true;
+            }
+            self.last = Some(outcome);
+            return self.hedge(now);
+        }
+        self.last = Some(outcome);
+        if self.attempts >= self.shared.max_attempts {
+            let stop = match (&self.last, self.ran) {
+                (Some(Outcome::Refused(_)), false) => StopReason::Overloaded,
+                _ => StopReason::AttemptsExhausted,
+            };
+            let result = self.last_result();
+            return Next::Done(self.finish(result, stop, now));
+        }
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) {
+            return Next::Done(self.deadline_exceeded(None, now));
+        }
+        if self.shared.drain.is_draining() {
+            return Next::Done(self.reject(RejectReason::Draining, None, now));
+        }
+        let curve = match verdict {
+            Verdict::Throttled { .. } => Curve::Throttled,
+            _ => Curve::Transient,
+        };
+        let delay = self.backoff(curve, verdict.retry_after());
+        // A breaker that will still be open when the backoff ends refuses the retry now: no
+        // sleep, no budget charged for an attempt that would never run.
+        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now) {
+            match breaker.state(now) {
+                BreakerState::Open { remaining } if remaining > delay => {
+                    let reason = RejectReason::DependencyUnavailable;
+                    return Next::Done(self.reject(reason, Some(remaining), Some(now)));
+                }
+                BreakerState::Isolated => {
+                    let reason = RejectReason::DependencyUnavailable;
+                    return Next::Done(self.reject(reason, None, Some(now)));
+                }
+                _ => {}
+            }
+        }
+        if !matches!(verdict, Verdict::Refused { .. })
+            && let Err(retry_after) = self.spend_budget(now)
+        {
+            return Next::Done(self.reject(RejectReason::BudgetExhausted, retry_after, now));
+        }
+        if let Some(left) = remaining
+            && delay.saturating_add(self.shared.latency.typical.get()) >= left
+        {
+            let unfit = Unfit { delay, left };
+            return Next::Done(self.deadline_exceeded(Some(unfit), now));
+        }
+        self.shared.telemetry.retrying(RetryInfo {
+            policy: &self.shared.name,
+            attempt: self.attempts,
+            outcome: kind,
+            delay,
+        });
+        self.legs.blocked = false;
+        if delay.is_zero() {
+            return self.next_attempt(now);
+        }
+        Next::Sleep { from: now, delay }
+    }
+
+    /// Charges one retry (or hedge) to the budget. A `Sheddable` call must leave half of it.
+    fn spend_budget(&self, now: Option<Instant>) -> Result<(), Option<Duration>> {
+        match (&self.shared.budget, now) {
+            (Some(budget), Some(now)) => {
+                let reserve = if self.level.is_sheddable() { 0.5 } else { 0.0 };
+                budget.try_spend(now, reserve)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
+        let backoff = &self.shared.backoff;
+        let input = BackoffInput {
+            retry: self.attempts,
+            curve,
+            previous: self.previous_delay,
+        };
+        let delay = if backoff.is_random() {
+            let shared = self.shared;
+            let rng = self.rng.get_or_insert_with(|| {
+                let call = match backoff.is_seeded() {
+                    true => shared
+                        .seeded_calls
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    false => 0,
+                };
+                backoff.rng(call)
+            });
+            backoff.delay(input, retry_after, rng)
+        } else {
+            // No randomness to draw: no generator to seed.
+            backoff.delay(input, retry_after, &mut fastrand::Rng::with_seed(0))
+        };
+        self.previous_delay = delay;
+        delay
+    }
+
+    #[cold]
+    fn breaker_moved(&self, transition: Transition) {
+        self.shared.telemetry.emit(Event::BreakerTransition {
+            policy: &self.shared.name,
+            from: transition.from,
+            to: transition.to,
+            break_duration: transition.break_duration,
+        });
+    }
+
+    // ---- endings ------------------------------------------------------------------------
+
+    /// The outcome as the caller sees it: a value (even one classified transient) is returned
+    /// as a value; the callback's error unchanged; the executor's timeout as `AttemptTimeout`.
+    #[inline(always)]
+    fn result(&self, outcome: Outcome<T, E>) -> Result<T, Error<E>> {
+        match outcome {
+            Outcome::Returned(Ok(value)) => Ok(value),
+            Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
+            Outcome::TimedOut { ceiling } | Outcome::Unadmitted { ceiling } => {
+                Err(Error::AttemptTimeout {
+                    timeout: ceiling,
+                    attempts: self.attempts,
+                })
+            }
+            Outcome::Refused(refusal) => Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                retry_after: refusal.retry_after,
+                attempts: self.attempts,
+                last: None,
+            }),
+        }
+    }
+
+    /// The last failure as the caller sees it, consumed.
+    fn last_result(&mut self) -> Result<T, Error<E>> {
+        match self.last.take() {
+            Some(outcome) => self.result(outcome),
+            None => Err(Error::Cancelled),
+        }
+    }
+
+    /// A component refused the call: `Rejected` with the last failure (a last value, even one
+    /// classified transient, is returned as the value).
+    #[cold]
+    fn reject(
+        &mut self,
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
+        let stop = match reason {
+            RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
+            RejectReason::DependencyUnavailable => StopReason::DependencyUnavailable,
+            RejectReason::Overloaded => StopReason::Overloaded,
+            RejectReason::Draining => StopReason::Draining,
+        };
+        let result = match self.last.take().map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => Ok(value),
+            last => Err(Error::Rejected {
+                reason,
+                retry_after,
+                attempts: self.attempts,
+                last: last.and_then(Result::err).map(Box::new),
+            }),
+        };
+        self.finish(result, stop, now)
+    }
+
+    #[cold]
+    fn deadline_exceeded(&mut self, unfit: Option<Unfit>, now: Option<Instant>) -> Finish<T, E> {
+        let Some(bound) = self.deadline else {
+            unreachable!("a deadline is exceeded only when there is one")
+        };
+        let source = match bound.source {
+            Source::Drain => return self.reject(RejectReason::Draining, None, now),
+            Source::Inherited => DeadlineSource::Inherited,
+            Source::Policy => DeadlineSource::Policy,
+        };
+        let result = match self.last.take().map(|outcome| self.result(outcome)) {
+            Some(Ok(value)) => Ok(value),
+            last => Err(Error::DeadlineExceeded {
+                deadline: bound.span,
+                source,
+                attempts: self.attempts,
+                unfit,
+                last: last.and_then(Result::err).map(Box::new),
+            }),
+        };
+        self.finish(result, StopReason::DeadlineExceeded, now)
+    }
+
+    #[cold]
+    fn cancelled(&mut self, now: Option<Instant>) -> Finish<T, E> {
+        self.finish(Err(Error::Cancelled), StopReason::Cancelled, now)
+    }
+
+    /// Ends the call: exactly one terminal event.
+    #[inline(always)]
+    fn finish(&mut self, outcome: Result<T, Error<E>>, stop: StopReason, now: Option<Instant>) -> Finish<T, E> {
+        self.ended = true;
+        self.log.stop(stop);
+        if self.shared.telemetry.is_listened() {
+            self.shared.telemetry.emit(Event::CallEnded {
+                policy: &self.shared.name,
+                stop,
+                attempts: self.attempts,
+                elapsed: self.elapsed(now),
+            });
+        }
+        Finish { outcome }
+    }
+
+    // ---- time ---------------------------------------------------------------------------
+
+    #[inline(always)]
+    fn remaining(&self, now: Option<Instant>) -> Option<Duration> {
+        match (self.deadline, now) {
+            // At the start of the call (the first attempt) no time has been spent yet.
+            (Some(bound), Some(now)) if Some(now) == self.start => Some(bound.span),
+            (Some(bound), Some(now)) => Some(bound.at.saturating_duration_since(now)),
+            _ => None,
+        }
+    }
+
+}
+
+impl<T, E, C, A, L: Record> Machine<'_, T, E, C, A, L> {
+    fn elapsed(&self, now: Option<Instant>) -> Duration {
+        elapsed_since(self.start, now)
+    }
+}
+
+/// Time from `began` to `now`, when both were read.
+#[inline(always)]
+fn elapsed_since(began: Option<Instant>, now: Option<Instant>) -> Duration {
+    match (began, now) {
+        (Some(began), Some(now)) if now != began => now.saturating_duration_since(began),
+        _ => Duration::ZERO,
+    }
+}
+
+fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {
+    match (outcome, verdict) {
+        (Outcome::TimedOut { .. }, _) => AttemptOutcome::TimedOut,
+        (Outcome::Refused(_) | Outcome::Unadmitted { .. }, _) => AttemptOutcome::Refused,
+        (_, Verdict::Ok) => AttemptOutcome::Ok,
+        (_, Verdict::Transient) => AttemptOutcome::Transient,
+        (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,
+        (_, Verdict::Permanent) => AttemptOutcome::Permanent,
+        (_, Verdict::Refused { .. }) => AttemptOutcome::Refused,
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

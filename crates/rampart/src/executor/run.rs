@@ -1,0 +1,134 @@
+//! The async driver: waits for what the machine asks, one attempt at a time.
+
+use std::future::Future;
+use std::task::Poll;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::admit::Admit;
+use crate::attempt::Attempt;
+use crate::classify::{Classify, Verdict};
+use crate::clock::{Clock, Instant};
+use crate::error::Error;
+use crate::outcome::StopReason;
+
+use super::race::{Race, admission};
+use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read};
+
+/// Runs `op` under `shared`, one attempt at a time.
+pub(crate) async fn drive<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
+    caller: Option<&CancellationToken>,
+    mut op: F,
+    mut log: L,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    F: Callback<T, E>,
+    L: Record,
+{
+    if shared.pass_through && caller.is_none() && !L::TIMED && !shared.drain.is_draining() {
+        return pass_through(shared, op, &mut log).await;
+    }
+    let clock = &shared.clock;
+    let timed = Machine::<T, E, C, A, L>::timed(shared, false);
+    let mut machine = Machine::new(shared, log, read(clock, timed));
+    let mut attempt = Attempt::new(clock.clone(), caller);
+    let mut next = machine.start(is_cancelled(caller));
+    loop {
+        next = match next {
+            Next::Attempt(mut ticket) => {
+                attempt.begin(ticket.number, ticket.ceiling, ticket.began);
+                let refused = match ticket.admitted {
+                    true => None,
+                    false => {
+                        let cx = machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
+                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                        machine.admitted(&mut ticket, answer, read(clock, timed)).err()
+                    }
+                };
+                match refused {
+                    Some(next) => next,
+                    None => run_attempt(&mut machine, &mut op, &attempt, ticket, caller, shared).await,
+                }
+            }
+            Next::Sleep { from, delay } => {
+                let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
+                machine.woke(read(clock, timed), cancelled)
+            }
+            Next::Wait => unreachable!("only a hedged call waits on legs"),
+            Next::Done(finish) => return finish.outcome,
+        };
+    }
+}
+
+/// Runs the admitted attempt of `ticket` against its ceiling and hands the machine its end.
+#[inline(always)]
+async fn run_attempt<'p, T, E, C, A, F, L>(
+    machine: &mut Machine<'p, T, E, C, A, L>,
+    op: &mut F,
+    attempt: &Attempt,
+    ticket: super::machine::Ticket<'p, A::Permit>,
+    caller: Option<&CancellationToken>,
+    shared: &Shared<C, A>,
+) -> Next<'p, T, E, A::Permit>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    F: Callback<T, E>,
+    L: Record,
+{
+    let clock = &shared.clock;
+    let (returned, suspended) = Race::new(op(attempt), attempt, caller, clock, shared.mode).await;
+    // An attempt that succeeded on its first poll took no time the call must account for: the
+    // clock is read again only when the reading will be used.
+    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+    let now = match fresh {
+        true => read(clock, machine.reads_clock()),
+        false => ticket.began,
+    };
+    machine.returned(attempt, ticket, returned, is_cancelled(caller), now)
+}
+
+/// The driver for a policy with one attempt, no bound, no listener and no caller token
+/// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply
+/// runs. The outcome and stop reason are the ones the machine would give.
+#[inline(always)]
+async fn pass_through<T, E, C, A, F, L>(shared: &Shared<C, A>, mut op: F, log: &mut L) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    F: Callback<T, E>,
+    L: Record,
+{
+    let mut attempt = Attempt::new(shared.clock.clone(), None);
+    attempt.begin(1, None, None);
+    let result = op(&attempt).await;
+    let verdict = shared.classifier.classify(&result);
+    attempt.end(verdict.is_ok());
+    log.stop(match verdict {
+        Verdict::Ok => StopReason::Succeeded,
+        Verdict::Permanent => StopReason::Permanent,
+        _ => StopReason::AttemptsExhausted,
+    });
+    result.map_err(Error::Inner)
+}
+
+/// Sleeps until `wake`; returns true, at once, if the caller cancels first.
+pub(crate) async fn sleep_or_cancel(clock: &Clock, wake: Instant, caller: Option<&CancellationToken>) -> bool {
+    let sleep = clock.sleep_until(wake);
+    let Some(caller) = caller else {
+        sleep.await;
+        return false;
+    };
+    let mut sleep = std::pin::pin!(sleep);
+    let mut cancelled = std::pin::pin!(caller.cancelled());
+    std::future::poll_fn(|cx| {
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        sleep.as_mut().poll(cx).map(|()| false)
+    })
+    .await
+}

@@ -1,0 +1,70 @@
+//! The per-policy runtime state every call of a policy reads: its configuration, resolved
+//! once at `build()`, and the state that accumulates across calls (budget, breaker, latency
+//! estimates, seeded call numbers).
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use crate::backoff::Backoff;
+use crate::breaker::Breaker;
+use crate::budget::RetryBudget;
+use crate::clock::Clock;
+use crate::drain::Drain;
+use crate::error::ConfigProblem;
+use crate::event::Telemetry;
+use crate::hedge::Hedge;
+use crate::latency::Latency;
+use crate::timeout::{AdaptiveTimeout, TimeoutFn, TimeoutMode};
+
+/// The state every clone of a policy shares.
+pub(crate) struct Shared<C, A> {
+    /// Whether each attempt may start.
+    pub(crate) admit: A,
+    pub(crate) name: Box<str>,
+    pub(crate) max_attempts: u32,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) timeout_fn: Option<TimeoutFn>,
+    pub(crate) mode: TimeoutMode,
+    pub(crate) backoff: Backoff,
+    pub(crate) classifier: C,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) clock: Clock,
+    pub(crate) latency: Latency,
+    /// How calls hedge, if they do.
+    pub(crate) hedge: Option<Hedge>,
+    /// The adaptive attempt ceiling, if any.
+    pub(crate) adaptive: Option<AdaptiveTimeout>,
+    /// Call sequence numbers, used only to vary a seeded backoff's randomness per call.
+    pub(crate) seeded_calls: AtomicU64,
+    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
+    pub(crate) reads_clock: bool,
+    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
+    pub(crate) pass_through: bool,
+    /// Whether a call reads the ambient deadline.
+    pub(crate) ambient_deadline: bool,
+    /// Whether a call reads the ambient criticality.
+    pub(crate) ambient_criticality: bool,
+    /// The drain this policy obeys.
+    pub(crate) drain: Drain,
+    /// The retry budget every retry of this policy is charged to.
+    pub(crate) budget: Option<RetryBudget>,
+    /// The circuit breaker every attempt of this policy asks first.
+    pub(crate) breaker: Option<Breaker>,
+}
+
+impl<C, A> Shared<C, A> {
+    /// The option that makes this policy unable to run a blocking callback, if any.
+    pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
+        self.hedge.map(|_| {
+            ConfigProblem::new(
+                "hedge",
+                format!(
+                    "of policy `{}` runs legs concurrently and needs async execution (`run`); a blocking call cannot hedge",
+                    self.name
+                ),
+            )
+        })
+    }
+}
+

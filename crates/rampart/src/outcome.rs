@@ -1,0 +1,123 @@
+//! The vocabulary that events, results and metrics share: why a call stopped
+//! ([`StopReason`]) and how one attempt ended ([`AttemptOutcome`]).
+//!
+//! Both are re-exported where they are used ([`crate::event`], [`crate::result`]) and at the
+//! crate root. Each has a stable lowercase name, [`as_str`](StopReason::as_str), for logs and
+//! metric labels.
+//!
+//! ```
+//! use rampart::{AttemptOutcome, StopReason};
+//!
+//! assert_eq!(StopReason::DeadlineExceeded.as_str(), "deadline_exceeded");
+//! assert_eq!(AttemptOutcome::TimedOut.to_string(), "timed_out");
+//! ```
+
+use std::fmt;
+
+/// Why a call stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// An attempt succeeded.
+    Succeeded,
+    /// An attempt's outcome was classified permanent.
+    Permanent,
+    /// `max_attempts` attempts were made.
+    AttemptsExhausted,
+    /// The deadline ran out, or the next backoff would not fit in it.
+    DeadlineExceeded,
+    /// The retry budget refused the next retry.
+    BudgetExhausted,
+    /// The circuit breaker refused.
+    DependencyUnavailable,
+    /// An admission component refused.
+    Overloaded,
+    /// The process is draining.
+    Draining,
+    /// The caller cancelled.
+    Cancelled,
+    /// A dynamic configuration value was invalid for this call.
+    Config,
+}
+
+impl StopReason {
+    /// A stable lowercase name for logs and metric labels: `succeeded`, `permanent`,
+    /// `attempts_exhausted`, `deadline_exceeded`, `budget_exhausted`,
+    /// `dependency_unavailable`, `overloaded`, `draining`, `cancelled`, `config`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Succeeded => "succeeded",
+            StopReason::Permanent => "permanent",
+            StopReason::AttemptsExhausted => "attempts_exhausted",
+            StopReason::DeadlineExceeded => "deadline_exceeded",
+            StopReason::BudgetExhausted => "budget_exhausted",
+            StopReason::DependencyUnavailable => "dependency_unavailable",
+            StopReason::Overloaded => "overloaded",
+            StopReason::Draining => "draining",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Config => "config",
+        }
+    }
+}
+
+/// In words, for messages (`deadline exceeded`); [`StopReason::as_str`] is the label form.
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::Succeeded => "succeeded",
+            StopReason::Permanent => "permanent failure",
+            StopReason::AttemptsExhausted => "attempts exhausted",
+            StopReason::DeadlineExceeded => "deadline exceeded",
+            StopReason::BudgetExhausted => "budget exhausted",
+            StopReason::DependencyUnavailable => "dependency unavailable",
+            StopReason::Overloaded => "overloaded",
+            StopReason::Draining => "draining",
+            StopReason::Cancelled => "cancelled",
+            StopReason::Config => "invalid configuration",
+        })
+    }
+}
+
+/// How one attempt ended, as the executor saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// Classified [`Verdict::Ok`](crate::Verdict::Ok).
+    Ok,
+    /// Classified transient.
+    Transient,
+    /// Classified throttled.
+    Throttled,
+    /// Classified permanent.
+    Permanent,
+    /// Classified refused (a self-imposed refusal).
+    Refused,
+    /// Ran past its ceiling (the executor's own timeout outcome, transient).
+    TimedOut,
+    /// The caller cancelled while it ran.
+    Cancelled,
+}
+
+
+impl AttemptOutcome {
+    /// A stable lowercase name for logs and metric labels: `ok`, `transient`, `throttled`,
+    /// `permanent`, `refused`, `timed_out`, `cancelled`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Ok => "ok",
+            AttemptOutcome::Transient => "transient",
+            AttemptOutcome::Throttled => "throttled",
+            AttemptOutcome::Permanent => "permanent",
+            AttemptOutcome::Refused => "refused",
+            AttemptOutcome::TimedOut => "timed_out",
+            AttemptOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The [`as_str`](AttemptOutcome::as_str) name.
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
