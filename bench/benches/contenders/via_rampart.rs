@@ -38,7 +38,7 @@ impl<O: Op> Case for RunHedged<O> {
     async fn call(&mut self) -> Outcome {
         let op = self.op;
         self.policy
-            .run_hedged(async |attempt| op.run(attempt.number()).await)
+            .run(async |attempt| op.run(attempt.number()).await)
             .await
             .map_err(|error| failure(&error))
     }

@@ -157,26 +157,30 @@ impl<A: Admit + Clone> Client<A> {
         let names = engine.names.clone();
         let http = self.http.clone();
         let outcome = if plan == Plan::Replay && in_memory {
-            let op = async move |attempt: &rampart::Attempt| {
-                let Some(mut request) = request.try_clone() else {
-                    unreachable!("a request with a body in memory clones")
-                };
-                stamp.write(&names, request.headers_mut(), attempt);
-                http.execute(request).await
-            };
-            if engine.hedges {
-                Box::pin(host.full.run_hedged(op)).await
-            } else {
-                host.full.run(op).await
-            }
+            // `run` hedges when the host's policy hedges.
+            host.full
+                .run(async |attempt: &rampart::Attempt| {
+                    let Some(mut request) = request.try_clone() else {
+                        unreachable!("a request with a body in memory clones")
+                    };
+                    stamp.write(&names, request.headers_mut(), attempt);
+                    http.execute(request).await
+                })
+                .await
         } else {
             if plan == Plan::Replay {
                 engine.not_replayable(host);
             }
-            let mut request = Some(request);
+            // Taken by the one attempt; a callback borrows what it uses, so the request waits
+            // behind a lock (uncontended) rather than in a mutated capture.
+            let request = std::sync::Mutex::new(Some(request));
             host.once
-                .run(async move |attempt| {
-                    let Some(mut request) = request.take() else {
+                .run(async |attempt| {
+                    let taken = request
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    let Some(mut request) = taken else {
                         unreachable!("a one-attempt policy runs its callback once")
                     };
                     stamp.write(&names, request.headers_mut(), attempt);

@@ -276,7 +276,7 @@ impl Client {
             How::Rampart { policy, hedged } => {
                 let outcome = if *hedged {
                     policy
-                        .run_hedged(async |attempt| self.attempt(attempt, trace, level).await)
+                        .run(async |attempt| self.attempt(attempt, trace, level).await)
                         .await
                 } else {
                     policy

@@ -1,8 +1,8 @@
 //! Blocking execution: the same policy, for a synchronous callback on the calling thread.
 //!
 //! Same retries, deadline arithmetic, budget, classification and events as the async executor:
-//! both run the decisions of [`executor`](crate::executor)'s `CallState` and differ only in how
-//! they wait. Here a backoff blocks the thread (and a caller cancellation wakes it at once),
+//! both are drivers of the one call state machine of [`executor`](crate::executor) and differ
+//! only in how they wait. Here a backoff blocks the thread (and a caller cancellation wakes it at once),
 //! and the attempt's token is cancelled at its ceiling by one shared timer thread (or by the
 //! manual clock when a test advances it), not by a thread per call. No tokio runtime is needed.
 //!
@@ -40,7 +40,9 @@ use crate::attempt::{Attempt, Fired};
 use crate::classify::Classify;
 use crate::clock::Blocked;
 use crate::error::Error;
-use crate::executor::{Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read};
+use crate::executor::{
+    Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read,
+};
 use crate::policy::Policy;
 use crate::result::{CallResult, Cancelled};
 impl<C, A> Policy<C, A> {
@@ -121,14 +123,21 @@ where
                 let refused = match ticket.admitted {
                     true => None,
                     false => {
-                        let cx = machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
-                        let answer = match clock.block_on(shared.admit.acquire(&cx), attempt.deadline(), caller) {
+                        let cx =
+                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
+                        let answer = match clock.block_on(
+                            shared.admit.acquire(&cx),
+                            attempt.deadline(),
+                            caller,
+                        ) {
                             Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
                             Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
                             Blocked::TimedOut => Admitted::TimedOut,
                             Blocked::Cancelled => Admitted::Cancelled,
                         };
-                        machine.admitted(&mut ticket, answer, read(clock, timed)).err()
+                        machine
+                            .admitted(&mut ticket, answer, read(clock, timed))
+                            .err()
                     }
                 };
                 if let Some(next) = refused {
@@ -136,14 +145,19 @@ where
                 } else {
                     // The attempt is always awaited; its token fires at the ceiling from the
                     // shared timer thread (or the manual clock).
-                    let timer = attempt.deadline().map(|at| clock.cancel_at(at, attempt.arm_token()));
+                    let timer = attempt
+                        .deadline()
+                        .map(|at| clock.cancel_at(at, attempt.arm_token()));
                     let result = op(&attempt);
                     drop(timer);
                     let now = read(clock, timed);
                     if attempt.fired().is_none() {
                         if is_cancelled(caller) {
                             attempt.fire(Fired::Caller);
-                        } else if attempt.deadline().is_some_and(|at| now.is_some_and(|n| n >= at)) {
+                        } else if attempt
+                            .deadline()
+                            .is_some_and(|at| now.is_some_and(|n| n >= at))
+                        {
                             attempt.fire(Fired::Ceiling);
                         }
                     }

@@ -344,7 +344,9 @@ mod tests {
             source: DeadlineSource::Policy,
             attempts: 1,
             unfit: None,
-            last: Some(Box::new(Error::Inner(std::io::Error::other("connection reset")))),
+            last: Some(Box::new(Error::Inner(std::io::Error::other(
+                "connection reset",
+            )))),
         };
         let source = StdError::source(&io).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("connection reset"));

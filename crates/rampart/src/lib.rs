@@ -108,6 +108,6 @@ pub use event::Event;
 pub use executor::{Call, Callback};
 pub use outcome::{AttemptOutcome, StopReason};
 pub use policy::{Policy, PolicyBuilder};
-pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 pub use result::{CallResult, Cancelled};
+pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 pub use tokio_util::sync::CancellationToken;

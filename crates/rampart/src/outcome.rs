@@ -98,7 +98,6 @@ pub enum AttemptOutcome {
     Cancelled,
 }
 
-
 impl AttemptOutcome {
     /// A stable lowercase name for logs and metric labels: `ok`, `transient`, `throttled`,
     /// `permanent`, `refused`, `timed_out`, `cancelled`.

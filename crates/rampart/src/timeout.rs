@@ -162,4 +162,3 @@ impl AdaptiveTimeout {
 }
 
 pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
-

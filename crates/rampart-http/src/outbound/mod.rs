@@ -358,7 +358,6 @@ impl<A> OutboundBuilder<A> {
             engine: Arc::new(Engine {
                 names: self.names,
                 replay_limit: self.replay_limit,
-                hedges: factory.hedge.is_some(),
                 max_hosts: self.max_hosts.max(1),
                 hosts: HostTable::new(self.max_hosts),
                 factory,
@@ -463,8 +462,6 @@ pub(crate) enum Plan {
 pub(crate) struct Engine<A> {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
-    /// Whether replayable requests go through the hedged executor.
-    pub(crate) hedges: bool,
     max_hosts: usize,
     hosts: HostTable<Host<A>>,
     factory: Factory<A>,

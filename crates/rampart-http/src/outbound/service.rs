@@ -140,9 +140,9 @@ where
             engine.not_replayable(host);
             plan = Plan::Once;
         }
-        let (policy, hedged) = match plan {
-            Plan::Once => (&host.once, false),
-            Plan::Replay => (&host.full, engine.hedges),
+        let policy = match plan {
+            Plan::Once => &host.once,
+            Plan::Replay => &host.full,
         };
         let (replay, once) = match body {
             Kept::Replayable { data, trailers } => (Some((data, trailers)), None),
@@ -160,7 +160,7 @@ where
             replay,
             once,
         }));
-        let op = async move |attempt: &Attempt| {
+        let op = async |attempt: &Attempt| {
             let mut service = template
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -175,14 +175,8 @@ where
                 .next(attempt);
             service.call(request).await
         };
-        let outcome = if hedged {
-            // The hedged executor keeps every leg's state inline (kilobytes): boxed, so that
-            // calls of a policy that does not hedge do not carry it.
-            Box::pin(policy.run_hedged(op)).await
-        } else {
-            policy.run(op).await
-        };
-        outcome.map_err(ClientError::Call)
+        // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
+        policy.run(op).await.map_err(ClientError::Call)
     }
 }
 

@@ -98,8 +98,7 @@ where
     note = "borrow what the callback uses from outside it (`let client = &*arc;`) instead of moving it in, and count with an atomic or a `Cell` instead of mutating a capture; see `rampart::executor::callback`"
 )]
 pub trait Callback<T, E>:
-    AsyncFnMut(&Attempt) -> Result<T, E>
-    + for<'a> AttemptFuture<'a, Fut: Future<Output = Result<T, E>>>
+    AsyncFnMut(&Attempt) -> Result<T, E> + for<'a> AttemptFuture<'a, Fut: Future<Output = Result<T, E>>>
 {
 }
 

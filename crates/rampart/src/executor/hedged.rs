@@ -77,9 +77,12 @@ where
                 let refused = match ticket.admitted {
                     true => None,
                     false => {
-                        let cx = machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
+                        let cx =
+                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
                         let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
-                        machine.admitted(&mut ticket, answer, read(clock, timed)).err()
+                        machine
+                            .admitted(&mut ticket, answer, read(clock, timed))
+                            .err()
                     }
                 };
                 match refused {
@@ -120,7 +123,11 @@ where
                         if timer.is_none() {
                             timer.set(Some(clock.sleep_until(at)));
                         }
-                        if timer.as_mut().as_pin_mut().is_some_and(|t| t.poll(cx).is_ready()) {
+                        if timer
+                            .as_mut()
+                            .as_pin_mut()
+                            .is_some_and(|t| t.poll(cx).is_ready())
+                        {
                             return Poll::Ready(Wake::HedgeDue);
                         }
                     }
@@ -139,11 +146,18 @@ where
                         } else {
                             hedges[leg] = None;
                         }
-                        let (Some(ticket), Some(attempt)) = (tickets[leg].take(), attempts[leg].get())
+                        let (Some(ticket), Some(attempt)) =
+                            (tickets[leg].take(), attempts[leg].get())
                         else {
                             unreachable!("a leg that finished was started")
                         };
-                        machine.returned(attempt, ticket, returned, is_cancelled(caller), read(clock, timed))
+                        machine.returned(
+                            attempt,
+                            ticket,
+                            returned,
+                            is_cancelled(caller),
+                            read(clock, timed),
+                        )
                     }
                 }
             }

@@ -362,7 +362,11 @@ where
     }
 
     /// The backoff ended at `now`, or the caller cancelled during it.
-    pub(crate) fn woke(&mut self, now: Option<Instant>, cancelled: bool) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn woke(
+        &mut self,
+        now: Option<Instant>,
+        cancelled: bool,
+    ) -> Next<'p, T, E, A::Permit> {
         if cancelled {
             return Next::Done(self.cancelled(now));
         }
@@ -374,7 +378,11 @@ where
     pub(crate) fn hedge_due(&self) -> Option<Instant> {
         let legs = &self.legs;
         let free = legs.in_flight < legs.concurrent && legs.launched < self.shared.max_attempts;
-        if free && !legs.blocked { legs.due } else { None }
+        if free && !legs.blocked {
+            legs.due
+        } else {
+            None
+        }
     }
 
     /// Rule 6: the hedge delay passed (or a leg failed while others run): a hedge starts now,
@@ -454,7 +462,11 @@ where
 
     /// Ends the call before any attempt: the policy cannot run this way.
     #[cold]
-    pub(crate) fn config_error(&mut self, problem: ConfigProblem, now: Option<Instant>) -> Finish<T, E> {
+    pub(crate) fn config_error(
+        &mut self,
+        problem: ConfigProblem,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
         let error = Error::Config(ConfigError::new(vec![problem]));
         self.finish(Err(error), StopReason::Config, now)
     }
@@ -569,7 +581,10 @@ where
 
     /// The breaker's answer for the next attempt; `Err` carries its retry-after.
     #[inline(always)]
-    fn breaker_permit(&self, now: Option<Instant>) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
+    fn breaker_permit(
+        &self,
+        now: Option<Instant>,
+    ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             return Ok(None);
         };
@@ -599,15 +614,13 @@ where
         }
         let delay = match hedge.delay {
             Delay::Fixed(delay) => delay,
-            Delay::Adaptive { floor, .. } => {
-                match (self.shared.latency.hedge.as_ref(), now) {
-                    (Some(estimate), Some(now)) => match estimate.get(now) {
-                        Some(quantile) => quantile.max(floor),
-                        None => return Err(Suppressed::Cold),
-                    },
-                    _ => return Err(Suppressed::Cold),
-                }
-            }
+            Delay::Adaptive { floor, .. } => match (self.shared.latency.hedge.as_ref(), now) {
+                (Some(estimate), Some(now)) => match estimate.get(now) {
+                    Some(quantile) => quantile.max(floor),
+                    None => return Err(Suppressed::Cold),
+                },
+                _ => return Err(Suppressed::Cold),
+            },
         };
         if self.remaining(now).is_some_and(|left| delay >= left) {
             return Err(Suppressed::NoTime);
@@ -637,7 +650,11 @@ where
 
     /// The caller cancelled while the attempt ran (and it did not succeed).
     #[cold]
-    fn cancelled_attempt(&mut self, attempt: &Attempt, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+    fn cancelled_attempt(
+        &mut self,
+        attempt: &Attempt,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
         attempt.end(false);
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         Next::Done(self.cancelled(now))
@@ -1002,7 +1019,12 @@ where
 
     /// Ends the call: exactly one terminal event.
     #[inline(always)]
-    fn finish(&mut self, outcome: Result<T, Error<E>>, stop: StopReason, now: Option<Instant>) -> Finish<T, E> {
+    fn finish(
+        &mut self,
+        outcome: Result<T, Error<E>>,
+        stop: StopReason,
+        now: Option<Instant>,
+    ) -> Finish<T, E> {
         self.ended = true;
         self.log.stop(stop);
         if self.shared.telemetry.is_listened() {
@@ -1027,7 +1049,6 @@ where
             _ => None,
         }
     }
-
 }
 
 impl<T, E, C, A, L: Record> Machine<'_, T, E, C, A, L> {

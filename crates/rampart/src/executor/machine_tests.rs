@@ -1,0 +1,421 @@
+//! The machine's rules, one test each, with no runtime: events fed by hand, instants from a
+//! manual clock that only the test moves.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::*;
+use crate::admit::Unlimited;
+use crate::backoff::Backoff;
+use crate::executor::Report;
+use crate::hedge::Hedge;
+use crate::{Breaker, ErrorsAreTransient, ManualClock, Policy, RetryBudget};
+
+const MS: Duration = Duration::from_millis(1);
+
+type Plain<'p, 'r, C = ErrorsAreTransient> =
+    Machine<'p, u32, &'static str, C, Unlimited, &'r mut Report>;
+
+fn kind<T, E, P>(next: &Next<'_, T, E, P>) -> &'static str {
+    match next {
+        Next::Attempt(_) => "an attempt",
+        Next::Sleep { .. } => "a sleep",
+        Next::Wait => "a wait",
+        Next::Done(_) => "the end",
+    }
+}
+
+fn attempt<'p, T, E, P>(next: Next<'p, T, E, P>) -> Ticket<'p, P> {
+    match next {
+        Next::Attempt(ticket) => ticket,
+        other => panic!("expected an attempt, got {}", kind(&other)),
+    }
+}
+
+fn done<T, E, P>(next: Next<'_, T, E, P>) -> Result<T, Error<E>> {
+    match next {
+        Next::Done(finish) => finish.outcome,
+        other => panic!("expected the end of the call, got {}", kind(&other)),
+    }
+}
+
+fn sleep<T, E, P>(next: Next<'_, T, E, P>) -> Duration {
+    match next {
+        Next::Sleep { delay, .. } => delay,
+        other => panic!("expected a backoff, got {}", kind(&other)),
+    }
+}
+
+/// The attempt handle a driver would begin for `ticket`.
+fn handle<C, A>(policy: &Policy<C, A>, ticket: &Ticket<'_, ()>) -> Attempt {
+    let mut attempt = Attempt::new(policy.shared.clock.clone(), None);
+    attempt.begin(ticket.number, ticket.ceiling, ticket.began);
+    attempt
+}
+
+fn counting_classifier(
+    calls: &Arc<AtomicU32>,
+    verdict: Verdict,
+) -> impl Fn(&Result<u32, &'static str>) -> Verdict + Send + Sync + 'static {
+    let calls = Arc::clone(calls);
+    move |result| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        match result {
+            Ok(_) => Verdict::Ok,
+            Err(_) => verdict,
+        }
+    }
+}
+
+#[test]
+fn cancelled_caller_ends_the_call_before_any_attempt() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
+    assert_eq!(machine.attempts, 0);
+}
+
+#[test]
+fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .attempt_timeout(700 * MS)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let first = attempt(machine.start(false));
+    assert_eq!(first.ceiling, Some(700 * MS));
+    let a = handle(&policy, &first);
+    clock.advance(600 * MS);
+    let second = attempt(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(second.number, 2);
+    assert_eq!(second.ceiling, Some(400 * MS), "cut to the time left");
+}
+
+#[test]
+fn err_returned_after_the_caller_cancelled_is_never_classified() {
+    let clock = ManualClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .classifier(counting_classifier(&calls, Verdict::Transient))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_, _> =
+        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = machine.returned(&a, ticket, Some(Err("stopped")), true, Some(clock.now()));
+    assert!(matches!(done(next), Err(Error::Cancelled)));
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no classifier consulted");
+    drop(machine);
+    assert_eq!(report.stop, StopReason::Cancelled);
+}
+
+#[test]
+fn value_returned_while_the_caller_cancels_is_delivered() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = machine.returned(&a, ticket, Some(Ok(7)), true, Some(clock.now()));
+    assert_eq!(done(next).ok(), Some(7));
+}
+
+#[test]
+fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
+    let clock = ManualClock::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .attempt_timeout(100 * MS)
+        .classifier(counting_classifier(&calls, Verdict::Permanent))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_, _> =
+        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(100 * MS);
+    a.fire(Fired::Ceiling);
+    assert!(a.is_cancelled(), "the callback saw its cancellation");
+    let next = machine.returned(&a, ticket, Some(Err("not found")), false, Some(clock.now()));
+    assert!(matches!(done(next), Err(Error::Inner("not found"))));
+    assert_eq!(machine.attempts, 1);
+    drop(machine);
+    assert_eq!(report.stop, StopReason::Permanent);
+}
+
+#[test]
+fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .attempt_timeout(100 * MS)
+        .max_attempts(1)
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(100 * MS);
+    a.fire(Fired::Ceiling);
+    let _token = a.token();
+    let next = machine.returned(&a, ticket, Some(Err("cancelled")), false, Some(clock.now()));
+    let Err(Error::AttemptTimeout { timeout, attempts }) = done(next) else {
+        panic!("expected the executor's timeout outcome");
+    };
+    assert_eq!((timeout, attempts), (100 * MS, 1));
+}
+
+#[test]
+fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_the_budget() {
+    let clock = ManualClock::new();
+    let budget = RetryBudget::builder().build().expect("valid");
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .break_duration(Duration::from_secs(15))
+        .jitter(0.0)
+        .build()
+        .expect("valid");
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .budget(budget.clone())
+        .breaker(breaker)
+        .backoff(Backoff::constant(100 * MS))
+        .build()
+        .expect("valid");
+    let before = budget.balance(clock.now());
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+    let Err(Error::Rejected {
+        reason,
+        retry_after,
+        attempts,
+        last,
+        ..
+    }) = done(next)
+    else {
+        panic!("expected the breaker's refusal");
+    };
+    assert_eq!(reason, RejectReason::DependencyUnavailable);
+    assert_eq!(retry_after, Some(Duration::from_secs(15)));
+    assert_eq!(attempts, 1);
+    assert!(matches!(last.as_deref(), Some(Error::Inner("reset"))));
+    assert_eq!(budget.balance(clock.now()), before, "nothing charged");
+}
+
+#[test]
+fn backoff_that_does_not_fit_ends_the_call_saying_so() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .backoff(Backoff::constant(800 * MS))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(400 * MS);
+    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())))
+        .expect_err("the backoff does not fit");
+    let Error::DeadlineExceeded { unfit, .. } = &error else {
+        panic!("expected DeadlineExceeded, got {error}");
+    };
+    assert_eq!(
+        *unfit,
+        Some(Unfit {
+            delay: 800 * MS,
+            left: 600 * MS
+        })
+    );
+    assert_eq!(
+        error.to_string(),
+        "deadline of 1s exceeded after 1 attempt: the next backoff of 800ms would not fit in the 600ms left"
+    );
+}
+
+#[test]
+fn zero_backoff_starts_the_next_attempt_at_once() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = attempt(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(next.number, 2);
+}
+
+#[test]
+fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = machine.returned(&a, ticket, Some(Err("reset")), true, Some(clock.now()));
+    assert!(matches!(done(next), Err(Error::Cancelled)));
+}
+
+#[test]
+fn caller_cancelled_during_backoff_ends_the_call() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .backoff(Backoff::constant(200 * MS))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(delay, 200 * MS);
+    clock.advance(50 * MS);
+    assert!(matches!(
+        done(machine.woke(Some(clock.now()), true)),
+        Err(Error::Cancelled)
+    ));
+    assert_eq!(machine.attempts, 1, "no further attempt");
+}
+
+#[test]
+fn every_attempt_refused_by_admission_stops_overloaded() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(2)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let refusal = Refusal {
+        retry_after: Some(50 * MS),
+        by: "test limit",
+    };
+    let mut first = attempt(machine.start(false));
+    let now = Some(clock.now());
+    let Err(next) = machine.admitted(&mut first, Admitted::Refused(refusal), now) else {
+        panic!("a refusal does not run the callback");
+    };
+    assert_eq!(
+        sleep(next),
+        50 * MS,
+        "the refusal's retry-after is the backoff"
+    );
+    clock.advance(50 * MS);
+    let now = Some(clock.now());
+    let mut second = attempt(machine.woke(now, false));
+    let Err(next) = machine.admitted(&mut second, Admitted::Refused(refusal), now) else {
+        panic!("a refusal does not run the callback");
+    };
+    let Err(Error::Rejected {
+        reason,
+        retry_after,
+        ..
+    }) = done(next)
+    else {
+        panic!("expected the refusal");
+    };
+    assert_eq!(
+        (reason, retry_after),
+        (RejectReason::Overloaded, Some(50 * MS))
+    );
+    drop(machine);
+    assert_eq!(report.stop, StopReason::Overloaded);
+    assert_eq!(report.log.total(), 2);
+}
+
+#[test]
+fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(3)
+        .hedge(Hedge::fixed(10 * MS))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let first = attempt(machine.start(false));
+    let due = machine.hedge_due().expect("a hedge is armed");
+    assert_eq!(due, clock.now() + 10 * MS);
+    clock.advance(10 * MS);
+    let second = attempt(machine.hedge(Some(clock.now())));
+    assert!(second.admitted, "a hedge is admitted when it starts");
+    assert_eq!(second.number, 2);
+    let a = handle(&policy, &first);
+    let third = attempt(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(third.number, 3, "the failed leg was replaced at once");
+    let b = handle(&policy, &second);
+    assert!(matches!(
+        machine.returned(&b, second, Some(Err("reset")), false, Some(clock.now())),
+        Next::Wait
+    ));
+    let c = handle(&policy, &third);
+    let next = machine.returned(&c, third, Some(Ok(3)), false, Some(clock.now()));
+    assert_eq!(done(next).ok(), Some(3));
+}
+
+#[test]
+fn throttled_leg_stops_hedging_for_the_round() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(3)
+        .hedge(Hedge::fixed(10 * MS))
+        .classifier(|r: &Result<u32, &'static str>| match r {
+            Ok(_) => Verdict::Ok,
+            Err(_) => Verdict::Throttled { retry_after: None },
+        })
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_, _> =
+        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let first = attempt(machine.start(false));
+    clock.advance(10 * MS);
+    let second = attempt(machine.hedge(Some(clock.now())));
+    let a = handle(&policy, &first);
+    let next = machine.returned(&a, first, Some(Err("slow down")), false, Some(clock.now()));
+    assert!(
+        matches!(next, Next::Wait),
+        "no replacement for a throttled leg"
+    );
+    assert_eq!(machine.hedge_due(), None);
+    drop(second);
+}

@@ -43,14 +43,28 @@ where
                 let refused = match ticket.admitted {
                     true => None,
                     false => {
-                        let cx = machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
+                        let cx =
+                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
                         let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                        machine.admitted(&mut ticket, answer, read(clock, timed)).err()
+                        machine
+                            .admitted(&mut ticket, answer, read(clock, timed))
+                            .err()
                     }
                 };
-                match refused {
-                    Some(next) => next,
-                    None => run_attempt(&mut machine, &mut op, &attempt, ticket, caller, shared).await,
+                if let Some(next) = refused {
+                    next
+                } else {
+                    let race = Race::new(op(&attempt), &attempt, caller, clock, shared.mode);
+                    let (returned, suspended) = race.await;
+                    // An attempt that succeeded on its first poll took no time the call must
+                    // account for: the clock is read again only when the reading will be used.
+                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+                    let now = if fresh {
+                        read(clock, timed)
+                    } else {
+                        ticket.began
+                    };
+                    machine.returned(&attempt, ticket, returned, is_cancelled(caller), now)
                 }
             }
             Next::Sleep { from, delay } => {
@@ -63,39 +77,15 @@ where
     }
 }
 
-/// Runs the admitted attempt of `ticket` against its ceiling and hands the machine its end.
-#[inline(always)]
-async fn run_attempt<'p, T, E, C, A, F, L>(
-    machine: &mut Machine<'p, T, E, C, A, L>,
-    op: &mut F,
-    attempt: &Attempt,
-    ticket: super::machine::Ticket<'p, A::Permit>,
-    caller: Option<&CancellationToken>,
-    shared: &Shared<C, A>,
-) -> Next<'p, T, E, A::Permit>
-where
-    C: Classify<T, E>,
-    A: Admit,
-    F: Callback<T, E>,
-    L: Record,
-{
-    let clock = &shared.clock;
-    let (returned, suspended) = Race::new(op(attempt), attempt, caller, clock, shared.mode).await;
-    // An attempt that succeeded on its first poll took no time the call must account for: the
-    // clock is read again only when the reading will be used.
-    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-    let now = match fresh {
-        true => read(clock, machine.reads_clock()),
-        false => ticket.began,
-    };
-    machine.returned(attempt, ticket, returned, is_cancelled(caller), now)
-}
-
 /// The driver for a policy with one attempt, no bound, no listener and no caller token
 /// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply
 /// runs. The outcome and stop reason are the ones the machine would give.
 #[inline(always)]
-async fn pass_through<T, E, C, A, F, L>(shared: &Shared<C, A>, mut op: F, log: &mut L) -> Result<T, Error<E>>
+async fn pass_through<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
+    mut op: F,
+    log: &mut L,
+) -> Result<T, Error<E>>
 where
     C: Classify<T, E>,
     A: Admit,
@@ -116,7 +106,11 @@ where
 }
 
 /// Sleeps until `wake`; returns true, at once, if the caller cancels first.
-pub(crate) async fn sleep_or_cancel(clock: &Clock, wake: Instant, caller: Option<&CancellationToken>) -> bool {
+pub(crate) async fn sleep_or_cancel(
+    clock: &Clock,
+    wake: Instant,
+    caller: Option<&CancellationToken>,
+) -> bool {
     let sleep = clock.sleep_until(wake);
     let Some(caller) = caller else {
         sleep.await;

@@ -67,4 +67,3 @@ impl<C, A> Shared<C, A> {
         })
     }
 }
-
