@@ -1,5 +1,7 @@
-//! The success path: a callback that answers at once, run directly, by hand, through
-//! `Policy::none()` and through a full policy (deadline, attempt timeout, 3 attempts).
+//! The success path: a callback that answers at once, run directly, through `Policy::none()`,
+//! by hand (`floor`: deadline, attempt timeout, 3 attempts), through a policy doing the same
+//! work (no breaker, no budget), by hand with a breaker and a budget (`floor2`), and through a
+//! full policy (deadline, attempt timeout, 3 attempts, breaker, budget).
 //!
 //! `cargo bench -p rampart-bench --bench success_path`
 
@@ -12,6 +14,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use rampart::{Breaker, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
+use rampart_bench::floor2::{Guards, guarded_loop};
 
 const LIMITS: Limits = Limits {
     max_attempts: 3,
@@ -29,14 +32,19 @@ fn success_path(c: &mut Criterion) {
         .enable_time()
         .build()
         .expect("runtime");
-    let full = Policy::builder()
-        .max_attempts(LIMITS.max_attempts)
-        .deadline(LIMITS.deadline)
-        .attempt_timeout(LIMITS.attempt_timeout)
+    let bounded = || {
+        Policy::builder()
+            .max_attempts(LIMITS.max_attempts)
+            .deadline(LIMITS.deadline)
+            .attempt_timeout(LIMITS.attempt_timeout)
+    };
+    let retry_only = bounded().no_budget().build().expect("valid policy");
+    let full = bounded()
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()
         .expect("valid policy");
     let none = Policy::none();
+    let guards = Guards::new();
 
     let mut group = c.benchmark_group("success_path");
     group.bench_function("direct", |b| {
@@ -49,6 +57,14 @@ fn success_path(c: &mut Criterion) {
     group.bench_function("hand_written", |b| {
         b.to_async(&rt)
             .iter(|| retry_loop(LIMITS, async |n| work(n).await))
+    });
+    group.bench_function("rampart_retry_only", |b| {
+        b.to_async(&rt)
+            .iter(|| retry_only.run(async |attempt| work(attempt.number()).await))
+    });
+    group.bench_function("floor2", |b| {
+        b.to_async(&rt)
+            .iter(|| guarded_loop(LIMITS, &guards, async |n| work(n).await))
     });
     group.bench_function("rampart_full", |b| {
         b.to_async(&rt)

@@ -10,6 +10,7 @@
 //! readable table goes to stderr.
 
 #[path = "../benches/contenders/mod.rs"]
+#[allow(dead_code)] // which floor a contender is compared with is for the table
 mod contenders;
 #[path = "../benches/contenders/counting.rs"]
 mod counting;

@@ -9,14 +9,19 @@
 //! done   # (refs(101000) - refs(1000)) / 100000 = instructions per call
 //! ```
 //!
-//! Contenders: `floor` (the hand-written loop), `none` (`Policy::none()`), `full` (deadline,
-//! attempt timeout, 3 attempts, budget), `breaker` (`full` plus a circuit breaker).
+//! Contenders, each beside its floor: `direct` (the callback alone) and `none`
+//! (`Policy::none()`); `floor` (the hand-written loop: deadline, attempt timeout, 3 attempts)
+//! and `retry-only` (a policy doing that work: no breaker, no budget); `floor2` (the floor plus
+//! a hand-written breaker and budget) and `full` (deadline, attempt timeout, 3 attempts,
+//! breaker, budget); also `budget` (`full` without the breaker). `bench/scripts/instructions.sh`
+//! counts these and the peers of `BENCHMARKS.md` in one run.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use rampart::{Breaker, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
+use rampart_bench::floor2::{Guards, guarded_loop};
 
 const LIMITS: Limits = Limits {
     max_attempts: 3,
@@ -33,7 +38,7 @@ fn main() {
         .enable_time()
         .build()
         .expect("runtime");
-    let full = || {
+    let bounded = || {
         Policy::builder()
             .max_attempts(LIMITS.max_attempts)
             .deadline(LIMITS.deadline)
@@ -41,23 +46,35 @@ fn main() {
     };
     let policy = match which.as_str() {
         "none" => Policy::none(),
-        "breaker" => full()
+        "retry-only" => bounded().no_budget().build().expect("valid policy"),
+        "budget" => bounded().build().expect("valid policy"),
+        "full" | "breaker" => bounded()
             .breaker(Breaker::builder().build().expect("valid breaker"))
             .build()
             .expect("valid policy"),
-        _ => full().build().expect("valid policy"),
+        "direct" | "floor" | "floor2" => Policy::none(), // not used
+        other => {
+            eprintln!("unknown contender {other}");
+            std::process::exit(2);
+        }
     };
+    let guards = Guards::new();
     rt.block_on(async {
         for i in 0..n {
-            let out = if which == "floor" {
-                retry_loop(LIMITS, async |a| Ok::<_, std::io::Error>(black_box(a)))
+            let out = match which.as_str() {
+                "direct" => Ok::<_, std::io::Error>(black_box(1u32)).map_err(|_| ()),
+                "floor" => retry_loop(LIMITS, async |a| Ok::<_, std::io::Error>(black_box(a)))
                     .await
-                    .map_err(|_| ())
-            } else {
-                policy
+                    .map_err(|_| ()),
+                "floor2" => guarded_loop(LIMITS, &guards, async |a| {
+                    Ok::<_, std::io::Error>(black_box(a))
+                })
+                .await
+                .map_err(|_| ()),
+                _ => policy
                     .run(async |a| Ok::<_, std::io::Error>(black_box(a.number())))
                     .await
-                    .map_err(|_| ())
+                    .map_err(|_| ()),
             };
             black_box((i, out.is_ok()));
         }

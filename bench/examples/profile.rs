@@ -11,6 +11,10 @@
 //! Arguments: the workload id (`w1_success`, ...), the contender (`rampart`, `floor`,
 //! `tower`, ...), the number of calls (default 100,000). Only the calls are collected: building
 //! the contenders (and opening W3's breakers) happens outside `measured`.
+//! `bench/scripts/instructions.sh` counts every W1 contender this way, beside its floor.
+//!
+//! `profile --floor-of WORKLOAD CONTENDER` prints the floor the contender is compared with in
+//! that workload (nothing if none), for the script.
 
 #[path = "../benches/contenders/mod.rs"]
 #[allow(dead_code)] // the workload titles are for the allocation harness
@@ -18,7 +22,7 @@ mod contenders;
 
 use std::hint::black_box;
 
-use contenders::{Case, Visitor, Workload, runtime, visit_all};
+use contenders::{Case, Visitor, Workload, name, runtime, visit_all};
 use tokio::runtime::Runtime;
 
 struct Profile<'a> {
@@ -80,7 +84,16 @@ impl Visitor for Profile<'_> {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--floor-of") {
+        let (Some(workload), Some(contender)) = (args.nth(1), args.next()) else {
+            eprintln!("usage: profile --floor-of WORKLOAD CONTENDER");
+            std::process::exit(2);
+        };
+        let floor = Workload::from_id(&workload).and_then(|w| name::floor_of(w, &contender));
+        println!("{}", floor.unwrap_or_default());
+        return;
+    }
     let (Some(workload), Some(contender)) = (args.next(), args.next()) else {
         eprintln!("usage: profile WORKLOAD CONTENDER [CALLS]");
         std::process::exit(2);

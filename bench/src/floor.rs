@@ -4,8 +4,9 @@
 //!
 //! It does the same work as rampart's executor on the success path (a deadline computed once,
 //! a ceiling per attempt, a timer raced against the work) and nothing else: no events, no
-//! classification, no cancellation token, no arbitration. rampart's budgets are stated against
-//! it.
+//! classification, no cancellation token, no arbitration, and no breaker or budget: it is the
+//! floor of a policy without them (`.no_budget()`, no breaker). A full policy's floor, with a
+//! breaker and a budget, is [`crate::floor2`].
 
 use std::time::Duration;
 
@@ -54,8 +55,7 @@ where
             Err(_) => last = FloorError::Timeout,
         }
         if attempt < limits.max_attempts {
-            let curve = limits.base.saturating_mul(1 << (attempt - 1).min(16));
-            let delay = curve.mul_f64(fastrand_unit());
+            let delay = backoff(limits.base, attempt);
             if delay.is_zero() {
                 continue;
             }
@@ -79,6 +79,13 @@ where
         ..limits
     };
     retry_loop(limits, op).await
+}
+
+/// The delay after failed attempt `attempt` (from 1): `base` doubled per retry, full jitter.
+#[inline]
+pub(crate) fn backoff(base: Duration, attempt: u32) -> Duration {
+    let curve = base.saturating_mul(1 << (attempt - 1).min(16));
+    curve.mul_f64(fastrand_unit())
 }
 
 /// A uniform number in `[0, 1)` from a tiny xorshift: the floor's jitter.

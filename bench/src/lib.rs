@@ -1,5 +1,7 @@
 //! Benchmarks and performance budgets for rampart: the hand-written floors rampart is measured
-//! against, shared by the criterion benches and the budget tests.
+//! against ([`floor`]: deadline, attempt timeout, retries; [`floor2`]: the same plus a circuit
+//! breaker and a retry budget, a full policy's work), shared by the criterion benches and the
+//! budget tests.
 //!
 //! Not published. `cargo bench -p rampart-bench` runs the benchmarks; `cargo test -p
 //! rampart-bench` checks the allocation and future-size budgets recorded in `BUDGETS.md`, and
@@ -8,4 +10,5 @@
 //! root, has their table and `scripts/table.sh` regenerates it.
 
 pub mod floor;
+pub mod floor2;
 pub mod scaling;

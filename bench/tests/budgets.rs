@@ -11,6 +11,7 @@ use rampart::hedge::Hedge;
 use rampart::limit::{Aimd, CriticalityLimit, Gradient, RateLimit, Throttle};
 use rampart::{Breaker, ErrorsAreTransient, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
+use rampart_bench::floor2::{Guards, guarded_loop};
 
 const LIMITS: Limits = Limits {
     max_attempts: 3,
@@ -67,6 +68,36 @@ fn allocations_per_success<A: Admit>(policy: &Policy<ErrorsAreTransient, A>, cal
         }
     })
     .count_total
+}
+
+/// Allocations made by `calls` runs of `call`, after one warm-up run, inside a runtime's
+/// context.
+fn allocations_of(calls: u32, mut call: impl FnMut()) -> u64 {
+    let rt = runtime();
+    let _context = rt.enter();
+    call();
+    allocation_counter::measure(|| {
+        for _ in 0..calls {
+            call();
+        }
+    })
+    .count_total
+}
+
+#[test]
+fn the_hand_written_floors_success_paths_allocate_nothing() {
+    let floor = || {
+        ready(retry_loop(LIMITS, async |n| Ok::<_, std::io::Error>(n))).expect("success");
+    };
+    assert_eq!(allocations_of(1_000, floor), 0);
+    let guards = Guards::new();
+    let floor2 = || {
+        ready(guarded_loop(LIMITS, &guards, async |n| {
+            Ok::<_, std::io::Error>(n)
+        }))
+        .expect("success");
+    };
+    assert_eq!(allocations_of(1_000, floor2), 0);
 }
 
 #[test]
@@ -180,10 +211,14 @@ fn call_future_sizes_stay_within_their_budgets() {
     let policy = full_policy();
     let none = Policy::none();
     let floor = size_of_val(&retry_loop(LIMITS, async |n| Ok::<_, std::io::Error>(n)));
+    let guards = Guards::new();
+    let floor2 = size_of_val(&guarded_loop(LIMITS, &guards, async |n| {
+        Ok::<_, std::io::Error>(n)
+    }));
     let full = size_of_val(&policy.run(async |a| Ok::<_, std::io::Error>(a.number())));
     let pass = size_of_val(&none.run(async |a| Ok::<_, std::io::Error>(a.number())));
     println!(
-        "future sizes: hand-written floor {floor} B, full policy {full} B (+{}), Policy::none() {pass} B",
+        "future sizes: hand-written floor {floor} B, second floor (breaker, budget) {floor2} B, full policy {full} B (+{} over the floor), Policy::none() {pass} B",
         full - floor
     );
     assert!(

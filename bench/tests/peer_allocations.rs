@@ -2,9 +2,10 @@
 //!
 //! Every contender of `benches/contenders` is checked to do the work its workload says (W2:
 //! three runs per call ending in success; W3: rejected without running the operation), so
-//! that the criterion bench compares like with like. Then rampart's cells are counted by the
-//! allocation harness: zero allocations per call in every workload. The peers' counts are
-//! printed by `cargo run --release -p rampart-bench --example allocations`.
+//! that the criterion bench compares like with like. Then rampart's cells and the hand-written
+//! floors' are counted by the allocation harness: zero allocations per call in every workload.
+//! The peers' counts are printed by `cargo run --release -p rampart-bench --example
+//! allocations`.
 
 #[path = "../benches/contenders/mod.rs"]
 #[allow(dead_code)] // the workload titles are for the allocation example
@@ -23,7 +24,13 @@ struct Check<'a> {
     rt: &'a Runtime,
     checked: Vec<(Workload, &'static str)>,
     missing: Vec<(Workload, &'static str)>,
-    rampart: Vec<(Workload, &'static str, f64)>,
+    /// rampart's and the floors' allocations per call.
+    counted: Vec<(Workload, &'static str, f64)>,
+}
+
+/// Whether a contender's allocations are checked: rampart's and the floors'.
+fn counted(contender: &str) -> bool {
+    contender.starts_with(name::RAMPART) || name::is_floor(contender)
 }
 
 impl Check<'_> {
@@ -54,9 +61,9 @@ impl Check<'_> {
 impl Visitor for Check<'_> {
     fn case<C: Case>(&mut self, workload: Workload, contender: &'static str, mut case: C) {
         self.behaves(workload, contender, &mut case);
-        if contender.starts_with(name::RAMPART) {
+        if counted(contender) {
             let cell = per_call(self.rt, &mut case);
-            self.rampart.push((workload, contender, cell.allocations));
+            self.counted.push((workload, contender, cell.allocations));
         }
     }
 
@@ -67,9 +74,9 @@ impl Visitor for Check<'_> {
         case: C,
     ) {
         self.behaves(workload, contender, &mut case.clone());
-        if contender.starts_with(name::RAMPART) {
+        if counted(contender) {
             let cell = per_call_two_threads(&case);
-            self.rampart.push((workload, contender, cell.allocations));
+            self.counted.push((workload, contender, cell.allocations));
         }
     }
 
@@ -79,21 +86,22 @@ impl Visitor for Check<'_> {
 }
 
 #[test]
-fn every_contender_does_the_same_work_and_rampart_allocates_nothing() {
+fn every_contender_does_the_same_work_and_rampart_and_the_floors_allocate_nothing() {
     let rt = runtime();
     let mut check = Check {
         rt: &rt,
         checked: Vec::new(),
         missing: Vec::new(),
-        rampart: Vec::new(),
+        counted: Vec::new(),
     };
     visit_all(&rt, &mut check);
-    // 5 workloads: the floor runs W1 and W2, rampart all five (and 4 variants), every
-    // peer either runs a workload or says why not.
-    assert_eq!(check.checked.len(), 2 + 9 + 18, "{:?}", check.checked);
+    // 5 workloads: the floors run W1 (direct, floor, floor2), W2 (floor) and W5 (floor2),
+    // rampart all five (and 5 variant cells), every peer either runs a workload or says why
+    // not.
+    assert_eq!(check.checked.len(), 5 + 10 + 18, "{:?}", check.checked);
     assert_eq!(check.missing.len(), 7, "{:?}", check.missing);
-    assert_eq!(check.rampart.len(), 9);
-    for (workload, contender, allocations) in check.rampart {
+    assert_eq!(check.counted.len(), 5 + 10);
+    for (workload, contender, allocations) in check.counted {
         assert_eq!(
             allocations, 0.0,
             "{contender} allocates in {workload:?}: {allocations} per call"

@@ -7,13 +7,17 @@
 //!
 //! | workload | what |
 //! |---|---|
-//! | W1 | success path: deadline 2 s, attempt timeout 500 ms, 3 attempts, exponential backoff from 100 ms (never slept), plus a circuit breaker and a retry budget where the contender has them |
+//! | W1 | success path: deadline 2 s, attempt timeout 500 ms, 3 attempts, exponential backoff from 100 ms (never slept), plus a circuit breaker and a retry budget where the contender has them; also the operation called directly and `Policy::none()` |
 //! | W2 | two transient failures then success: W1's bounds with zero backoff, no breaker, no budget |
 //! | W3 | breaker open: W1's stack with the breaker opened by failures (break of 1 h); the call is rejected without running the operation |
 //! | W4 | hedging configured (after 100 ms, 2 legs), deadline 2 s, 500 ms per leg; the primary answers at once, so no hedge fires |
 //! | W5 | W1's stack shared by 2 threads, each with its own current-thread runtime |
 //!
-//! A contender lacking what a workload needs is reported as missing, with the reason.
+//! A contender lacking what a workload needs is reported as missing, with the reason. Each
+//! contender is compared with the hand-written floor doing the nearest work
+//! ([`name::floor_of`]): `direct` for `Policy::none()`, `floor` (`rampart_bench::floor`) for
+//! retries and timeouts, `floor2` (`rampart_bench::floor2`) for those plus a breaker and a
+//! budget.
 
 pub(crate) mod via_backon;
 pub(crate) mod via_failsafe;
@@ -176,6 +180,20 @@ pub(crate) enum Workload {
 }
 
 impl Workload {
+    /// Every workload, in order.
+    pub(crate) const ALL: [Workload; 5] = [
+        Workload::W1,
+        Workload::W2,
+        Workload::W3,
+        Workload::W4,
+        Workload::W5,
+    ];
+
+    /// The workload with criterion group name `id`.
+    pub(crate) fn from_id(id: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.id() == id)
+    }
+
     /// The criterion group name.
     pub(crate) fn id(self) -> &'static str {
         match self {
@@ -203,10 +221,19 @@ impl Workload {
 
 /// The contenders' names, as criterion and the tables show them.
 pub(crate) mod name {
-    /// The hand-written floor (`rampart_bench::floor`).
+    use super::Workload;
+
+    /// The operation called directly (W1): the floor of `Policy::none()`.
+    pub(crate) const DIRECT: &str = "direct";
+    /// The hand-written floor (`rampart_bench::floor`): deadline, attempt timeout, retries.
     pub(crate) const FLOOR: &str = "floor";
+    /// The second hand-written floor (`rampart_bench::floor2`): the floor plus a breaker and a
+    /// budget, a full policy's work.
+    pub(crate) const FLOOR2: &str = "floor2";
     /// rampart.
     pub(crate) const RAMPART: &str = "rampart";
+    /// `Policy::none()` (W1): one attempt, no bound.
+    pub(crate) const RAMPART_NONE: &str = "rampart-none";
     /// rampart without breaker and budget (W1, W5): the work of the floor and of backon.
     pub(crate) const RAMPART_RETRY_ONLY: &str = "rampart-retry-only";
     /// rampart with a breaker alone (W3): the work of failsafe.
@@ -223,6 +250,26 @@ pub(crate) mod name {
     pub(crate) const BACKON: &str = "backon";
     /// failsafe.
     pub(crate) const FAILSAFE: &str = "failsafe";
+
+    /// Whether a contender is hand-written (a floor), not a library.
+    pub(crate) fn is_floor(contender: &str) -> bool {
+        matches!(contender, DIRECT | FLOOR | FLOOR2)
+    }
+
+    /// The floor a contender is compared with in a workload: the hand-written code
+    /// doing the nearest work. rampart's variants and tower-resilience do exactly their floor's
+    /// work; tower's W1 has a budget and no breaker (its floor, `floor`, has neither),
+    /// seatbelt's a breaker and no budget (`floor2` has both); backon does `floor`'s.
+    pub(crate) fn floor_of(workload: Workload, contender: &str) -> Option<&'static str> {
+        use Workload::{W1, W2, W5};
+        match (workload, contender) {
+            (_, RAMPART_NONE) => Some(DIRECT),
+            (W1, RAMPART_RETRY_ONLY | TOWER | BACKON) => Some(FLOOR),
+            (W1 | W5, RAMPART | TOWER_RESILIENCE | SEATBELT) => Some(FLOOR2),
+            (W2, RAMPART | TOWER | TOWER_RESILIENCE | SEATBELT | BACKON) => Some(FLOOR),
+            _ => None,
+        }
+    }
 }
 
 /// Receives every (workload, contender) cell.
@@ -269,9 +316,12 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
     use name::*;
     let _context = rt.enter();
 
+    v.case(W1, DIRECT, via_floor::Direct(Answer));
+    v.case(W1, RAMPART_NONE, via_rampart::w1_none(Answer));
     v.case(W1, FLOOR, via_floor::W1(Answer));
-    v.case(W1, RAMPART, via_rampart::w1(Answer));
     v.case(W1, RAMPART_RETRY_ONLY, via_rampart::w1_retry_only(Answer));
+    v.case(W1, FLOOR2, via_floor::w1_guarded(Answer));
+    v.case(W1, RAMPART, via_rampart::w1(Answer));
     v.case(W1, TOWER, via_tower::w1(Answer));
     v.case(W1, TOWER_RESILIENCE, via_tower_resilience::w1(Answer));
     v.case(W1, SEATBELT, via_seatbelt::w1(Answer));
@@ -310,6 +360,7 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
     v.missing(W4, BACKON, "no hedging");
     v.missing(W4, FAILSAFE, "no hedging");
 
+    v.shared(W5, FLOOR2, via_floor::w1_guarded(Answer));
     v.shared(W5, RAMPART, via_rampart::w1(Answer));
     v.shared(W5, RAMPART_RETRY_ONLY, via_rampart::w1_retry_only(Answer));
     v.shared(W5, TOWER, via_tower::w1(Answer));

@@ -65,6 +65,14 @@ pub(crate) fn w1<O: Op>(op: O) -> Run<O> {
     Run { policy, op }
 }
 
+/// `Policy::none()`: one attempt, no bound; its floor is the operation called directly.
+pub(crate) fn w1_none<O: Op>(op: O) -> Run<O> {
+    Run {
+        policy: Policy::none(),
+        op,
+    }
+}
+
 /// W1 without the breaker and the budget: the work of the floor and of backon.
 pub(crate) fn w1_retry_only<O: Op>(op: O) -> Run<O> {
     let policy = Policy::builder()
