@@ -26,7 +26,7 @@ impl<O: Op> Case for Run<O> {
     }
 }
 
-/// A call through a hedging policy, with `run_hedged`.
+/// A call through a hedging policy (`run` hedges when the policy does).
 #[derive(Debug, Clone)]
 pub(crate) struct RunHedged<O> {
     policy: Policy,

@@ -83,9 +83,19 @@ pub struct RetryBudget {
 // one <= capacity), and `refilled` stays below 2^63 for 292 years, so the wrapping difference
 // read as `i64` is exact. It is negative only for a `now` earlier than a write, which then sees
 // less, never more.
+//
+// `refilled` only grows with time, so a bucket found full for some `z` at some instant is full
+// for that `z` at every later instant, whatever happened in between: `full` remembers the last
+// `z` a deposit found full, and a deposit that reads the same `z` returns after two loads, with
+// no clock arithmetic. It is written only when the full `z` changes (after a spend), so a busy
+// full bucket is read, never written. A deposit whose `now` is earlier than the instant that
+// `full` was recorded at may be skipped; it would only have raised the balance before that
+// instant, by which the bucket was full with or without it.
 struct Inner {
     /// `z`, in micro-tokens, wrapping.
     state: AtomicU64,
+    /// A `z` for which a deposit found the bucket full.
+    full: AtomicU64,
     /// The time base, set by the first deposit or spend.
     base: OnceLock<Instant>,
     /// Refill rate in micro-tokens per nanosecond, as a 64.64 fixed-point number rounded up.
@@ -147,11 +157,16 @@ impl RetryBudget {
         if inner.deposit == 0 {
             return;
         }
-        let refilled = inner.refilled(*inner.base.get_or_init(|| now), now);
         let mut z = inner.state.load(Relaxed);
+        // Once the time base is set (the first deposit or spend sets it).
+        if inner.full.load(Relaxed) == z && inner.base.get().is_some() {
+            return;
+        }
+        let refilled = inner.refilled(*inner.base.get_or_init(|| now), now);
         loop {
             let balance = inner.balance(refilled, z);
             if balance >= inner.cap {
+                inner.full.store(z, Relaxed);
                 return;
             }
             let after = (balance + inner.deposit).min(inner.cap);
@@ -270,9 +285,11 @@ impl RetryBudgetBuilder {
         // over 584 years. `rate * 2^64` is exact (a power-of-two scaling) and below 2^74.
         let rate_fp = ((rate * 2f64.powi(64)).ceil() as u128).div_ceil(1_000);
         let cap = ((rate * 10.0).max(1.0) * TOKEN as f64).round() as i64;
+        let full = 0u64.wrapping_sub(cap as u64);
         Ok(RetryBudget {
             inner: Arc::new(Inner {
-                state: AtomicU64::new(0u64.wrapping_sub(cap as u64)), // full at refilled = 0
+                state: AtomicU64::new(full), // full at refilled = 0
+                full: AtomicU64::new(full),
                 base: OnceLock::new(),
                 rate: rate_fp,
                 cap,
