@@ -289,7 +289,7 @@ fn summarize(
             to: (before + spike) as f64,
         }],
     };
-    let get = |name: &str| points.iter().copied().find(|p| p.contender == name);
+    let get = |name: &str| find_at(name, careful);
     let during = |name: &str| get(name).map_or("-".into(), |p| format!("{:.2}", p.during));
     let rec = |name: &str| {
         get(name).map_or("-".into(), |p| match p.recovery {
@@ -332,6 +332,13 @@ fn summarize(
             goal("rampart"),
             goal("naive"),
             goal("budgeted"),
+        ),
+        format!(
+            "Far from the ideal (1.0): during the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}): within one level the CriticalityLimit serves in arrival order and admits a queued request whenever a permit frees, however little of its deadline is left (reject_expired is checked on arrival only, enforce is off), so most of its work finishes after the caller gave up. Its breaker then opens on the attempt timeouts: without the breaker rampart {}.",
+            during("rampart"),
+            during("naive"),
+            during("budgeted"),
+            rec(Feature::Breaker.ablation_name()),
         ),
         format!(
             "Over the last 20 s goodput is {} (naive), {} (budgeted), {} (rampart) of capacity, with 0.9 offered.",

@@ -406,7 +406,29 @@ fn summarize(
             format!("goodput {:.2}, inversions {}", p.goodput, pct(p.inversions))
         })
     };
+    let losses: Vec<String> = multiples
+        .iter()
+        .filter_map(|&m| {
+            let g = |n: &str| find(n, m).map_or(f64::NAN, |p| p.goodput);
+            let best = g("naive").max(g("budgeted"));
+            (g("rampart") < best - 0.02)
+                .then(|| format!("{m}x ({:.2} against {best:.2})", g("rampart")))
+        })
+        .collect();
+    let limiter_breaker = find(Feature::Limiter.ablation_name(), SWEEP_AT)
+        .filter(|p| p.attempts < 0.1)
+        .map_or(String::new(), |_| {
+            " (it sent almost nothing: the FIFO's 503s carry no Retry-After, so the shared classifier calls them transient, and rampart's breaker opened on them)".to_owned()
+        });
     let findings = vec![
+        format!(
+            "Loss: rampart's goodput is below the better baseline's at {}. Where one level alone offers more than capacity (Critical, 40% of the load, from 2.5x on), the CriticalityLimit serves that level in arrival order and a queued request is admitted whenever a permit frees, however little of its deadline is left (reject_expired is checked on arrival only, as rampart-http does; enforce is off): much of that level's work finishes after its caller gave up. Only the level above it (CriticalPlus, 10% of the load) is served in time.",
+            if losses.is_empty() {
+                "no load level".to_owned()
+            } else {
+                losses.join(", ")
+            }
+        ),
         format!(
             "Lowest goodput from 2x to {max}x with the queue sized to the latency target ({careful} places): {}, {}, {}. Goal (at least 0.95 with zero inversions): rampart {}, naive {}, budgeted {}.",
             summary("naive"),
@@ -442,7 +464,7 @@ fn summarize(
             qrange("rampart"),
         ),
         format!(
-            "Attribution at {SWEEP_AT}x: without the CriticalityLimit (FIFO instead) rampart gets {}; without propagation {}; without the budget {}; without the breaker {}; without reject_expired {}.",
+            "Attribution at {SWEEP_AT}x: without the CriticalityLimit (FIFO instead) rampart gets {}{limiter_breaker}; without propagation {}; without the budget {}; without the breaker {}; without reject_expired {}.",
             ab(Feature::Limiter),
             ab(Feature::Propagation),
             ab(Feature::Budget),
