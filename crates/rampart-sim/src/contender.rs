@@ -2,16 +2,18 @@
 //!
 //! Each contender is a way to call a dependency (the client side of every hop) and a way to
 //! admit work (the server side of every service). The two baselines are plain code written
-//! here, not rampart with features turned off, so the comparison is honest:
+//! here around tower's own retry budget, not rampart with features turned off; every contender
+//! reads replies with the same classifier ([`classify`], rampart-http's HTTP rules) and honours
+//! a server's `Retry-After` the same way (used as is, capped at 30 s, no jitter).
 //!
 //! | contender | client side, every hop | server side |
 //! |---|---|---|
-//! | `naive` | a hand-written loop: 4 attempts (3 retries), a fixed per-hop timeout with `tokio::time::timeout`, exponential backoff with full jitter; no budget; nothing propagated | one FIFO queue, rejects when full |
-//! | `budgeted` | the same loop, plus a retry budget written here after tower's (`TpsBudget`: each request deposits, a retry withdraws; 20 % of requests over a 10 s window, plus 10 retries/s); nothing propagated | one FIFO queue, rejects when full |
-//! | `rampart` | a rampart [`Policy`]: 4 attempts, the same per-hop attempt timeout and backoff curve (seeded), its retry budget (10 % of successes, floor 3/s), a failure-ratio breaker (50 % over 10 s, at least 20 calls), the ambient deadline and criticality read and sent on the wire (`min(attempt ceiling, time left)` as whole milliseconds); hedged with `run_hedged` where a scenario asks | admits every request through rampart's [`CriticalityLimit`](rampart::limit::CriticalityLimit) (capacity the service's workers, queue the service's queue, hold [`SHED_HOLD`]; see [`Admission::Criticality`]) with its propagated level and deadline; answers `Expired` without work when less than its p99 service time is left (a stand-in for rampart-http's `reject_expired`, see [`ServerSide::reject_expired`]) |
+//! | `naive` | a hand-written loop: [`Hop::attempts`] attempts, a per-attempt timeout with `tokio::time::timeout`, full-jitter exponential backoff; no budget; nothing propagated | one FIFO queue, 503 without `Retry-After` when full |
+//! | `budgeted` | the same loop under tower's own [`TpsBudget`] (`TpsBudget::new(10 s, 3/s, 10 %)`, deposited on every success and withdrawn by every retry, as tower's documentation does it); nothing propagated | the same FIFO |
+//! | `rampart` | a rampart [`Policy`]: the same attempts, attempt timeout and backoff curve (seeded), rampart's retry budget (10 % of successes, floor 3/s), a failure-ratio breaker (50 % over 10 s, at least 20 calls), the ambient deadline and criticality read and sent on the wire (`min(attempt ceiling, time left)` as whole milliseconds); hedged (its `run` hedges) where a scenario asks | rampart's [`CriticalityLimit`](rampart::limit::CriticalityLimit) with the service's workers and queue, behind an inbound edge that does what rampart-http's `InboundLayer` does (see [`ServerSide`]) |
 //!
-//! The per-hop timeout, attempts and backoff base are the scenario's ([`Hop`]) and are the same
-//! for every contender.
+//! Each of rampart's features can be removed on its own ([`Feature`], [`Contender::without`]):
+//! the ablations that attribute every win.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -21,7 +23,8 @@ use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart::drain::Drain;
 use rampart::hedge::Hedge;
-use rampart::{Attempt, Criticality, DeadlineSource, Error, Instant, Policy, RetryBudget, Verdict};
+use rampart::{Attempt, Criticality, DeadlineSource, Error, Policy, RetryBudget, Verdict};
+use tower::retry::budget::{Budget, TpsBudget};
 
 use crate::SimError;
 use crate::dist::derive_seed;
@@ -30,9 +33,9 @@ use crate::service::{Admission, Failure, Reply, Request, ServerSide, Service, Tr
 /// Which family a contender belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Retries at every hop, a fixed timeout, nothing else.
+    /// Retries at every hop, a per-attempt timeout, nothing else.
     Naive,
-    /// Retries under a hand-written 20 % retry budget, a fixed timeout.
+    /// Retries under tower's `TpsBudget`, a per-attempt timeout.
     Budgeted,
     /// rampart policies, deadline and criticality propagation, server-side shedding.
     Rampart,
@@ -54,7 +57,61 @@ pub enum Hedging {
     },
 }
 
-/// A contender: a name, a family and, for rampart, how it hedges.
+/// One of rampart's features, which an ablation removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    /// The retry budget (`no_budget()`).
+    Budget,
+    /// Reading the ambient deadline and criticality and sending them on the wire.
+    Propagation,
+    /// The servers' `CriticalityLimit` (replaced by the baselines' FIFO queue).
+    Limiter,
+    /// The circuit breaker.
+    Breaker,
+    /// Hedging (where the scenario hedges).
+    Hedging,
+    /// The servers' `reject_expired` (a request arriving with no more than the reserve left is
+    /// handled anyway).
+    RejectExpired,
+}
+
+impl Feature {
+    /// Every feature, in ablation order.
+    pub const ALL: [Feature; 6] = [
+        Feature::Budget,
+        Feature::Propagation,
+        Feature::Limiter,
+        Feature::Breaker,
+        Feature::Hedging,
+        Feature::RejectExpired,
+    ];
+
+    /// Its name in tables.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Feature::Budget => "retry budget",
+            Feature::Propagation => "deadline and criticality propagation",
+            Feature::Limiter => "CriticalityLimit (FIFO instead)",
+            Feature::Breaker => "circuit breaker",
+            Feature::Hedging => "hedging",
+            Feature::RejectExpired => "reject_expired",
+        }
+    }
+
+    /// The name of the contender without it.
+    pub const fn ablation_name(self) -> &'static str {
+        match self {
+            Feature::Budget => "rampart -budget",
+            Feature::Propagation => "rampart -propagation",
+            Feature::Limiter => "rampart -limiter",
+            Feature::Breaker => "rampart -breaker",
+            Feature::Hedging => "rampart -hedging",
+            Feature::RejectExpired => "rampart -reject_expired",
+        }
+    }
+}
+
+/// A contender: a name, a family and, for rampart, which features it has.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Contender {
     /// Its name in tables and charts.
@@ -65,30 +122,47 @@ pub struct Contender {
     pub hedging: Hedging,
     /// A failure-ratio circuit breaker on every hop (rampart only).
     pub breaker: bool,
+    /// rampart's retry budget on every hop (rampart only).
+    pub budget: bool,
+    /// Deadline and criticality read from the ambient scope and sent on the wire (rampart only).
+    pub propagation: bool,
+    /// The servers admit through `CriticalityLimit` (rampart only; FIFO otherwise).
+    pub limiter: bool,
+    /// The servers answer 504 at once when a request arrives with no more than the reserve
+    /// left (rampart only).
+    pub reject_expired: bool,
 }
 
-/// 4 attempts at every hop, a fixed per-hop timeout, no budget, no propagation.
+/// The per-attempt loop with no budget, no propagation.
 pub const NAIVE: Contender = Contender {
     name: "naive",
     kind: Kind::Naive,
     hedging: Hedging::Off,
     breaker: false,
+    budget: false,
+    propagation: false,
+    limiter: false,
+    reject_expired: false,
 };
 
-/// The naive loop under a 20 % retry budget (tower's design, written here).
+/// The naive loop under tower's `TpsBudget`.
 pub const BUDGETED: Contender = Contender {
     name: "budgeted",
     kind: Kind::Budgeted,
-    hedging: Hedging::Off,
-    breaker: false,
+    ..NAIVE
 };
 
-/// rampart with budget, breaker, deadline and criticality propagation; no hedging.
+/// rampart with every feature but hedging: budget, breaker, deadline and criticality
+/// propagation, `CriticalityLimit` and `reject_expired` on the servers.
 pub const RAMPART: Contender = Contender {
     name: "rampart",
     kind: Kind::Rampart,
     hedging: Hedging::Off,
-    breaker: false,
+    breaker: true,
+    budget: true,
+    propagation: true,
+    limiter: true,
+    reject_expired: true,
 };
 
 /// The three contenders every scenario compares.
@@ -100,12 +174,23 @@ pub const ALL: [Contender; 3] = [NAIVE, BUDGETED, RAMPART];
 /// same numbers the baselines' FIFO servers get.
 pub const SHED_HOLD: Duration = Duration::from_secs(1);
 
-/// The hand-written budget's share of requests a retry may add.
-pub const BUDGET_PERCENT: f64 = 0.2;
-/// The hand-written budget's window.
+/// What each rampart server keeps for itself from the deadline it receives (rampart-http's
+/// `InboundLayer::reserve`), the same configured number for every service (the loopback demo's).
+pub const RESERVE: Duration = Duration::from_millis(5);
+
+/// tower's budget: how long a deposit counts.
 pub const BUDGET_TTL: Duration = Duration::from_secs(10);
-/// The hand-written budget's floor, retries per second.
-pub const BUDGET_MIN_PER_SEC: u32 = 10;
+/// tower's budget: retries per second always allowed.
+pub const BUDGET_MIN_PER_SEC: u32 = 3;
+/// tower's budget: retries allowed per deposit (rampart's default `fraction`, the SRE book's
+/// 10 %).
+pub const BUDGET_PERCENT: f32 = 0.1;
+
+/// The most any backoff or `Retry-After` is waited (rampart's default maximum).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The base of the long curve after a throttled reply without `Retry-After` (rampart's
+/// default).
+pub const THROTTLED_BASE: Duration = Duration::from_secs(1);
 
 /// One hop's settings, the same for every contender: what a scenario decides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,26 +224,33 @@ impl Contender {
         }
     }
 
-    /// This contender under another name, with a breaker on every hop.
-    pub const fn with_breaker(self, name: &'static str) -> Contender {
-        Contender {
-            name,
-            breaker: true,
-            ..self
+    /// This rampart contender with `feature` removed, named after what is missing.
+    pub const fn without(self, feature: Feature) -> Contender {
+        let mut c = self;
+        c.name = feature.ablation_name();
+        match feature {
+            Feature::Budget => c.budget = false,
+            Feature::Propagation => c.propagation = false,
+            Feature::Limiter => c.limiter = false,
+            Feature::Breaker => c.breaker = false,
+            Feature::Hedging => c.hedging = Hedging::Off,
+            Feature::RejectExpired => c.reject_expired = false,
         }
+        c
     }
 
     /// How this contender's services admit work.
     pub fn server(&self) -> ServerSide {
-        match self.kind {
-            Kind::Naive | Kind::Budgeted => ServerSide {
-                admission: Admission::Fifo,
-                reject_expired: false,
+        let rampart = self.kind == Kind::Rampart;
+        ServerSide {
+            admission: if rampart && self.limiter {
+                Admission::Criticality { hold: SHED_HOLD }
+            } else {
+                Admission::Fifo
             },
-            Kind::Rampart => ServerSide {
-                admission: Admission::Criticality { hold: SHED_HOLD },
-                reject_expired: true,
-            },
+            inbound: rampart,
+            reserve: RESERVE,
+            reject_expired: rampart && self.reject_expired,
         }
     }
 
@@ -166,40 +258,45 @@ impl Contender {
     pub fn client(&self, target: Rc<Service>, hop: Hop, seed: u64) -> Result<Rc<Client>, SimError> {
         let seed = derive_seed(seed, target.config().name);
         let how = match self.kind {
-            Kind::Naive => How::Naive {
+            Kind::Naive => How::Loop {
                 hop,
                 rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+                budget: None,
             },
-            Kind::Budgeted => How::Budgeted {
+            Kind::Budgeted => How::Loop {
                 hop,
                 rng: RefCell::new(fastrand::Rng::with_seed(seed)),
-                budget: RefCell::new(TpsBudget::new(
-                    BUDGET_TTL,
-                    BUDGET_MIN_PER_SEC,
-                    BUDGET_PERCENT,
-                )),
+                budget: Some(tower_budget()),
             },
             Kind::Rampart => How::Rampart {
                 policy: self.policy(target.config().name, hop, seed)?,
-                hedged: self.hedging != Hedging::Off,
+                propagate: self.propagation,
             },
         };
         Ok(Rc::new(Client { target, how }))
     }
 
-    /// The rampart policy of one hop.
-    fn policy(&self, name: &str, hop: Hop, seed: u64) -> Result<Policy<Classifier>, SimError> {
+    /// The rampart policy of one hop (also what [`describe`](Self::describe) explains).
+    pub fn policy(&self, name: &str, hop: Hop, seed: u64) -> Result<Policy<Classifier>, SimError> {
         let mut builder = Policy::builder()
             .name(name)
             .max_attempts(hop.attempts)
             .deadline(Duration::from_secs(30))
             .attempt_timeout(hop.timeout)
             .backoff(Backoff::exponential(hop.backoff).seed(seed))
-            .budget(RetryBudget::builder().build()?)
-            .use_ambient_deadline(true)
-            .use_ambient_criticality(true)
+            .use_ambient_deadline(self.propagation)
+            // The policy reads the level only to gate its budget and hedges (the wire carries
+            // the caller's level either way); rampart refuses the setting without either.
+            .use_ambient_criticality(
+                self.propagation && (self.budget || self.hedging != Hedging::Off),
+            )
             .drain(&Drain::new())
             .classifier(classify as Classifier);
+        builder = if self.budget {
+            builder.budget(RetryBudget::builder().build()?)
+        } else {
+            builder.no_budget()
+        };
         if self.breaker {
             let breaker = Breaker::builder()
                 .failure_ratio(0.5, Duration::from_secs(10), 20)
@@ -216,37 +313,78 @@ impl Contender {
         };
         Ok(builder.build()?)
     }
+
+    /// This contender's exact configuration for one hop, in one paragraph: rampart's by
+    /// `policy.explain()`, the baselines' by their settings; then the server side.
+    pub fn describe(&self, hop: Hop) -> Result<String, SimError> {
+        let backoff = format!(
+            "backoff {} ms x2 full jitter max 30 s (Retry-After used as is; 1 s long curve for a throttled reply without one)",
+            hop.backoff.as_millis()
+        );
+        let client = match self.kind {
+            Kind::Naive => format!(
+                "hand-written loop: {} attempts, attempt timeout {} ms (tokio::time::timeout), {backoff}, no budget, no deadline or criticality on the wire",
+                hop.attempts,
+                hop.timeout.as_millis()
+            ),
+            Kind::Budgeted => format!(
+                "the naive loop ({} attempts, attempt timeout {} ms, {backoff}) under tower::retry::budget::TpsBudget::new({} s, {}/s, {}) (deposit per success, withdraw per retry), no deadline or criticality on the wire",
+                hop.attempts,
+                hop.timeout.as_millis(),
+                BUDGET_TTL.as_secs(),
+                BUDGET_MIN_PER_SEC,
+                BUDGET_PERCENT
+            ),
+            Kind::Rampart => {
+                let policy = self.policy("hop", hop, 0)?;
+                format!(
+                    "policy.explain(): {}; {}",
+                    policy.explain(),
+                    if self.propagation {
+                        "sends min(attempt ceiling, time left) as X-Deadline-Ms and the level as X-Criticality"
+                    } else {
+                        "sends no deadline or criticality"
+                    }
+                )
+            }
+        };
+        Ok(format!(
+            "client: {client}. server: {}",
+            self.server().describe()
+        ))
+    }
 }
 
-/// The classifier of the rampart contender.
+fn tower_budget() -> TpsBudget {
+    TpsBudget::new(BUDGET_TTL, BUDGET_MIN_PER_SEC, BUDGET_PERCENT)
+}
+
+/// The classifier every contender uses.
 pub type Classifier = fn(&Reply) -> Verdict;
 
-/// What each reply means to a rampart policy: a shed request (503) is throttled (retried on the
-/// long curve, never breaker evidence), a request whose deadline passed downstream (504) is
-/// permanent, every other failure is transient.
+/// What each reply means, for every contender: rampart-http's HTTP rules. A 503 with
+/// `Retry-After` is throttled (retried after it, never breaker evidence); every other failure
+/// (a 503 without `Retry-After`, a 500, a 504, a timeout, a refused connection) is transient.
 pub fn classify(reply: &Reply) -> Verdict {
     match reply {
         Ok(()) => Verdict::Ok,
-        Err(Failure::Overloaded) => Verdict::Throttled { retry_after: None },
-        Err(Failure::Expired) => Verdict::Permanent,
+        Err(Failure::Overloaded(Some(after))) => Verdict::Throttled {
+            retry_after: Some(*after),
+        },
         Err(_) => Verdict::Transient,
     }
 }
 
 enum How {
     Direct,
-    Naive {
+    Loop {
         hop: Hop,
         rng: RefCell<fastrand::Rng>,
-    },
-    Budgeted {
-        hop: Hop,
-        rng: RefCell<fastrand::Rng>,
-        budget: RefCell<TpsBudget>,
+        budget: Option<TpsBudget>,
     },
     Rampart {
         policy: Policy<Classifier>,
-        hedged: bool,
+        propagate: bool,
     },
 }
 
@@ -269,27 +407,33 @@ impl Client {
     pub async fn call(&self, trace: Trace, level: Criticality) -> Reply {
         match &self.how {
             How::Direct => self.send(None, None, level, trace).await,
-            How::Naive { hop, rng } => self.retry_loop(*hop, rng, None, trace, level).await,
-            How::Budgeted { hop, rng, budget } => {
-                self.retry_loop(*hop, rng, Some(budget), trace, level).await
+            How::Loop { hop, rng, budget } => {
+                self.retry_loop(*hop, rng, budget.as_ref(), trace, level)
+                    .await
             }
-            How::Rampart { policy, hedged } => {
-                let outcome = if *hedged {
-                    policy
-                        .run(async |attempt| self.attempt(attempt, trace, level).await)
-                        .await
-                } else {
-                    policy
-                        .run(async |attempt| self.attempt(attempt, trace, level).await)
-                        .await
-                };
+            How::Rampart { policy, propagate } => {
+                let propagate = *propagate;
+                // `run` hedges when the policy was built with a hedge.
+                let outcome = policy
+                    .run(async |attempt| self.attempt(attempt, propagate, trace, level).await)
+                    .await;
                 outcome.map_err(|e| failure_of(&e))
             }
         }
     }
 
-    /// One rampart attempt: the wire carries `min(attempt ceiling, time left)` and the level.
-    async fn attempt(&self, attempt: &Attempt, trace: Trace, level: Criticality) -> Reply {
+    /// One rampart attempt: the wire carries `min(attempt ceiling, time left)` and the level
+    /// when the contender propagates.
+    async fn attempt(
+        &self,
+        attempt: &Attempt,
+        propagate: bool,
+        trace: Trace,
+        level: Criticality,
+    ) -> Reply {
+        if !propagate {
+            return self.send(None, None, level, trace).await;
+        }
         let deadline_ms = attempt
             .remaining()
             .map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1));
@@ -313,32 +457,36 @@ impl Client {
         receiver.await.unwrap_or(Err(Failure::Error))
     }
 
-    /// The baselines' loop: up to `attempts` tries, each under `timeout`, with full-jitter
-    /// exponential backoff, and (budgeted) a retry only when the budget allows.
+    /// The baselines' loop: up to `attempts` tries, each under `timeout`, read by
+    /// [`classify`]; a transient failure waits the full-jitter exponential backoff, a
+    /// throttled one its `Retry-After` (capped, no jitter), and (budgeted) a retry happens
+    /// only when tower's budget allows it.
     async fn retry_loop(
         &self,
         hop: Hop,
         rng: &RefCell<fastrand::Rng>,
-        budget: Option<&RefCell<TpsBudget>>,
+        budget: Option<&TpsBudget>,
         trace: Trace,
         level: Criticality,
     ) -> Reply {
-        if let Some(budget) = budget {
-            budget.borrow_mut().deposit(Instant::now());
-        }
-        let mut last = Err(Failure::Error);
+        let mut last: Reply = Err(Failure::Error);
         for attempt in 1..=hop.attempts {
             if attempt > 1 {
                 if let Some(budget) = budget
-                    && !budget.borrow_mut().withdraw(Instant::now())
+                    && !budget.withdraw()
                 {
                     return last;
                 }
-                let cap = hop
-                    .backoff
-                    .saturating_mul(1 << (attempt - 2).min(20))
-                    .min(Duration::from_secs(30));
-                let delay = cap.mul_f64(rng.borrow_mut().f64());
+                let retry = attempt - 1;
+                let delay = match classify(&last) {
+                    Verdict::Throttled {
+                        retry_after: Some(after),
+                    } => after.min(MAX_BACKOFF),
+                    Verdict::Throttled { retry_after: None } => {
+                        jittered(THROTTLED_BASE, retry, &mut rng.borrow_mut())
+                    }
+                    _ => jittered(hop.backoff, retry, &mut rng.borrow_mut()),
+                };
                 tokio::time::sleep(delay).await;
             }
             last = match tokio::time::timeout(hop.timeout, self.send(None, None, level, trace))
@@ -347,15 +495,32 @@ impl Client {
                 Ok(reply) => reply,
                 Err(_) => Err(Failure::Timeout),
             };
-            if last.is_ok() {
-                return last;
+            match classify(&last) {
+                Verdict::Ok => {
+                    if let Some(budget) = budget {
+                        budget.deposit();
+                    }
+                    return last;
+                }
+                Verdict::Transient | Verdict::Throttled { .. } => {}
+                _ => return last,
             }
         }
         last
     }
 }
 
-/// How a rampart error looks to the simulated caller.
+/// Full jitter on `base × 2^(retry - 1)`, capped at [`MAX_BACKOFF`]: rampart's default curve.
+fn jittered(base: Duration, retry: u32, rng: &mut fastrand::Rng) -> Duration {
+    let cap = base
+        .saturating_mul(1 << (retry.saturating_sub(1)).min(20))
+        .min(MAX_BACKOFF);
+    cap.mul_f64(rng.f64())
+}
+
+/// How a rampart error looks to the simulated caller: what rampart-http answers for it
+/// (deadline and attempt timeout 504, a rejection 503 with `Retry-After` in whole seconds, at
+/// least 1).
 fn failure_of(error: &Error<Failure>) -> Failure {
     match error {
         Error::Inner(failure) => *failure,
@@ -364,72 +529,17 @@ fn failure_of(error: &Error<Failure>) -> Failure {
             ..
         } => Failure::Expired,
         Error::DeadlineExceeded { .. } | Error::AttemptTimeout { .. } => Failure::Timeout,
-        Error::Rejected { .. } => Failure::Refused,
+        Error::Rejected { retry_after, .. } => {
+            Failure::Overloaded(Some(whole_seconds(*retry_after)))
+        }
         _ => Failure::Error,
     }
 }
 
-/// A retry budget written after tower's `TpsBudget`: each request deposits 1, each retry
-/// withdraws `1 / percent`; deposits expire after `ttl` (in ten slots); a reserve of
-/// `min_per_sec × ttl` retries is always there.
-#[derive(Debug)]
-pub struct TpsBudget {
-    slots: [i64; 10],
-    current: usize,
-    slot_start: Option<Instant>,
-    slot_len: Duration,
-    reserve: i64,
-    withdraw_amount: i64,
-}
-
-impl TpsBudget {
-    /// A budget letting retries add `percent` of requests over `ttl`, plus `min_per_sec`.
-    pub fn new(ttl: Duration, min_per_sec: u32, percent: f64) -> TpsBudget {
-        let withdraw_amount = (1.0 / percent).round().max(1.0) as i64;
-        TpsBudget {
-            slots: [0; 10],
-            current: 0,
-            slot_start: None,
-            slot_len: ttl / 10,
-            reserve: i64::from(min_per_sec) * ttl.as_secs() as i64 * withdraw_amount,
-            withdraw_amount,
-        }
-    }
-
-    fn rotate(&mut self, now: Instant) {
-        let start = *self.slot_start.get_or_insert(now);
-        let elapsed = now.saturating_duration_since(start);
-        let steps = (elapsed.as_nanos() / self.slot_len.as_nanos().max(1)) as u64;
-        if steps == 0 {
-            return;
-        }
-        for _ in 0..steps.min(10) {
-            self.current = (self.current + 1) % 10;
-            self.slots[self.current] = 0;
-        }
-        let moved = self
-            .slot_len
-            .saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX));
-        self.slot_start = Some(start + moved);
-    }
-
-    /// Records one request.
-    pub fn deposit(&mut self, now: Instant) {
-        self.rotate(now);
-        self.slots[self.current] += 1;
-    }
-
-    /// Takes one retry's worth if there is one.
-    pub fn withdraw(&mut self, now: Instant) -> bool {
-        self.rotate(now);
-        let balance = self.reserve + self.slots.iter().sum::<i64>();
-        if balance >= self.withdraw_amount {
-            self.slots[self.current] -= self.withdraw_amount;
-            true
-        } else {
-            false
-        }
-    }
+/// A `Retry-After` as rampart-http writes it: whole seconds, rounded up, at least 1.
+pub fn whole_seconds(after: Option<Duration>) -> Duration {
+    let secs = after.map_or(1, |d| d.as_nanos().div_ceil(1_000_000_000).max(1));
+    Duration::from_secs(u64::try_from(secs).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -437,18 +547,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_hand_written_budget_allows_a_fifth_of_requests_plus_its_floor() {
-        let mut budget = TpsBudget::new(Duration::from_secs(10), 0, 0.2);
-        let now = Instant::now();
-        for _ in 0..100 {
-            budget.deposit(now);
+    fn every_contender_reads_replies_as_rampart_http_does() {
+        assert_eq!(classify(&Ok(())), Verdict::Ok);
+        assert_eq!(
+            classify(&Err(Failure::Overloaded(None))),
+            Verdict::Transient
+        );
+        assert_eq!(
+            classify(&Err(Failure::Overloaded(Some(Duration::from_secs(2))))),
+            Verdict::Throttled {
+                retry_after: Some(Duration::from_secs(2))
+            }
+        );
+        for f in [Failure::Error, Failure::Expired, Failure::Timeout] {
+            assert_eq!(classify(&Err(f)), Verdict::Transient, "{f:?}");
         }
-        let retries = (0..100).filter(|_| budget.withdraw(now)).count();
-        assert_eq!(retries, 20);
-        // Deposits expire after the window.
-        let later = now + Duration::from_secs(11);
-        assert!(!budget.withdraw(later));
-        let mut floor = TpsBudget::new(Duration::from_secs(10), 1, 0.2);
-        assert_eq!((0..100).filter(|_| floor.withdraw(now)).count(), 10);
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up_and_at_least_one() {
+        assert_eq!(whole_seconds(None), Duration::from_secs(1));
+        assert_eq!(
+            whole_seconds(Some(Duration::from_millis(10))),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            whole_seconds(Some(Duration::from_millis(1_001))),
+            Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn an_ablation_removes_one_feature_and_names_it() {
+        let c = RAMPART.without(Feature::Limiter);
+        assert_eq!(c.name, "rampart -limiter");
+        assert_eq!(c.server().admission, Admission::Fifo);
+        assert!(c.budget && c.breaker && c.propagation && c.reject_expired);
+        assert!(!RAMPART.without(Feature::Budget).budget);
+    }
+
+    #[test]
+    fn tower_budget_allows_a_tenth_of_successes_plus_its_floor() {
+        let retries = crate::sim::virtual_time(|| async {
+            let budget = tower_budget();
+            // The reserve: 3/s over 10 s.
+            let reserve = (0..100).filter(|_| budget.withdraw()).count();
+            for _ in 0..100 {
+                budget.deposit();
+            }
+            let funded = (0..100).filter(|_| budget.withdraw()).count();
+            (reserve, funded)
+        })
+        .expect("runtime");
+        assert_eq!(retries, (30, 10));
     }
 }

@@ -9,8 +9,8 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`service`] | a simulated service: workers, a bounded FIFO queue or rampart's `CriticalityLimit`, lognormal service time, faults, downstream calls, the wire |
-//! | [`contender`] | `naive`, `budgeted` (hand-written baselines) and `rampart`, configured in one place |
+//! | [`service`] | a simulated service: workers, a bounded FIFO queue or rampart's `CriticalityLimit` behind an inbound edge written after rampart-http's, lognormal service time, faults, downstream calls, the wire |
+//! | [`contender`] | `naive` (a hand-written retry loop), `budgeted` (the loop under tower's `TpsBudget`) and `rampart`, one classifier for all, and rampart's ablations, configured in one place |
 //! | [`scenario`] | one module per scenario: retry storm, deadline, tail, overload, metastable |
 //! | [`calibration`] | arithmetic the simulator must reproduce first (4³ = 64; 1 - 0.99¹⁰⁰) |
 //! | [`report`] | text tables, `report.json`, `index.html` with SVG charts |

@@ -135,8 +135,32 @@ pub struct Series {
     pub color: Rgb,
     /// Drawn dashed.
     pub dashed: bool,
-    /// Its points, in x order.
+    /// A marker on every point (for sweeps: shows where a point was measured).
+    pub markers: bool,
+    /// Its points, in x order. A `NaN` y is a point that was not measured: the line stops
+    /// there and starts again after it.
     pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    /// A solid line with a marker on every measured point.
+    pub fn sweep(name: impl Into<String>, color: Rgb, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            name: name.into(),
+            color,
+            dashed: false,
+            markers: true,
+            points,
+        }
+    }
+
+    /// The same, dashed.
+    pub fn dashed_sweep(name: impl Into<String>, color: Rgb, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            dashed: true,
+            ..Series::sweep(name, color, points)
+        }
+    }
 }
 
 /// A shaded span of x on a chart (a fault window, a spike).
@@ -236,7 +260,11 @@ pub struct ScenarioReport {
     pub chart: Chart,
     /// Its tables.
     pub tables: Vec<Table>,
-    /// Two lines saying what the numbers show.
+    /// What every column and label of its tables means: `(term, definition)`.
+    pub terms: Vec<(String, String)>,
+    /// Every contender's exact configuration: `(contender, configuration)`.
+    pub configs: Vec<(String, String)>,
+    /// What the numbers show, wins, ties and losses alike.
     pub findings: Vec<String>,
     /// Caveats.
     pub notes: Vec<String>,
@@ -258,16 +286,17 @@ pub struct Report {
 }
 
 /// Work not done yet, named in the report.
-pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (--loopback runs only the deadline scenario, on three axum services on 127.0.0.1 through rampart-http's layers, and prints its table).";
+pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (--loopback runs only the deadline scenario, on three axum services on 127.0.0.1 through rampart-http's layers, and prints its table); a real-socket middle tier with bounded workers whose queue outlives the edge's patience; hedging on loopback; a call-depth sweep of the deadline scenario; an edge budget that changes at run time.";
 
-/// What rampart's server side is in this simulator: what is rampart's own code, and what is
-/// still a stand-in written here.
-pub fn server_side() -> String {
-    format!(
-        "rampart's server side in this simulator: every service of the rampart contender admits each request through rampart's own CriticalityLimit (capacity = the service's workers, queue = the service's queue, hold {:?}), asked directly with the request's level and propagated deadline, as a server layer asks it; the baselines' services keep one FIFO queue of the same size. One piece is still a stand-in written inside the simulator: answering 504 at once when a propagated deadline leaves less than the service's p99 service time (what rampart-http's reject_expired does on a real socket; the simulated services have no sockets, so the check is written here; `--loopback` runs the deadline scenario through rampart-http itself). The client side of every rampart hop is the real rampart executor.",
-        crate::contender::SHED_HOLD
-    )
-}
+/// What in this simulator is the real component and what is a stand-in written here, with
+/// what each stand-in simplifies.
+pub const STAND_INS: [&str; 5] = [
+    "Real: the client side of every rampart hop is rampart's executor (Policy::run, hedging when the policy hedges) with its real retry budget, breaker, hedge and backoff; the rampart servers' admission is rampart's own CriticalityLimit, asked as rampart-http's InboundLayer::admit asks it; the budgeted baseline's budget is tower's own TpsBudget.",
+    "Stand-in: the inbound edge of a rampart server (reading X-Deadline-Ms and X-Criticality, subtracting the configured reserve, reject_expired on arrival, 503 with Retry-After in whole seconds for a refusal or a queue wait past the deadline) is written here after rampart-http's InboundLayer, because the simulated requests are not HTTP requests. It simplifies: no header parsing or maximum, no enforce (the layer's default: a handler is not dropped at its deadline), no problem+json body.",
+    "Stand-in: a simulated service is a pool of workers (one per request being handled, held while the handler waits on its downstream call, as a thread-per-request server), a lognormal service time drawn per request, and injected faults; the baselines' FIFO queue is a plain bounded queue answering 503 without Retry-After when full (tower's LoadShed in front of a ConcurrencyLimit would do the same).",
+    "Stand-in: the wire is a channel. Nothing is cancelled over it: a caller that stops waiting leaves its request queued or running downstream, as an HTTP/1.1 server whose work is already queued keeps it; only a deadline that travelled with the request lets a service skip dead work. A request costs no network time.",
+    "Stand-in: time is tokio's paused clock with 1 ms timer resolution; every service time is rounded up to the next millisecond.",
+];
 
 impl Report {
     /// Whether every calibration check passed.
@@ -291,6 +320,8 @@ impl Report {
             ]);
         }
         out.push_str(&cal.text());
+        out.push('\n');
+        out.push_str(&self.config_box());
         for s in &self.scenarios {
             let _ = write!(out, "\n== {}: {}\n", s.name, s.title);
             let _ = writeln!(out, "reference: {}", s.reference);
@@ -298,11 +329,43 @@ impl Report {
                 out.push('\n');
                 out.push_str(&table.text());
             }
-            out.push('\n');
+            out.push_str("\ncolumns:\n");
+            for (term, meaning) in &s.terms {
+                let _ = writeln!(out, "  {term}: {meaning}");
+            }
+            out.push_str("\nfindings:\n");
             for finding in &s.findings {
                 let _ = writeln!(out, "> {finding}");
             }
         }
+        out.push_str("\nwhat is real and what is a stand-in:\n");
+        for line in STAND_INS {
+            let _ = writeln!(out, "- {line}");
+        }
+        out
+    }
+
+    /// Every contender's exact configuration, scenario by scenario, in a box.
+    pub fn config_box(&self) -> String {
+        let mut lines = vec![
+            "contenders, exactly as configured (rampart's line is policy.explain() of one hop)"
+                .to_owned(),
+        ];
+        for s in &self.scenarios {
+            lines.push(String::new());
+            lines.push(format!("[{}]", s.name));
+            for (name, config) in &s.configs {
+                lines.push(format!("{name}: {config}"));
+            }
+        }
+        let width = 100;
+        let mut out = format!("+{}+\n", "-".repeat(width + 2));
+        for line in lines {
+            for part in wrap(&line, width) {
+                let _ = writeln!(out, "| {part:<width$} |");
+            }
+        }
+        let _ = writeln!(out, "+{}+", "-".repeat(width + 2));
         out
     }
 
@@ -334,6 +397,8 @@ impl Report {
                     "reference": s.reference,
                     "findings": s.findings,
                     "notes": s.notes,
+                    "terms": s.terms.iter().map(|(t, m)| json!({ "term": t, "meaning": m })).collect::<Vec<_>>(),
+                    "configs": s.configs.iter().map(|(c, m)| json!({ "contender": c, "configuration": m })).collect::<Vec<_>>(),
                     "tables": s.tables.iter().map(Table::json).collect::<Vec<_>>(),
                     "data": s.data,
                 })
@@ -345,6 +410,7 @@ impl Report {
             "seed": self.seed,
             "quick": self.quick,
             "calibration": calibration,
+            "stand_ins": STAND_INS,
             "scenarios": scenarios,
         })
     }
@@ -384,6 +450,15 @@ impl Report {
         }
         out.push_str(&cal.html());
         out.push_str("</section>\n");
+        out.push_str("<section id=\"contenders\"><h2>Contenders, exactly as configured</h2>\n<p>rampart's line is <code>policy.explain()</code> of one hop; every contender reads replies with the same classifier (rampart-http's HTTP rules) and honours Retry-After the same way.</p>\n<div class=\"box\">");
+        for s in &self.scenarios {
+            let _ = write!(out, "<p><b>{}</b></p><ul>", escape(s.name));
+            for (name, config) in &s.configs {
+                let _ = write!(out, "<li><b>{}</b>: {}</li>", escape(name), escape(config));
+            }
+            out.push_str("</ul>");
+        }
+        out.push_str("</div></section>\n");
         for s in &self.scenarios {
             let _ = write!(
                 out,
@@ -403,6 +478,11 @@ impl Report {
             for table in &s.tables {
                 out.push_str(&table.html());
             }
+            out.push_str("<dl class=\"terms\">");
+            for (term, meaning) in &s.terms {
+                let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", escape(term), escape(meaning));
+            }
+            out.push_str("</dl>\n");
             let _ = write!(
                 out,
                 "<p class=\"reference\"><b>Reference.</b> {}</p>\n<details><summary>Setup</summary><ul>",
@@ -417,10 +497,13 @@ impl Report {
             }
             out.push_str("</section>\n");
         }
+        out.push_str("<section><h2>What is real and what is a stand-in</h2>");
+        for line in STAND_INS {
+            let _ = write!(out, "<p class=\"note\">{}</p>", escape(line));
+        }
         let _ = write!(
             out,
-            "<section><h2>Notes</h2><p class=\"note\">{}</p><p class=\"note\">{}</p></section>\n</body>\n</html>\n",
-            escape(&server_side()),
+            "<p class=\"note\">{}</p></section>\n</body>\n</html>\n",
             escape(FUTURE_WORK)
         );
         Ok(out)
@@ -457,6 +540,8 @@ h2 { border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
 .meta, .note { color: #666; font-size: 0.9em; }
 .question { font-style: italic; }
 .findings p { margin: 0.3em 0; font-weight: 600; }
+.box { border: 1px solid #bbb; background: #fafafa; padding: 0.2em 1em; font-size: 0.85em; }
+dl.terms { font-size: 0.85em; } dl.terms dt { font-weight: 600; } dl.terms dd { margin: 0 0 0.3em 1.5em; }
 svg { display: block; margin: 1em 0; max-width: 100%; height: auto; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 caption { text-align: left; font-weight: 600; padding-bottom: 0.3em; }
@@ -467,6 +552,23 @@ th { background: #f5f5f5; }
 </head>
 <body>
 "#;
+
+/// `text` broken into lines of at most `width` characters, at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -559,26 +661,67 @@ where
         }
         let clamp = |(px, py): (f64, f64)| (px, py.clamp(ylo, yhi));
         let widths = widths(chart);
-        for (series, &width) in chart.series.iter().zip(&widths) {
+        let mut dashes = 0usize;
+        for (index, (series, &width)) in chart.series.iter().zip(&widths).enumerate() {
             let (r, g, b) = series.color;
-            let style = RGBColor(r, g, b).stroke_width(width);
-            let points: Vec<(f64, f64)> = series.points.iter().copied().map(clamp).collect();
+            let color = RGBColor(r, g, b);
+            let style = color.stroke_width(width);
+            // Dashed lines get their own dash pattern each, so that two that overlap can be
+            // told apart.
+            let (dash, gap) = [(8, 5), (3, 4), (14, 6), (6, 3)][dashes % 4];
             if series.dashed {
-                ctx.draw_series(DashedLineSeries::new(points, 8, 5, style))
+                dashes += 1;
+            }
+            // A NaN is a point that was not measured: no line is drawn across it.
+            for run in series.points.split(|(_, py)| py.is_nan()) {
+                let points: Vec<(f64, f64)> = run.iter().copied().map(clamp).collect();
+                if series.dashed {
+                    ctx.draw_series(DashedLineSeries::new(points, dash, gap, style))
+                        .map_err(plot_error)?;
+                } else {
+                    ctx.draw_series(LineSeries::new(points, style))
+                        .map_err(plot_error)?;
+                }
+            }
+            if series.markers {
+                let measured = series.points.iter().filter(|(_, py)| !py.is_nan());
+                for &(px, py) in measured {
+                    let at = clamp((px, py));
+                    let filled = color.filled();
+                    match index % 4 {
+                        0 => ctx.draw_series(std::iter::once(Circle::new(at, 5, filled))),
+                        1 => ctx.draw_series(std::iter::once(TriangleMarker::new(at, 6, filled))),
+                        2 => ctx.draw_series(std::iter::once(Cross::new(
+                            at,
+                            5,
+                            color.stroke_width(2),
+                        ))),
+                        _ => ctx.draw_series(std::iter::once(Circle::new(
+                            at,
+                            5,
+                            color.stroke_width(2),
+                        ))),
+                    }
                     .map_err(plot_error)?;
-            } else {
-                ctx.draw_series(LineSeries::new(points, style))
-                    .map_err(plot_error)?;
+                }
             }
         }
         // The legend, beside the plot so that it never hides a line.
         let top = 48;
+        let mut dashes = 0usize;
         for (i, (series, &width)) in chart.series.iter().zip(&widths).enumerate() {
             let y = top + 24 * i as i32;
             let (r, g, b) = series.color;
-            let style = RGBColor(r, g, b).stroke_width(width.min(4));
+            let color = RGBColor(r, g, b);
+            let style = color.stroke_width(width.min(4));
             let segments: Vec<(i32, i32)> = if series.dashed {
-                vec![(4, 12), (17, 25), (30, 36)]
+                let (dash, gap) = [(8, 5), (3, 4), (14, 6), (6, 3)][dashes % 4];
+                dashes += 1;
+                (0..)
+                    .map(|k| 4 + k * (dash + gap))
+                    .take_while(|&from| from < 36)
+                    .map(|from| (from, (from + dash).min(36)))
+                    .collect()
             } else {
                 vec![(4, 36)]
             };
@@ -586,6 +729,16 @@ where
                 legend
                     .draw(&PathElement::new(vec![(from, y), (to, y)], style))
                     .map_err(plot_error)?;
+            }
+            if series.markers {
+                let at = (20, y);
+                match i % 4 {
+                    0 => legend.draw(&Circle::new(at, 5, color.filled())),
+                    1 => legend.draw(&TriangleMarker::new(at, 6, color.filled())),
+                    2 => legend.draw(&Cross::new(at, 5, color.stroke_width(2))),
+                    _ => legend.draw(&Circle::new(at, 5, color.stroke_width(2))),
+                }
+                .map_err(plot_error)?;
             }
             legend
                 .draw(&Text::new(
@@ -670,7 +823,8 @@ mod tests {
                     name: "a".into(),
                     color: colors::RAMPART,
                     dashed: yl,
-                    points: vec![(1.0, 1.0), (10.0, 50.0), (100.0, 1e6)],
+                    markers: xl,
+                    points: vec![(1.0, 1.0), (5.0, f64::NAN), (10.0, 50.0), (100.0, 1e6)],
                 }],
                 bands: vec![Band { from: 2.0, to: 3.0 }],
             };

@@ -14,7 +14,12 @@
 //!
 //! A service admits work one of two ways ([`Admission`]): a plain FIFO queue in front of its
 //! workers (the baselines), or rampart's [`CriticalityLimit`], asked directly for every request
-//! the way a server layer asks it (the rampart contender).
+//! the way rampart-http's `InboundLayer::admit` asks it (the rampart contender). In front of
+//! either, a rampart service reads the wire the way rampart-http's `InboundLayer` does
+//! ([`ServerSide`]): the deadline minus a configured reserve, `reject_expired` on arrival, a
+//! 503 with `Retry-After` for a refusal. That reading is written here, a stand-in for the
+//! layer itself (the simulated services have no HTTP requests); `--loopback` runs the real
+//! layer.
 //!
 //! Time is tokio's paused clock, whose timer wheel ticks in whole milliseconds: every service
 //! time is rounded up to the next millisecond.
@@ -28,11 +33,11 @@ use std::time::Duration;
 
 use rampart::admit::{Admit, AdmitContext, Feedback};
 use rampart::limit::CriticalityLimit;
-use rampart::{Ambient, AttemptOutcome, Criticality, Deadline, Instant};
+use rampart::{Ambient, AttemptOutcome, Criticality, Deadline, Instant, Verdict};
 use tokio::sync::oneshot;
 
 use crate::SimError;
-use crate::contender::Client;
+use crate::contender::{Client, classify, whole_seconds};
 use crate::dist::LogNormal;
 
 /// Why a request failed, as its caller sees it.
@@ -40,10 +45,11 @@ use crate::dist::LogNormal;
 pub enum Failure {
     /// The handler failed (an HTTP 500), or the service was down (connection refused).
     Error,
-    /// The service shed the request: its queue was full (an HTTP 503).
-    Overloaded,
-    /// The request's deadline had passed, or too little of it was left to answer (an HTTP 504
-    /// from the inbound edge).
+    /// The service shed the request (an HTTP 503), with the `Retry-After` it sent, if any: a
+    /// plain FIFO sends none, rampart-http always sends one (whole seconds, at least 1).
+    Overloaded(Option<Duration>),
+    /// The request arrived with no more than the service's reserve left, or a rampart policy
+    /// found its inherited deadline spent (an HTTP 504).
     Expired,
     /// The caller's own timeout fired before the answer came.
     Timeout,
@@ -101,10 +107,10 @@ pub enum Admission {
     /// rampart's [`CriticalityLimit`], one per service, asked directly for every request (as a
     /// server layer asks it): capacity the service's workers, queue [`ServiceConfig::queue`],
     /// and `hold`. Each request asks with its level (from the wire or its route) and its
-    /// propagated deadline as the ceiling, and stops waiting at that deadline. The permit is
-    /// held while the handler runs (downstream calls included). A refusal is answered 503
-    /// (`Overloaded`), or 504 (`Expired`) when the deadline has passed; a wait that reaches the
-    /// deadline is answered 504.
+    /// deadline (received minus the reserve) as the ceiling, and stops waiting at that
+    /// deadline. The permit is held while the handler runs (downstream calls included). A
+    /// refusal, or a wait that reaches the deadline, is answered 503 with `Retry-After`, as
+    /// rampart-http's `InboundLayer::admit` answers it.
     Criticality {
         /// How long a refusal of a level keeps every level below it refused
         /// ([`CriticalityLimitBuilder::hold`](rampart::limit::CriticalityLimitBuilder::hold)).
@@ -117,11 +123,37 @@ pub enum Admission {
 pub struct ServerSide {
     /// The queue discipline.
     pub admission: Admission,
-    /// Answer `Expired` at once, without work, when a request's propagated deadline leaves
-    /// less than the service's p99 service time, on arrival and again when it is about to
-    /// start. **A stand-in** for rampart-http's `reject_expired` (the HTTP edge is not in the
-    /// tree yet), written here.
+    /// Read the wire as rampart-http's `InboundLayer` does: `X-Deadline-Ms` minus
+    /// [`reserve`](Self::reserve) becomes the handler's ambient deadline (and the limit's
+    /// ceiling), `X-Criticality` its level. Without it the service ignores both headers (a
+    /// plain server); the levels are still counted for the report.
+    pub inbound: bool,
+    /// What the service keeps for itself from a received deadline (`InboundLayer::reserve`).
+    pub reserve: Duration,
+    /// Answer 504 at once, without work, when a request arrives with no more than the reserve
+    /// left (`InboundLayer::reject_expired`); checked on arrival only, as the layer does.
     pub reject_expired: bool,
+}
+
+impl ServerSide {
+    /// The configuration in one line, for the report.
+    pub fn describe(&self) -> String {
+        let admission = match self.admission {
+            Admission::Fifo => "one FIFO queue of the service's queue length in front of its workers, 503 without Retry-After when full".to_owned(),
+            Admission::Criticality { hold } => format!(
+                "rampart's CriticalityLimit (capacity = workers, queue = the service's queue, hold {} s), refusals and queue waits past the deadline answered 503 with Retry-After (whole seconds, at least 1)",
+                hold.as_secs_f64()
+            ),
+        };
+        if !self.inbound {
+            return format!("{admission}; no deadline or criticality read");
+        }
+        format!(
+            "{admission}; inbound edge as rampart-http's InboundLayer: X-Deadline-Ms minus a {} ms reserve, X-Criticality (CriticalPlus clamped), reject_expired {}, enforce off",
+            self.reserve.as_millis(),
+            if self.reject_expired { "on" } else { "off" }
+        )
+    }
 }
 
 /// A window of virtual time, from the start of the run.
@@ -220,7 +252,8 @@ pub struct ServiceStats {
     pub handled: u64,
     /// Requests rejected or shed because the queue was full (or refused by the limit), measured.
     pub shed: u64,
-    /// Requests answered `Expired` without work, measured.
+    /// Requests refused without work for their deadline (504 on arrival, or a wait for the
+    /// limit that reached the deadline), measured.
     pub expired: u64,
     /// Requests that never answered, measured.
     pub hung: u64,
@@ -266,7 +299,6 @@ pub struct Service {
     /// The admission limit of an [`Admission::Criticality`] service.
     limit: Option<CriticalityLimit>,
     start: Instant,
-    min_time: Duration,
     state: RefCell<State>,
     /// Latest time any handler finished: for tests.
     last_finish: Cell<Option<Instant>>,
@@ -296,14 +328,12 @@ impl Service {
                     .build()?,
             ),
         };
-        let min_time = config.service_time.quantile(0.99);
         Ok(Rc::new(Service {
             config,
             server,
             downstream,
             limit,
             start: Instant::now(),
-            min_time,
             state: RefCell::new(State {
                 busy: 0,
                 queue: VecDeque::new(),
@@ -354,11 +384,12 @@ impl Service {
             let _ = reply.send(Err(Failure::Error));
             return receiver;
         }
-        // The inbound edge: the wire values, read as rampart-http reads them.
-        let deadline = request
+        // The inbound edge: the wire values, read as rampart-http's InboundLayer reads them.
+        let left = request
             .deadline_ms
-            .filter(|&ms| ms > 0)
-            .map(|ms| now + Duration::from_millis(ms));
+            .filter(|&ms| ms > 0 && self.server.inbound)
+            .map(Duration::from_millis);
+        let deadline = left.map(|left| now + left.saturating_sub(self.server.reserve));
         let level = match self.config.levels {
             LevelSource::Wire => Criticality::from_inbound(request.criticality),
             LevelSource::Route => request.route,
@@ -369,11 +400,11 @@ impl Service {
             deadline,
             level,
         };
+        if self.server.reject_expired && left.is_some_and(|left| left <= self.server.reserve) {
+            expire(&mut state, item, Failure::Expired);
+            return receiver;
+        }
         if self.limit.is_some() {
-            if self.hopeless(&item, now) {
-                expire(&mut state, item);
-                return receiver;
-            }
             drop(state);
             let service = Rc::clone(self);
             tokio::task::spawn_local(async move { service.admit(item).await });
@@ -390,19 +421,10 @@ impl Service {
         receiver
     }
 
-    /// Whether a request can no longer be answered in time (only when the server honours
-    /// propagated deadlines and one was sent).
-    fn hopeless(&self, item: &Queued, now: Instant) -> bool {
-        self.server.reject_expired
-            && item
-                .deadline
-                .is_some_and(|d| d.saturating_duration_since(now) < self.min_time)
-    }
-
     /// Queues `item` in the FIFO, or rejects it when the queue is full.
     fn enqueue(&self, state: &mut State, item: Queued) {
         if state.queue.len() >= self.config.queue {
-            shed(state, item, Failure::Overloaded);
+            shed(state, item, Failure::Overloaded(None));
             return;
         }
         state.queue.push_back(item);
@@ -431,32 +453,35 @@ impl Service {
                 tokio::time::timeout_at(deadline, acquire).await.ok()
             }
         };
-        let now = Instant::now();
-        let past = item.deadline.is_some_and(|d| d <= now);
         let permit = match answer {
             Some(Ok(permit)) => permit,
-            Some(Err(_)) if !past => {
-                shed(&mut self.state.borrow_mut(), item, Failure::Overloaded);
+            Some(Err(refusal)) => {
+                let after = whole_seconds(refusal.retry_after);
+                shed(
+                    &mut self.state.borrow_mut(),
+                    item,
+                    Failure::Overloaded(Some(after)),
+                );
                 return;
             }
-            Some(Err(_)) | None => {
-                expire(&mut self.state.borrow_mut(), item);
+            None => {
+                // rampart-http: "a queue wait that outlasts the deadline is answered 503".
+                let after = whole_seconds(None);
+                expire(
+                    &mut self.state.borrow_mut(),
+                    item,
+                    Failure::Overloaded(Some(after)),
+                );
                 return;
             }
         };
-        if self.hopeless(&item, now) {
-            expire(&mut self.state.borrow_mut(), item);
-            drop(permit);
-            return;
-        }
         let began = Instant::now();
         match self.handle(item).await {
             Some(reply) => {
-                let outcome = match reply {
-                    Ok(()) => AttemptOutcome::Ok,
-                    Err(Failure::Overloaded) => AttemptOutcome::Throttled,
-                    Err(Failure::Expired) => AttemptOutcome::Permanent,
-                    Err(_) => AttemptOutcome::Transient,
+                let outcome = match classify(&reply) {
+                    Verdict::Ok => AttemptOutcome::Ok,
+                    Verdict::Throttled { .. } => AttemptOutcome::Throttled,
+                    _ => AttemptOutcome::Transient,
                 };
                 limit.release(permit, Feedback::new(outcome, Instant::now() - began));
             }
@@ -465,35 +490,23 @@ impl Service {
         }
     }
 
-    /// The next request to handle from the FIFO, skipping hopeless ones.
-    fn next(&self, state: &mut State, now: Instant) -> Option<Queued> {
-        while let Some(item) = state.queue.pop_front() {
-            if self.hopeless(&item, now) {
-                expire(state, item);
-                continue;
-            }
-            return Some(item);
-        }
-        None
+    /// The next request to handle from the FIFO.
+    fn next(&self, state: &mut State) -> Option<Queued> {
+        state.queue.pop_front()
     }
 
     /// One worker: handles `first`, then whatever is queued, then leaves.
     async fn work(self: Rc<Self>, first: Queued) {
         let mut item = first;
         loop {
-            let now = Instant::now();
-            if self.hopeless(&item, now) {
-                expire(&mut self.state.borrow_mut(), item);
-            } else {
-                let _ = self.handle(item).await;
-            }
+            let _ = self.handle(item).await;
             let now = Instant::now();
             let mut state = self.state.borrow_mut();
             if state.busy > self.workers_at(now) {
                 state.busy -= 1;
                 return;
             }
-            match self.next(&mut state, now) {
+            match self.next(&mut state) {
                 Some(next) => item = next,
                 None => {
                     state.busy -= 1;
@@ -608,11 +621,11 @@ fn shed(state: &mut State, item: Queued, why: Failure) {
     let _ = item.reply.send(Err(why));
 }
 
-fn expire(state: &mut State, item: Queued) {
+fn expire(state: &mut State, item: Queued, why: Failure) {
     if item.request.trace.measured {
         state.stats.expired += 1;
     }
-    let _ = item.reply.send(Err(Failure::Expired));
+    let _ = item.reply.send(Err(why));
 }
 
 #[cfg(test)]
@@ -633,14 +646,19 @@ mod tests {
 
     const FIFO: ServerSide = ServerSide {
         admission: Admission::Fifo,
+        inbound: false,
+        reserve: Duration::ZERO,
         reject_expired: false,
     };
     const RAMPART: ServerSide = ServerSide {
         admission: Admission::Criticality {
             hold: Duration::from_secs(1),
         },
+        inbound: true,
+        reserve: Duration::from_millis(5),
         reject_expired: true,
     };
+    const SHED: Reply = Err(Failure::Overloaded(Some(Duration::from_secs(1))));
 
     fn request(deadline_ms: Option<u64>, level: Criticality) -> Request {
         Request {
@@ -687,7 +705,7 @@ mod tests {
         let (out, stats) = out;
         assert_eq!(out[0], (Ok(()), 10 * MS));
         assert_eq!(out[1], (Ok(()), 20 * MS));
-        assert_eq!(out[2].0, Err(Failure::Overloaded));
+        assert_eq!(out[2].0, Err(Failure::Overloaded(None)));
         assert_eq!((stats.arrivals, stats.handled, stats.shed), (3, 2, 1));
         assert_eq!(stats.work, 20 * MS);
     }
@@ -711,10 +729,10 @@ mod tests {
         })
         .expect("runtime");
         assert_eq!(out[0], (Ok(()), 10 * MS));
-        assert_eq!(out[1].0, Err(Failure::Overloaded));
+        assert_eq!(out[1].0, SHED);
         assert_eq!(out[3], (Ok(()), 20 * MS), "Critical before SheddablePlus");
         assert_eq!(out[2], (Ok(()), 30 * MS));
-        assert_eq!(out[4].0, Err(Failure::Overloaded));
+        assert_eq!(out[4].0, SHED);
         assert_eq!(levels, [1, 1, 1, 0]);
     }
 
@@ -735,14 +753,14 @@ mod tests {
         .expect("runtime");
         assert_eq!(out[0], (Ok(()), 10 * MS));
         assert_eq!(out[1], (Ok(()), 20 * MS));
-        assert_eq!(out[2].0, Err(Failure::Overloaded));
-        assert_eq!(out[3].0, Err(Failure::Overloaded));
-        assert_eq!(out[4].0, Err(Failure::Overloaded), "held at 20 ms");
+        assert_eq!(out[2].0, SHED);
+        assert_eq!(out[3].0, SHED);
+        assert_eq!(out[4].0, SHED, "held at 20 ms");
         assert_eq!(out[5], (Ok(()), 10 * MS), "the hold is over");
     }
 
     #[test]
-    fn a_request_waits_for_the_limit_no_longer_than_its_deadline() {
+    fn a_request_waits_for_the_limit_no_longer_than_its_deadline_less_the_reserve() {
         let (out, stats) = virtual_time(|| async {
             let s = Service::new(config(1, 5), RAMPART, Downstream::None, 1).unwrap();
             let out = replies(
@@ -750,7 +768,7 @@ mod tests {
                 vec![
                     request(Some(1_000), Criticality::Critical),
                     request(Some(1_000), Criticality::Critical),
-                    request(Some(15), Criticality::Critical),
+                    request(Some(20), Criticality::Critical),
                 ],
             )
             .await;
@@ -761,8 +779,8 @@ mod tests {
         assert_eq!(out[1], (Ok(()), 20 * MS));
         assert_eq!(
             out[2],
-            (Err(Failure::Expired), 15 * MS),
-            "left at its deadline"
+            (SHED, 15 * MS),
+            "left at 20 ms less the 5 ms reserve"
         );
         assert_eq!((stats.handled, stats.expired, stats.max_queue), (2, 1, 2));
     }
@@ -796,14 +814,16 @@ mod tests {
     }
 
     #[test]
-    fn a_propagated_deadline_too_short_to_answer_gets_504_without_work() {
+    fn a_deadline_no_longer_than_the_reserve_gets_504_without_work_and_a_longer_one_is_served() {
         let (out, stats) = virtual_time(|| async {
             let s = Service::new(config(1, 1), RAMPART, Downstream::None, 1).unwrap();
             let out = replies(
                 &s,
                 vec![
                     request(Some(5), Criticality::Critical),
-                    request(Some(50), Criticality::Critical),
+                    // 1 ms after the reserve: served, and late (a configured reserve, not an
+                    // oracle of the service time).
+                    request(Some(6), Criticality::Critical),
                 ],
             )
             .await;

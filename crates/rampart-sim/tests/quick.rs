@@ -98,37 +98,61 @@ fn retry_storm_naive_multiplies_by_four_per_layer_and_budgets_do_not() {
         assert_eq!(naive, expected);
         let rampart = at("rampart");
         let budgeted = at("budgeted");
-        let rampart_leaf = rampart.last().copied().unwrap_or(f64::MAX);
-        let budgeted_leaf = budgeted.last().copied().unwrap_or(f64::MAX);
+        let budget_only = at("rampart -breaker");
+        let last = |v: &[f64]| v.last().copied().unwrap_or(f64::MAX);
         assert!(
-            budgeted_leaf < leaf / 8.0,
+            last(&budgeted) < leaf / 8.0,
             "budgeted at depth {depth}: {budgeted:?}"
         );
-        assert!(rampart_leaf < budgeted_leaf, "{rampart:?} vs {budgeted:?}");
+        assert!(
+            last(&rampart) < last(&budgeted),
+            "{rampart:?} vs {budgeted:?}"
+        );
         if depth == 3 {
             // Quick runs are short: at depth 5 and a few roots per second, the budgets' initial
             // tokens are not spent yet.
-            assert!(rampart_leaf < 1.5, "rampart at depth {depth}: {rampart:?}");
+            assert!(
+                last(&budget_only) < 1.5,
+                "rampart -breaker: {budget_only:?}"
+            );
         }
     }
 }
 
 #[test]
-fn deadline_propagation_wastes_less_leaf_work_and_answers_at_least_as_many() {
-    let at = |contender: &str| point("deadline", &[("contender", contender.into())]);
-    let (naive, rampart, hedged) = (at("naive"), at("rampart"), at("rampart+hedge"));
+fn deadline_propagation_holds_without_tuning_and_a_tuned_baseline_ties() {
+    let at = |contender: &str, factor: f64| {
+        point(
+            "deadline",
+            &[
+                ("contender", contender.into()),
+                ("timeout_over_patience", factor.into()),
+            ],
+        )
+    };
     let wasted = |p: &Value| num(&p["wasted_leaf_work"]);
     let in_time = |p: &Value| num(&p["answered_in_time"]);
+    // A per-hop timeout longer than the edge's patience: naive works for roots that gave up.
+    let (naive, rampart) = (at("naive", 2.0), at("rampart", 2.0));
     assert!(wasted(&naive) > 0.05, "naive wastes leaf work: {naive}");
     assert!(
         wasted(&rampart) < wasted(&naive) / 5.0,
         "{rampart} vs {naive}"
     );
-    assert!(in_time(&rampart) >= in_time(&naive));
-    assert!(
-        in_time(&hedged) > in_time(&rampart),
-        "hedging answers past a hung request"
-    );
+    assert!(in_time(&rampart) > in_time(&naive));
+    // Tuned (200 ms per hop), naive answers as well: a tie, reported as one.
+    assert!(in_time(&at("naive", 0.4)) >= 0.95);
+    for factor in [0.3, 0.4, 1.0, 2.0] {
+        let hedged = at("rampart+hedge", factor);
+        assert!(
+            in_time(&hedged) >= in_time(&at("rampart", factor)),
+            "{hedged}"
+        );
+        assert!(
+            in_time(&hedged) >= 0.95 && wasted(&hedged) <= 0.01,
+            "{hedged}"
+        );
+    }
 }
 
 #[test]
@@ -136,10 +160,7 @@ fn tail_hedging_cuts_the_tail_for_a_few_percent_more_requests() {
     let at = |contender: &str| point("tail", &[("contender", contender.into())]);
     let plain = at("rampart");
     let hedged = at("rampart+hedge 10ms");
-    assert!(
-        num(&plain["max_ms"]) >= 1_000.0,
-        "a straggler sets the max: {plain}"
-    );
+    assert!(num(&hedged["max_ms"]) <= num(&plain["max_ms"]), "{hedged}");
     assert!(num(&hedged["max_ms"]) < 100.0, "{hedged}");
     assert!(num(&hedged["p99_ms"]) < num(&plain["p99_ms"]));
     let extra = num(&hedged["extra_leaf_load"]);
@@ -155,6 +176,7 @@ fn overload_rampart_keeps_goodput_and_sheds_by_level() {
             &[
                 ("contender", contender.into()),
                 ("offered_over_capacity", m.into()),
+                ("queue", 40u64.into()),
             ],
         )
     };
@@ -177,12 +199,21 @@ fn overload_rampart_keeps_goodput_and_sheds_by_level() {
 }
 
 #[test]
-fn metastable_rampart_comes_back_and_naive_does_not() {
-    let at = |contender: &str| point("metastable", &[("contender", contender.into())]);
-    let (naive, rampart) = (at("naive"), at("rampart"));
+fn metastable_naive_stays_down_and_ends_below_a_budget_without_a_breaker() {
+    let queue = 40u64;
+    let at = |contender: &str| {
+        point(
+            "metastable",
+            &[("contender", contender.into()), ("queue", queue.into())],
+        )
+    };
+    let naive = at("naive");
     assert!(naive["recovery_seconds"].is_null(), "{naive}");
-    assert!(rampart["recovery_seconds"].is_u64(), "{rampart}");
-    assert!(num(&rampart["goodput_last_20s"]) > num(&naive["goodput_last_20s"]));
+    // Whether they are back within the quick run's 20 s depends on the seed (tests/seeds.rs).
+    for c in ["budgeted", "rampart -breaker"] {
+        let p = at(c);
+        assert!(num(&p["goodput_last_20s"]) > num(&naive["goodput_last_20s"]));
+    }
 }
 
 #[test]

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Job, Runner, Size, chain};
+use super::{Job, Runner, Size, chain, configs, removed};
 use crate::SimError;
-use crate::contender::{self, Contender, Hop};
+use crate::contender::{self, Contender, Feature, Hop, RAMPART};
 use crate::dist::LogNormal;
-use crate::report::{Axis, Band, Chart, ScenarioReport, Series, Table, colors, server_side};
+use crate::report::{Axis, Band, Chart, ScenarioReport, Series, Table, colors};
+use crate::scenario::overload::{QUEUE, QUICK_QUEUE, careful_queue};
 use crate::service::ServiceConfig;
 use crate::sim::{Load, drive, virtual_time};
 
@@ -23,11 +24,26 @@ pub fn hop() -> Hop {
     Hop::new(Duration::from_millis(300))
 }
 
-/// The service: 10 workers (4 when quick), lognormal median 40 ms, p99 120 ms, a queue of
-/// 1000.
-pub fn service(quick: bool) -> ServiceConfig {
+/// Queue lengths swept (the careful one, sized to the latency target, is the overload
+/// scenario's: [`QUEUE`]).
+pub const QUEUES: [usize; 4] = [30, QUEUE, 300, 1_000];
+/// The queue lengths of a `--quick` run.
+pub const QUICK_QUEUES: [usize; 2] = [QUICK_QUEUE, 400];
+
+/// The ablations: rampart with one feature removed (it does not hedge here).
+pub fn ablations() -> Vec<Contender> {
+    Feature::ALL
+        .into_iter()
+        .filter(|&f| f != Feature::Hedging)
+        .map(|f| RAMPART.without(f))
+        .collect()
+}
+
+/// The service: 10 workers (4 when quick), lognormal median 40 ms, p99 120 ms, `queue`
+/// places.
+pub fn service(quick: bool, queue: usize) -> ServiceConfig {
     let time = LogNormal::from_median_p99(Duration::from_millis(40), Duration::from_millis(120));
-    ServiceConfig::new("api", if quick { 4 } else { 10 }, 1_000, time)
+    ServiceConfig::new("api", if quick { 4 } else { 10 }, queue, time)
 }
 
 /// The phases, in seconds: before the spike, the spike, after it.
@@ -40,6 +56,8 @@ pub fn phases(quick: bool) -> (u64, u64, u64) {
 pub struct Point {
     /// The contender's name.
     pub contender: &'static str,
+    /// The queue's places.
+    pub queue: usize,
     /// Roots answered in time per second (by the second they were answered), over capacity.
     pub goodput: Vec<f64>,
     /// Mean goodput before the spike (its first quarter left out).
@@ -56,8 +74,13 @@ pub struct Point {
 }
 
 /// Runs one contender through the spike.
-pub fn simulate(contender: Contender, quick: bool, seed: u64) -> Result<Point, SimError> {
-    let config = service(quick);
+pub fn simulate(
+    contender: Contender,
+    queue: usize,
+    quick: bool,
+    seed: u64,
+) -> Result<Point, SimError> {
+    let config = service(quick, queue);
     let capacity = config.capacity();
     let (before, spike, after) = phases(quick);
     let total = before + spike + after;
@@ -100,6 +123,7 @@ pub fn simulate(contender: Contender, quick: bool, seed: u64) -> Result<Point, S
     let measured_after = roots.iter().filter(|r| r.measured).count();
     Ok(Point {
         contender: contender.name,
+        queue,
         before: level_before,
         during: mean(before, spike_end),
         end: mean(total - 20, total),
@@ -111,22 +135,59 @@ pub fn simulate(contender: Contender, quick: bool, seed: u64) -> Result<Point, S
 
 /// Runs the scenario.
 pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
-    let jobs = contender::ALL
-        .into_iter()
-        .map(|c| {
-            let seed = size.seed_for("metastable");
-            let quick = size.quick;
-            Job::new(c.name, move || simulate(c, quick, seed))
-        })
-        .collect();
+    let quick = size.quick;
+    let careful = careful_queue(quick);
+    let queues: &[usize] = if quick { &QUICK_QUEUES } else { &QUEUES };
+    let seed = size.seed_for("metastable");
+    let mut jobs = Vec::new();
+    for c in contender::ALL {
+        for &q in queues {
+            jobs.push(Job::new(format!("{} queue {q}", c.name), move || {
+                simulate(c, q, quick, seed)
+            }));
+        }
+    }
+    for c in ablations() {
+        jobs.push(Job::new(format!("{} queue {careful}", c.name), move || {
+            simulate(c, careful, quick, seed)
+        }));
+    }
     let points = runner.run("metastable", jobs)?;
-    Ok(summarize(&points, size.quick))
+    let mut all = contender::ALL.to_vec();
+    all.extend(ablations());
+    summarize(&points, quick, queues, configs(&all, hop())?)
 }
 
-fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
+/// How a recovery reads in a table.
+fn recovery(p: &Point, after: u64) -> String {
+    match p.recovery {
+        None => format!("not within {after} s"),
+        Some(0) if p.during >= 0.95 * p.before => "never fell".to_owned(),
+        Some(s) => format!("{s} s"),
+    }
+}
+
+fn summarize(
+    all_points: &[Point],
+    quick: bool,
+    queues: &[usize],
+    configs: Vec<(String, String)>,
+) -> Result<ScenarioReport, SimError> {
+    let careful = careful_queue(quick);
+    let points: Vec<&Point> = all_points
+        .iter()
+        .filter(|p| p.queue == careful && contender::ALL.iter().any(|c| c.name == p.contender))
+        .collect();
+    let find_at = |name: &str, q: usize| {
+        all_points
+            .iter()
+            .find(|p| p.contender == name && p.queue == q)
+    };
     let (before, spike, after) = phases(quick);
     let mut table = Table::new(
-        "goodput (answered within 1 s, over capacity) around a spike from 0.7x to 1.4x capacity",
+        format!(
+            "goodput (answered within 1 s, over capacity) around a spike from 0.7x to 1.4x capacity; queue {careful}"
+        ),
         &[
             "contender",
             "before the spike",
@@ -136,27 +197,66 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
             "req/root after the spike",
         ],
     );
-    for p in points {
+    let mut ablated = vec![RAMPART];
+    ablated.extend(ablations());
+    let mut ablation = Table::new(
+        format!("ablations, queue {careful}: rampart with one feature removed"),
+        &[
+            "contender",
+            "feature removed",
+            "during the spike",
+            "last 20 s",
+            "recovered after",
+            "req/root after",
+        ],
+    );
+    for c in &ablated {
+        if let Some(p) = find_at(c.name, careful) {
+            ablation.row(vec![
+                c.name.to_owned(),
+                removed(c),
+                format!("{:.2}", p.during),
+                format!("{:.2}", p.end),
+                recovery(p, after),
+                format!("{:.2}", p.attempts_after),
+            ]);
+        }
+    }
+    let mut qcolumns = vec!["contender".to_owned()];
+    qcolumns.extend(queues.iter().map(|q| format!("queue {q}")));
+    let mut by_queue = Table {
+        title: "goodput during the spike / recovery after it, by queue length".into(),
+        columns: qcolumns,
+        rows: Vec::new(),
+    };
+    for c in contender::ALL {
+        let mut row = vec![c.name.to_owned()];
+        for &q in queues {
+            row.push(find_at(c.name, q).map_or("-".into(), |p| {
+                format!("{:.2} / {}", p.during, recovery(p, after))
+            }));
+        }
+        by_queue.row(row);
+    }
+    for p in &points {
         table.row(vec![
             p.contender.to_owned(),
             format!("{:.2}", p.before),
             format!("{:.2}", p.during),
             format!("{:.2}", p.end),
-            match p.recovery {
-                None => format!("not within {after} s"),
-                Some(0) if p.during >= 0.95 * p.before => "never fell".to_owned(),
-                Some(s) => format!("{s} s"),
-            },
+            recovery(p, after),
             format!("{:.2}", p.attempts_after),
         ]);
     }
     let total = before + spike + after;
     let mut series: Vec<Series> = points
         .iter()
-        .map(|p| Series {
+        .enumerate()
+        .map(|(i, p)| Series {
             name: p.contender.to_owned(),
             color: colors::of(p.contender),
-            dashed: false,
+            dashed: i == 1,
+            markers: false,
             points: p
                 .goodput
                 .iter()
@@ -169,6 +269,7 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
         name: "offered (roots/s over capacity)".into(),
         color: colors::REFERENCE,
         dashed: true,
+        markers: false,
         points: vec![
             (0.0, 0.7),
             (before as f64, 0.7),
@@ -188,7 +289,7 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
             to: (before + spike) as f64,
         }],
     };
-    let get = |name: &str| points.iter().find(|p| p.contender == name);
+    let get = |name: &str| find_at(name, careful);
     let during = |name: &str| get(name).map_or("-".into(), |p| format!("{:.2}", p.during));
     let rec = |name: &str| {
         get(name).map_or("-".into(), |p| match p.recovery {
@@ -198,28 +299,74 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
         })
     };
     let end = |name: &str| get(name).map_or("-".into(), |p| format!("{:.2}", p.end));
+    let secs = |name: &str| get(name).and_then(|p| p.recovery);
+    let goal = |name: &str| match secs(name) {
+        Some(s) if s <= 2 => "met",
+        _ => "missed",
+    };
+    let qsummary = |name: &str| {
+        queues
+            .iter()
+            .filter_map(|&q| find_at(name, q).map(|p| format!("{} at {q}", recovery(p, after))))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ab = |f: Feature| {
+        find_at(f.ablation_name(), careful).map_or("-".into(), |p| {
+            format!(
+                "{:.2} during the spike, recovery {}",
+                p.during,
+                recovery(p, after)
+            )
+        })
+    };
     let findings = vec![
         format!(
-            "During the spike goodput falls to {} (naive) and {} (budgeted) and holds at {} (rampart); once load drops back to 0.9x, naive {}, budgeted {}, rampart {}.",
+            "With the queue sized to the latency target ({careful} places), goodput during the spike is {} (naive), {} (budgeted), {} (rampart); once load drops back to 0.9x, naive {}, budgeted {}, rampart {}. Goal (back within 2 s): rampart {}, naive {}, budgeted {}.",
             during("naive"),
             during("budgeted"),
             during("rampart"),
             rec("naive"),
             rec("budgeted"),
-            rec("rampart")
+            rec("rampart"),
+            goal("rampart"),
+            goal("naive"),
+            goal("budgeted"),
         ),
         format!(
-            "Over the last 20 s goodput is {} (naive), {} (budgeted), {} (rampart) of capacity, with 0.9 offered: retries and requests whose callers gave up keep the queue full unless the deadline travels with them.",
+            "Far from the ideal (1.0): during the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}): within one level the CriticalityLimit serves in arrival order and admits a queued request whenever a permit frees, however little of its deadline is left (reject_expired is checked on arrival only, enforce is off), so most of its work finishes after the caller gave up. Its breaker then opens on the attempt timeouts: without the breaker rampart {}.",
+            during("rampart"),
+            during("naive"),
+            during("budgeted"),
+            rec(Feature::Breaker.ablation_name()),
+        ),
+        format!(
+            "Over the last 20 s goodput is {} (naive), {} (budgeted), {} (rampart) of capacity, with 0.9 offered.",
             end("naive"),
             end("budgeted"),
             end("rampart")
         ),
+        format!(
+            "The baselines' recovery depends on the queue: naive {}; budgeted {}; rampart {}. A long FIFO queue holds work whose callers gave up; a short one sheds early enough to come back.",
+            qsummary("naive"),
+            qsummary("budgeted"),
+            qsummary("rampart"),
+        ),
+        format!(
+            "Attribution (queue {careful}): without the CriticalityLimit {}; without propagation {}; without the budget {}; without the breaker {}; without reject_expired {}.",
+            ab(Feature::Limiter),
+            ab(Feature::Propagation),
+            ab(Feature::Budget),
+            ab(Feature::Breaker),
+            ab(Feature::RejectExpired),
+        ),
     ];
-    let data: Vec<Value> = points
+    let data: Vec<Value> = all_points
         .iter()
         .map(|p| {
             json!({
                 "contender": p.contender,
+                "queue": p.queue,
                 "goodput_before": p.before,
                 "goodput_during_spike": p.during,
                 "goodput_last_20s": p.end,
@@ -229,20 +376,29 @@ fn summarize(points: &[Point], quick: bool) -> ScenarioReport {
             })
         })
         .collect();
-    ScenarioReport {
+    let capacity = service(quick, careful).capacity();
+    Ok(ScenarioReport {
         name: "metastable",
         title: "coming back after a spike".into(),
         question: "After a 60 s spike to twice the load, with load back below capacity, how long until goodput returns to 95% of its level before the spike?".into(),
         setup: vec![
-            format!("The edge → api: 10 workers, lognormal median 40 ms, p99 120 ms (capacity {:.0} requests/s), a queue of 1000 (about 4.5 s of work).", service(quick).capacity()),
-            format!("Load: 0.7x capacity for {before} s, 1.4x for {spike} s, then 0.9x for {after} s. The edge waits 1 s per root; its calls: 4 attempts, 300 ms timeout, 20 ms backoff base."),
+            format!("The edge → api: 10 workers, lognormal median 40 ms, p99 120 ms (capacity {capacity:.0} requests/s), a queue of {careful} places (about {:.2} s of work), swept over {}.", careful as f64 / capacity, queues.iter().map(|q| q.to_string()).collect::<Vec<_>>().join(", ")),
+            format!("Load: 0.7x capacity for {before} s, 1.4x for {spike} s, then 0.9x for {after} s. The edge waits 1 s per root; its calls: 4 attempts, 300 ms attempt timeout, 20 ms backoff base."),
             "Recovery: the first second after the spike from which the 5 s mean of goodput stays at or above 95% of its mean before the spike for 10 s.".into(),
         ],
         reference: "Naive retries at every hop should not recover: the retries and the work abandoned by callers keep the service overloaded after the trigger is gone (Bronson et al., 'Metastable Failures in Distributed Systems', HotOS 2021).".into(),
         chart,
-        tables: vec![table],
+        tables: vec![table, by_queue, ablation],
+        terms: vec![
+            ("goodput".into(), "root requests answered Ok within the edge's 1 s, per second (counted in the second they were answered), over the service's capacity".into()),
+            ("before the spike / during it / last 20 s".into(), "mean goodput over the last three quarters of the phase before the spike, over the spike, and over the last 20 s of the run".into()),
+            ("recovered after".into(), "seconds after the spike ends until the 5 s mean of goodput is back to 95% of its level before the spike and stays there for 10 s; 'never fell' when it held 95% during the spike".into()),
+            ("req/root after the spike".into(), "requests (every attempt) that reached the service after the spike, over the roots sent after it".into()),
+            ("queue N".into(), "the waiting places in front of the workers: the FIFO's, or the CriticalityLimit's queue".into()),
+        ],
+        configs,
         findings,
-        notes: vec![server_side()],
-        data: json!({ "points": data }),
-    }
+        notes: Vec::new(),
+        data: json!({ "careful_queue": careful, "points": data }),
+    })
 }

@@ -205,6 +205,22 @@ pub fn chain(
     }
 }
 
+/// Every contender's exact configuration for `hop`, for the report's box.
+pub fn configs(contenders: &[Contender], hop: Hop) -> Result<Vec<(String, String)>, SimError> {
+    contenders
+        .iter()
+        .map(|c| Ok((c.name.to_owned(), c.describe(hop)?)))
+        .collect()
+}
+
+/// A row of an ablation table: which feature a contender lacks (`-` for the full one).
+pub fn removed(contender: &Contender) -> String {
+    crate::contender::Feature::ALL
+        .into_iter()
+        .find(|f| f.ablation_name() == contender.name)
+        .map_or("nothing (full)".to_owned(), |f| f.label().to_owned())
+}
+
 /// Milliseconds, for tables.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

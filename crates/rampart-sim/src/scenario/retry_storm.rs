@@ -9,16 +9,27 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Job, Runner, Size, chain};
+use super::{Job, Runner, Size, chain, configs, pct, removed};
 use crate::SimError;
-use crate::contender::{self, Contender, Hop, RAMPART};
+use crate::contender::{self, Contender, Feature, Hop, RAMPART};
 use crate::dist::LogNormal;
 use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors};
 use crate::service::ServiceConfig;
 use crate::sim::{Load, drive, virtual_time};
 
-/// rampart with a failure-ratio breaker on every hop: only this scenario shows it.
-pub const RAMPART_BREAKER: Contender = RAMPART.with_breaker("rampart+breaker");
+/// rampart without its breaker: the budget alone.
+pub const RAMPART_NO_BREAKER: Contender = RAMPART.without(Feature::Breaker);
+
+/// The features whose removal is run at depth 3 (the breaker's is in the main sweep; this
+/// scenario does not hedge).
+pub const ABLATED: [Feature; 4] = [
+    Feature::Budget,
+    Feature::Propagation,
+    Feature::Limiter,
+    Feature::RejectExpired,
+];
+/// The leaf error rates of the ablations.
+pub const ABLATION_RATES: [f64; 2] = [0.5, 1.0];
 
 /// The leaf error rates swept.
 pub const ERROR_RATES: [f64; 9] = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0];
@@ -27,11 +38,16 @@ pub const QUICK_ERROR_RATES: [f64; 4] = [0.01, 0.1, 0.5, 1.0];
 
 const NAMES: [&str; 5] = ["s1", "s2", "s3", "s4", "s5"];
 
-/// The contenders of this scenario.
+/// The contenders of this scenario's sweep.
 pub fn contenders() -> Vec<Contender> {
     let mut all = contender::ALL.to_vec();
-    all.push(RAMPART_BREAKER);
+    all.push(RAMPART_NO_BREAKER);
     all
+}
+
+/// The ablations (depth 3 only).
+pub fn ablations() -> Vec<Contender> {
+    ABLATED.into_iter().map(|f| RAMPART.without(f)).collect()
 }
 
 /// The per-hop settings: 4 attempts, a 1 s timeout, 20 ms backoff base.
@@ -141,8 +157,20 @@ pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
             }
         }
     }
+    for c in ablations() {
+        for rate in ABLATION_RATES {
+            let seed = size.seed_for(&format!("retry-storm/3/{rate}"));
+            let load = load(3, size.quick);
+            jobs.push(Job::new(
+                format!("{} depth 3 at {}% leaf errors", c.name, rate * 100.0),
+                move || simulate(c, 3, rate, load, seed),
+            ));
+        }
+    }
     let points = runner.run("retry-storm", jobs)?;
-    Ok(summarize(&points, &rates))
+    let mut all = contenders();
+    all.extend(ablations());
+    summarize(&points, &rates, configs(&all, hop())?)
 }
 
 fn rate_label(rate: f64) -> String {
@@ -154,7 +182,11 @@ fn rate_label(rate: f64) -> String {
     }
 }
 
-fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
+fn summarize(
+    points: &[Point],
+    rates: &[f64],
+    configs: Vec<(String, String)>,
+) -> Result<ScenarioReport, SimError> {
     let find = |name: &str, depth: usize, rate: f64| {
         points
             .iter()
@@ -196,18 +228,46 @@ fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
             }
         }
     }
+    let mut ablation = Table::new(
+        "ablations, depth 3: rampart with one feature removed (leaf requests per root / roots answered)",
+        &[
+            "contender",
+            "feature removed",
+            "50% leaf errors",
+            "100% leaf errors",
+        ],
+    );
+    let mut ablated = vec![RAMPART, RAMPART_NO_BREAKER];
+    ablated.extend(ablations());
+    for c in &ablated {
+        let mut row = vec![c.name.to_owned(), removed(c)];
+        for rate in ABLATION_RATES {
+            row.push(find(c.name, 3, rate).map_or("-".into(), |p| {
+                format!("{:.2} / {}", p.leaf(), pct(p.answered))
+            }));
+        }
+        ablation.row(row);
+    }
+    // Zero (a leaf behind an open breaker gets nothing) is drawn on the bottom edge.
+    let floor = 0.01;
     let mut series = Vec::new();
-    for c in contender::ALL {
+    for c in contenders() {
         for depth in [3usize, 5] {
             let points: Vec<(f64, f64)> = rates
                 .iter()
-                .filter_map(|&r| find(c.name, depth, r).map(|p| (r * 100.0, p.leaf())))
+                .map(|&r| {
+                    (
+                        r * 100.0,
+                        find(c.name, depth, r).map_or(f64::NAN, |p| p.leaf().max(floor)),
+                    )
+                })
                 .collect();
-            series.push(Series {
-                name: format!("{} (depth {depth})", c.name),
-                color: colors::of(c.name),
-                dashed: depth == 5,
-                points,
+            let name = format!("{} (depth {depth})", c.name);
+            let color = colors::of(c.name);
+            series.push(if depth == 5 {
+                Series::dashed_sweep(name, color, points)
+            } else {
+                Series::sweep(name, color, points)
             });
         }
     }
@@ -216,32 +276,73 @@ fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
             name: format!("4^{depth} = {value}"),
             color: colors::REFERENCE,
             dashed: true,
+            markers: false,
             points: vec![(rates[0] * 100.0, value), (100.0, value)],
         });
     }
     let chart = Chart {
-        title: "Requests reaching the leaf per root request".into(),
+        title: "Requests reaching the leaf per root request (0 drawn at 0.01)".into(),
         x: Axis::log("leaf error rate (%)", rates[0] * 100.0, 100.0),
-        y: Axis::log("requests at the leaf per root (log)", 0.5, 2_000.0),
+        y: Axis::log("requests at the leaf per root (log)", floor, 2_000.0),
         series,
         bands: Vec::new(),
     };
     let at = |name: &str, depth: usize| find(name, depth, 1.0).map_or(f64::NAN, Point::leaf);
+    let ok = |name: &str, depth: usize, rate: f64| {
+        find(name, depth, rate).map_or("-".into(), |p| pct(p.answered))
+    };
+    let nb = RAMPART_NO_BREAKER.name;
+    // The error rates where every contender sends the same load to the leaf (within 0.01) and
+    // answers the same share (within 0.5 points): ties.
+    let tied: Vec<String> = rates
+        .iter()
+        .filter(|&&r| {
+            let all: Vec<&Point> = contenders()
+                .iter()
+                .filter_map(|c| find(c.name, 3, r))
+                .collect();
+            let spread = |f: fn(&Point) -> f64| {
+                let (lo, hi) = all
+                    .iter()
+                    .map(|p| f(p))
+                    .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+                hi - lo
+            };
+            !all.is_empty() && spread(Point::leaf) <= 0.01 && spread(|p| p.answered) <= 0.005
+        })
+        .map(|&r| rate_label(r))
+        .collect();
     let findings = vec![
         format!(
-            "At 100% leaf failure the naive chain sends {:.0} requests to the leaf per root at depth 3 and {:.0} at depth 5 (4^3, 4^5); the hand-written 20% budget holds it to {:.2} and {:.2}, rampart's budget to {:.2} and {:.2}.",
+            "Win: at 100% leaf failure the naive chain sends {:.0} requests to the leaf per root at depth 3 and {:.0} at depth 5 (4^3, 4^5); tower's TpsBudget holds it to {:.2} and {:.2}, rampart's budget alone ({nb}) to {:.2} and {:.2}, rampart with its breaker to {:.2} and {:.2} (goal at depth 3: at most 1.1).",
             at("naive", 3),
             at("naive", 5),
             at("budgeted", 3),
             at("budgeted", 5),
+            at(nb, 3),
+            at(nb, 5),
             at("rampart", 3),
             at("rampart", 5)
         ),
         format!(
-            "Budgets cost availability at middling error rates (at 50% leaf errors, depth 3: naive answers {}, rampart {}); with a breaker, a dead leaf gets {:.2} requests per root.",
-            find("naive", 3, 0.5).map_or("-".into(), |p| super::pct(p.answered)),
-            find("rampart", 3, 0.5).map_or("-".into(), |p| super::pct(p.answered)),
-            at(RAMPART_BREAKER.name, 3)
+            "Loss: budgets and breakers cost availability at middling error rates. At 50% leaf errors, depth 3, naive answers {}, budgeted {}, rampart without its breaker {} (its budget funds 10% of successes, so fewer retries than tower's per-request-funded budget at the same 10%), and rampart {}: with half the calls failing, the failure-ratio breaker (50% of at least 20 calls in 10 s) opens on every hop and refuses calls for its 15 s break and more.",
+            ok("naive", 3, 0.5),
+            ok("budgeted", 3, 0.5),
+            ok(nb, 3, 0.5),
+            ok("rampart", 3, 0.5),
+        ),
+        format!(
+            "Tie: at leaf error rates of {} every contender sends the same load and answers the same share at depth 3; retries only matter once failures are common.",
+            if tied.is_empty() {
+                "none".to_owned()
+            } else {
+                tied.join(", ")
+            }
+        ),
+        format!(
+            "Attribution: without its budget rampart sends {} leaf requests per root at 100% failure, depth 3 (the breaker alone); the features that act on other failures (propagation, the limiter, reject_expired) change nothing here (see the ablation table).",
+            find(Feature::Budget.ablation_name(), 3, 1.0)
+                .map_or("-".into(), |p| format!("{:.2}", p.leaf())),
         ),
     ];
     let data: Vec<Value> = points
@@ -257,24 +358,31 @@ fn summarize(points: &[Point], rates: &[f64]) -> ScenarioReport {
             })
         })
         .collect();
-    ScenarioReport {
+    Ok(ScenarioReport {
         name: "retry-storm",
         title: "retries multiply down a chain".into(),
         question: "How many requests reach each layer of a chain per root request when the leaf fails, with 4 attempts at every hop?".into(),
         setup: vec![
-            "A chain s1 → s2 → s3 (and → s4 → s5); the edge calls s1. Every hop: 4 attempts, 1 s timeout, 20 ms full-jitter exponential backoff.".into(),
-            "Service time lognormal, median 2 ms, p99 10 ms; a million workers per service (no queueing: the counts are pure amplification). The leaf fails at the given rate; the others never fail on their own.".into(),
+            "A chain s1 → s2 → s3 (and → s4 → s5); the edge calls s1. Every hop: 4 attempts, 1 s attempt timeout (the edge waits 30 s), 20 ms full-jitter exponential backoff.".into(),
+            "Service time lognormal, median 2 ms, p99 10 ms; a million workers per service (no queueing: the counts are pure amplification). The leaf fails at the given rate (a 500); the others never fail on their own.".into(),
             "Depth 3: 500 roots/s for 3 s, the first second not measured (so budgets that start full are spent). Depth 5: 200 roots/s. The edge waits 30 s for each root.".into(),
-            "rampart+breaker adds a failure-ratio breaker (50% of at least 20 calls in 10 s, 15 s break) to every hop.".into(),
+            "rampart has a failure-ratio breaker (50% of at least 20 calls in 10 s, 15 s break) on every hop; rampart -breaker is the same without it.".into(),
         ],
         reference: "naive retries reach 4^3 = 64 requests at the leaf at 100% failure (Google SRE book, ch. 22 'Addressing Cascading Failures'); the SRE book's per-client retry budget (retries at most 10% of requests) keeps the growth to about 1.1x per layer.".into(),
         chart,
-        tables: vec![leaf, layers, answered],
+        tables: vec![leaf, layers, answered, ablation],
+        terms: vec![
+            ("s1 … s5".into(), "the services of the chain, s1 the one the edge calls, the last one the leaf".into()),
+            ("requests per root".into(), "requests (every attempt) that reached the service, over the measured root requests".into()),
+            ("answered".into(), "share of measured root requests answered Ok within the edge's 30 s".into()),
+            ("0.1% … 100%".into(), "the share of the leaf's requests that fail".into()),
+            ("feature removed".into(), "the one rampart feature the ablation turns off; everything else as rampart".into()),
+        ],
+        configs,
         findings,
         notes: vec![
-            "rampart+breaker is in the tables, not in the chart: a leaf behind an open breaker gets no requests, and zero has no place on a log scale.".into(),
-            "rampart's budget deposits 10% of each success (not of each request) and has a floor of 3 retries/s, so at 100% failure it allows only its floor; the hand-written budget (tower's design) deposits for every request and allows 20% plus 10 retries/s.".into(),
+            "rampart's budget deposits 10% of each success and has a floor of 3 retries/s (capacity 30, starts full); tower's TpsBudget here is configured with the same numbers (10%, 3/s over 10 s) and deposited on every success as tower's documentation does; the bucket shapes differ (a token bucket against a sliding 10 s window).".into(),
         ],
         data: json!({ "points": data }),
-    }
+    })
 }

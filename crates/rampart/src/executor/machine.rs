@@ -246,12 +246,6 @@ where
         }
     }
 
-    /// Whether this call reads the clock (the driver passes readings exactly then).
-    #[inline(always)]
-    pub(crate) fn reads_clock(&self) -> bool {
-        self.timed
-    }
-
     /// Whether attempt durations are wanted even for an attempt that finished on its first
     /// poll (a log or a listener reports them).
     #[inline(always)]
