@@ -60,7 +60,9 @@ pub(crate) enum Fired {
 pub struct Attempt {
     number: u32,
     ceiling: Option<Duration>,
-    deadline: Option<Instant>,
+    /// When the attempt began, if the call reads the clock: the ceiling's instant is computed
+    /// from it when asked for (most attempts finish without anyone asking).
+    began: Option<Instant>,
     clock: Clock,
     state: AtomicU8,
     notify: Notify,
@@ -73,7 +75,7 @@ impl Attempt {
         Attempt {
             number: 0,
             ceiling: None,
-            deadline: None,
+            began: None,
             clock,
             state: AtomicU8::new(0),
             notify: Notify::const_new(),
@@ -87,10 +89,7 @@ impl Attempt {
     pub(crate) fn begin(&mut self, number: u32, ceiling: Option<Duration>, now: Option<Instant>) {
         self.number = number;
         self.ceiling = ceiling;
-        self.deadline = match (ceiling, now) {
-            (Some(ceiling), Some(now)) => now.checked_add(ceiling),
-            _ => None,
-        };
+        self.began = now;
         *self.state.get_mut() = 0;
         self.token.take();
     }
@@ -152,12 +151,15 @@ impl Attempt {
 
     /// The instant of the attempt's ceiling; `None` when unbounded.
     pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        match (self.ceiling, self.began) {
+            (Some(ceiling), Some(began)) => began.checked_add(ceiling),
+            _ => None,
+        }
     }
 
     /// Time left before the ceiling; `None` when unbounded, zero once it has passed.
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline
+        self.deadline()
             .map(|d| d.saturating_duration_since(self.clock.now()))
     }
 

@@ -48,6 +48,8 @@ mod run;
 pub(crate) mod shared;
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -138,18 +140,44 @@ fn execute<'a, T, E, C, A, F, L>(
     caller: Option<&'a CancellationToken>,
     op: F,
     log: L,
-) -> impl Future<Output = Result<T, Error<E>>> + use<'a, T, E, C, A, F, L>
+) -> Execute<
+    impl Future<Output = Result<T, Error<E>>> + use<'a, T, E, C, A, F, L>,
+    impl Future<Output = Result<T, Error<E>>> + use<'a, T, E, C, A, F, L>,
+>
 where
     C: Classify<T, E>,
     A: Admit,
     F: Callback<T, E>,
     L: Record,
 {
-    async move {
-        if shared.hedge.is_some() {
-            Box::pin(hedged::drive(shared, caller, op, log)).await
-        } else {
-            run::drive(shared, caller, op, log).await
+    if shared.hedge.is_some() {
+        Execute::Hedged {
+            call: Box::pin(hedged::drive(shared, caller, op, log)),
+        }
+    } else {
+        Execute::Plain {
+            call: run::drive(shared, caller, op, log),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a call: the sequential driver inline, or the hedged one in its box.
+    #[project = ExecuteProj]
+    pub(crate) enum Execute<P, H> {
+        Plain { #[pin] call: P },
+        Hedged { call: Pin<Box<H>> },
+    }
+}
+
+impl<O, P: Future<Output = O>, H: Future<Output = O>> Future for Execute<P, H> {
+    type Output = O;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
+        match self.project() {
+            ExecuteProj::Plain { call } => call.poll(cx),
+            ExecuteProj::Hedged { call } => call.as_mut().poll(cx),
         }
     }
 }
