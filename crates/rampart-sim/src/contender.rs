@@ -1,5 +1,8 @@
 //! The contenders, configured in the open in one place.
 //!
+//! Longer than the ~600-line guide: every contender's configuration is kept in one file on
+//! purpose, so that a reader compares them side by side.
+//!
 //! Each contender is a way to call a dependency (the client side of every hop) and a way to
 //! admit work (the server side of every service). The two baselines are plain code written
 //! here around tower's own retry budget, not rampart with features turned off; every contender

@@ -1,6 +1,9 @@
 //! The report: text tables for the terminal, `report.json` with every number, and
 //! `index.html` with one SVG chart per scenario (drawn by plotters' SVG backend, whose text
 //! needs no font files) above its tables and two lines saying what they show.
+//!
+//! Longer than the ~600-line guide: the three outputs (text, JSON, HTML) render the same rows
+//! and findings, and are kept together so that they cannot drift apart.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

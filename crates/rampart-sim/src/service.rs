@@ -1,6 +1,10 @@
 //! A simulated service: `workers` handlers, a bounded queue, a lognormal service time, injected
 //! faults, and the downstream calls each handler makes through a client.
 //!
+//! Longer than the ~600-line guide: the service's queue, workers, faults and inbound edge are
+//! one simulated process, and its invariants (what a worker may see) are easier to check in one
+//! file.
+//!
 //! A caller [`submit`](Service::submit)s a [`Request`] and awaits the reply. What crosses the
 //! "wire" is what an HTTP request would carry: a deadline as remaining whole milliseconds
 //! (`X-Deadline-Ms`) and a criticality name (`X-Criticality`). The service reads them the way

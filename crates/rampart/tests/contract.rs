@@ -1,5 +1,8 @@
 //! The executor contract (DESIGN §3), one test per rule, on tokio's paused time: every duration
 //! asserted here is exact virtual time.
+//!
+//! Longer than the ~600-line guide on purpose: the contract is read rule by rule, so its tests
+//! stay in one file in the order of DESIGN §3.
 
 use std::future::pending;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,6 +2,9 @@
 //! capacity on virtual time, and a proptest of its guarantees over random arrival, release and
 //! cancellation sequences.
 //!
+//! Longer than the ~600-line guide: the load generator and the proptest share their fixtures
+//! with the edge cases, and splitting them would copy those.
+//!
 //! Everything here asks the limiter directly (as a server layer would), polling each admission
 //! future by hand: time is a number the test moves, nothing sleeps and nothing runs in the
 //! background.

@@ -1,5 +1,8 @@
 //! Every decision of a call, as one state machine with no I/O.
 //!
+//! Longer than the project's ~600-line guide on purpose: this is the one place a reader sees
+//! the whole life of a call, and every rule the drivers obey is here, in the contract's order.
+//!
 //! A driver (the async loop in `run.rs`, the hedged loop in `hedged.rs`, the blocking loop in
 //! `crate::blocking`) tells the machine what happened and does what it answers:
 //!

@@ -1,0 +1,299 @@
+//! The policy: every bound and strategy for calls to one dependency, as one immutable value.
+//!
+//! A [`Policy`] is built once, validated once, and shared: clones are one `Arc` and share the
+//! state that must accumulate across calls (the latency estimate today; the retry budget and the
+//! breaker with them). Named knobs replace the positions of a layered stack: `deadline` is the
+//! total bound, `attempt_timeout` the bound on each attempt, and the executor keeps the
+//! arithmetic between them exact.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::{Policy, TimeoutMode};
+//! use rampart::backoff::Backoff;
+//!
+//! let policy = Policy::builder()
+//!     .name("payments")
+//!     .max_attempts(3)
+//!     .deadline(Duration::from_secs(2))
+//!     .attempt_timeout(Duration::from_millis(500))
+//!     .timeout_mode(TimeoutMode::default())
+//!     .backoff(Backoff::exponential(Duration::from_millis(100)))
+//!     .build()
+//!     .expect("valid policy");
+//! assert_eq!(
+//!     policy.explain(),
+//!     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
+//! );
+//! ```
+//!
+//! | knob | default | meaning |
+//! |---|---|---|
+//! | `name` | `"rampart"` | in events, errors and `explain()` |
+//! | `max_attempts` | 3 | every attempt counts, the first included |
+//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
+//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
+//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
+//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
+//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
+//!
+//! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::admit::{Admit, Unlimited};
+use crate::backoff::Backoff;
+use crate::classify::{Classify, ErrorsAreTransient};
+use crate::error::Error;
+use crate::executor::{Call, Callback, Shared};
+use crate::result::{CallResult, Cancelled};
+pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
+
+mod builder;
+
+pub use builder::PolicyBuilder;
+
+/// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
+///
+/// `C` is the classifier; see [`crate::classify`].
+pub struct Policy<C = ErrorsAreTransient, A = Unlimited> {
+    pub(crate) shared: Arc<Shared<C, A>>,
+}
+
+impl<C, A> Clone for Policy<C, A> {
+    fn clone(&self) -> Self {
+        Policy {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+static NONE: LazyLock<Policy> = LazyLock::new(|| {
+    PolicyBuilder::new()
+        .name("none")
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .backoff(Backoff::none())
+        .build()
+        .unwrap_or_else(|e| unreachable!("the pass-through policy is valid: {e}"))
+});
+
+impl Policy {
+    /// A builder with the defaults in the [module table](self).
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::new()
+    }
+
+    /// A pass-through: one attempt, no deadline, no attempt timeout. Costs about as much as
+    /// calling the callback directly.
+    pub fn none() -> Policy {
+        NONE.clone()
+    }
+}
+
+impl<C, A> Policy<C, A> {
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The total bound on a call, if any.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.shared.deadline
+    }
+
+    /// The fixed bound on each attempt, if any.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.shared.attempt_timeout
+    }
+
+    /// Attempts per call, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.shared.max_attempts
+    }
+
+    /// The policy in one line, e.g.
+    /// `payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter`.
+    pub fn explain(&self) -> String {
+        self.to_string()
+    }
+
+    /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
+    /// with [`Error::Cancelled`] at the next check (at once during a backoff).
+    pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C, A> {
+        Call::new(&self.shared, Some(token))
+    }
+
+    /// Runs `op` under this policy and returns its value or why it failed.
+    ///
+    /// The callback is an async closure taking the [`Attempt`](crate::Attempt); it may borrow
+    /// its environment (`&self`, `&str`), and the call's future is then `Send` when what it
+    /// borrows is `Sync`, so it can be awaited in an axum handler or a spawned task:
+    ///
+    /// ```
+    /// # struct Backend;
+    /// # impl Backend {
+    /// #     async fn fetch(&self, _: &str, _: rampart::CancellationToken) -> Result<u32, std::io::Error> { Ok(1) }
+    /// # }
+    /// struct PriceClient {
+    ///     policy: rampart::Policy,
+    ///     backend: Backend,
+    /// }
+    ///
+    /// impl PriceClient {
+    ///     async fn get_price(&self, sku: &str) -> Result<u32, rampart::Error<std::io::Error>> {
+    ///         self.policy
+    ///             .run(async |attempt| self.backend.fetch(sku, attempt.token()).await)
+    ///             .await
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Pass the attempt's token (or the attempt itself) to the work so that the attempt's
+    /// ceiling can reach it. When the policy [hedges](crate::hedge), `run` hedges: several
+    /// legs of the callback may then run at once.
+    ///
+    /// A closure whose futures borrow from the closure itself is refused: an `async move`
+    /// closure that uses what it owns by reference, or one that mutates a capture ("async
+    /// closure does not implement `FnMut` because it captures state from its environment").
+    /// Borrow from outside instead; see [`Callback`] for why and for the owning form.
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the returned future drops the attempt in flight. Use
+    /// [`with_token`](Self::with_token) to cancel through a token instead.
+    pub fn run<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+    {
+        Call::new(&self.shared, None).run(op)
+    }
+
+    /// Like [`run`](Self::run), but returns a [`CallResult`] with the stop reason and the
+    /// attempt log. Caller cancellation is still an error.
+    pub async fn try_run<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+    {
+        Call::new(&self.shared, None).try_run(op).await
+    }
+
+    /// The same as [`run`](Self::run), which hedges when the policy hedges.
+    #[deprecated(since = "0.2.0", note = "`run` hedges when the policy hedges")]
+    pub fn run_hedged<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+    {
+        self.run(op)
+    }
+}
+
+impl<C, A> fmt::Display for Policy<C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shared;
+        write!(f, "{}: ", s.name)?;
+        match s.max_attempts {
+            1 => f.write_str("1 attempt")?,
+            n => write!(f, "{n} attempts")?,
+        }
+        match s.deadline {
+            Some(d) => write!(f, ", deadline {d:?}")?,
+            None => f.write_str(", no deadline")?,
+        }
+        match (&s.timeout_fn, s.attempt_timeout) {
+            (Some(_), Some(d)) => write!(f, ", attempt dynamic (default {d:?})")?,
+            (Some(_), None) => f.write_str(", attempt dynamic")?,
+            (None, Some(d)) => write!(f, ", attempt {d:?}")?,
+            (None, None) => f.write_str(", no attempt timeout")?,
+        }
+        if s.attempt_timeout.is_some() || s.timeout_fn.is_some() || s.deadline.is_some() {
+            match s.mode {
+                TimeoutMode::Abandon { grace } if grace.is_zero() => f.write_str(" (abandon)")?,
+                TimeoutMode::Abandon { grace } => write!(f, " (abandon after {grace:?} grace)")?,
+                TimeoutMode::Cooperative => f.write_str(" (cooperative)")?,
+            }
+        }
+        if s.max_attempts > 1 {
+            write!(f, ", {}", s.backoff)?;
+        }
+        if let Some(budget) = &s.budget {
+            write!(f, ", budget {}%", (budget.fraction() * 100.0).round())?;
+        }
+        if let Some(breaker) = &s.breaker {
+            write!(f, ", {breaker}")?;
+        }
+        if let Some(hedge) = &s.hedge {
+            write!(f, ", {hedge}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<C, A> fmt::Debug for Policy<C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Policy({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_reports_every_problem_with_field_and_value() {
+        let err = Policy::builder()
+            .max_attempts(0)
+            .attempt_timeout(Duration::ZERO)
+            .build()
+            .expect_err("invalid");
+        let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
+        assert_eq!(fields, ["max_attempts", "attempt_timeout"]);
+        assert_eq!(
+            err.to_string(),
+            "max_attempts must be at least 1 (was 0); attempt_timeout must be positive (was 0ns)"
+        );
+    }
+
+    #[test]
+    fn none_explains_itself_as_a_pass_through() {
+        assert_eq!(
+            Policy::none().explain(),
+            "none: 1 attempt, no deadline, no attempt timeout"
+        );
+    }
+
+    #[test]
+    fn policy_is_send_sync_and_clones_share_state() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Policy>();
+        let p = Policy::builder().build().expect("valid");
+        let q = p.clone();
+        assert!(Arc::ptr_eq(&p.shared, &q.shared));
+    }
+
+    #[test]
+    fn explain_names_cooperative_mode_and_dynamic_timeouts() {
+        let p = Policy::builder()
+            .name("search")
+            .max_attempts(1)
+            .timeout_mode(TimeoutMode::Cooperative)
+            .attempt_timeout_fn(|_| Duration::from_millis(200))
+            .build()
+            .expect("valid");
+        assert_eq!(
+            p.explain(),
+            "search: 1 attempt, deadline 30s, attempt dynamic (default 10s) (cooperative)"
+        );
+    }
+}
