@@ -126,7 +126,7 @@ impl<C, A> PolicyBuilder<C, A> {
     }
 
     /// Computes each attempt's timeout when it starts, overriding the fixed one. A generator
-    /// returning zero fails that call with [`Error::Config`] naming the generator, before the
+    /// returning zero fails that call with [`Error::Config`](crate::Error::Config) naming the generator, before the
     /// callback starts.
     pub fn attempt_timeout_fn(
         mut self,
@@ -220,7 +220,7 @@ impl<C, A> PolicyBuilder<C, A> {
     }
 
     /// Hedges every call made through [`Policy::run`]: see [`crate::hedge`]. A hedging
-    /// policy cannot run blocking calls (they fail with [`Error::Config`] naming `hedge`).
+    /// policy cannot run blocking calls (they fail with [`Error::Config`](crate::Error::Config) naming `hedge`).
     pub fn hedge(mut self, hedge: Hedge) -> Self {
         self.settings.hedge = Some(hedge);
         self
