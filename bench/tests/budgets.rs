@@ -105,8 +105,10 @@ fn full_policy_success_path_allocates_nothing() {
     assert_eq!(allocations_per_success(&full_policy(), 1_000), 0);
 }
 
+/// A hedging policy's call keeps its legs' state in one box, so that the future of every policy
+/// that does not hedge stays small: one allocation per call, and none more while no hedge fires.
 #[test]
-fn hedging_policy_allocates_nothing_while_no_hedge_fires() {
+fn hedging_policy_allocates_one_box_per_call_while_no_hedge_fires() {
     let policy = Policy::builder()
         .max_attempts(LIMITS.max_attempts)
         .deadline(LIMITS.deadline)
@@ -123,7 +125,7 @@ fn hedging_policy_allocates_nothing_while_no_hedge_fires() {
             call().expect("success");
         }
     });
-    assert_eq!(info.count_total, 0);
+    assert_eq!(info.count_total, 1_000);
 }
 
 #[test]
@@ -204,7 +206,7 @@ fn success_after_a_suspension_adds_no_allocation_to_the_work_itself() {
 /// Bytes a call's future may carry above the hand-written floor; `BUDGETS.md` gives the
 /// reason for each of them. Measured as a difference, so that tokio's own sizes (which change
 /// with its features, e.g. `test-util` in a workspace test run) cancel out.
-const FULL_ABOVE_FLOOR: usize = 456;
+const FULL_ABOVE_FLOOR: usize = 600;
 
 #[test]
 fn call_future_sizes_stay_within_their_budgets() {

@@ -102,8 +102,10 @@ fn every_contender_does_the_same_work_and_rampart_and_the_floors_allocate_nothin
     assert_eq!(check.missing.len(), 7, "{:?}", check.missing);
     assert_eq!(check.counted.len(), 5 + 10);
     for (workload, contender, allocations) in check.counted {
+        // W4 runs a hedging policy, whose call keeps its legs' state in one box.
+        let expected = if workload == Workload::W4 { 1.0 } else { 0.0 };
         assert_eq!(
-            allocations, 0.0,
+            allocations, expected,
             "{contender} allocates in {workload:?}: {allocations} per call"
         );
     }

@@ -12,6 +12,7 @@
 //!     deadline: Duration::from_millis(300),
 //!     source: rampart::DeadlineSource::Inherited,
 //!     attempts: 2,
+//!     unfit: None,
 //!     last: None,
 //! });
 //! assert!(e.is_timeout());

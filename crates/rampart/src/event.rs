@@ -32,7 +32,7 @@
 //! |---|---|
 //! | `AttemptEnded` | every attempt, with its outcome and duration |
 //! | `Retrying` | before each backoff sleep, with the delay |
-//! | `TimeoutIgnored` | an attempt finished after its ceiling fired, and its result was kept (`timeouts{outcome=ignored}`) |
+//! | `TimeoutIgnored` | an attempt finished after its ceiling fired, and its result was kept |
 //! | `OrphanedWork` | an attempt that was awaited past its ceiling overran it by more than 1 s |
 //! | `AttemptAbandoned` | an attempt was dropped at its ceiling plus grace |
 //! | `AttemptRefused` | admission refused an attempt (it did not run) |
@@ -114,8 +114,8 @@ pub enum Event<'a> {
         /// The grace it was given after the ceiling.
         grace: Duration,
     },
-    /// Admission refused an attempt (it did not run). Counts as
-    /// `rampart.rejections{reason="overloaded"}`.
+    /// Admission refused an attempt (it did not run); the refusal stands in for the attempt's
+    /// outcome.
     AttemptRefused {
         /// The policy's name.
         policy: &'a str,

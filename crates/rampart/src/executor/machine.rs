@@ -319,7 +319,8 @@ where
         now: Option<Instant>,
     ) -> Next<'p, T, E, A::Permit> {
         self.ran = true;
-        let caller = cancelled || attempt.fired() == Some(Fired::Caller);
+        let fired = attempt.fired();
+        let caller = cancelled || fired == Some(Fired::Caller);
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         let (outcome, verdict) = match returned {
             None => {
@@ -340,7 +341,7 @@ where
             // The executor decides caller cancellation; no classifier is asked about it.
             Some(Err(_)) if caller => return self.cancelled_attempt(attempt, now),
             Some(result) => {
-                let late = attempt.fired() == Some(Fired::Ceiling);
+                let late = fired == Some(Fired::Ceiling);
                 if late {
                     self.overrun(attempt, &ticket, now);
                 }
