@@ -5,12 +5,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rampart::backoff::Backoff;
+use rampart::admit::{Admit, AdmitContext};
+use rampart::backoff::{Backoff, Jitter};
 use rampart::breaker::{Breaker, StateKind};
+use rampart::clock::{Blocked, Clock, ManualClock};
+use rampart::drain::Drain;
 use rampart::hedge::Hedge;
 use rampart::limit::ConcurrencyLimit;
 use rampart::{
-    CancellationToken, Error, Event, Instant, Policy, RetryBudget, StopReason, TimeoutMode,
+    CancellationToken, Criticality, Error, Event, Instant, Policy, RejectReason, RetryBudget,
+    StopReason, TimeoutMode,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -298,4 +302,21 @@ async fn a_hedged_call_future_is_send() {
             .await
     });
     assert_eq!(handle.await.expect("joined").ok(), Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired() {
+    let drain = Drain::new();
+    assert!(drain.begin(Some(Duration::MAX)));
+    let policy = Policy::builder()
+        .drain(&drain)
+        .no_deadline()
+        .build()
+        .expect("valid");
+    let outcome = policy.run(async |a| Ok::<_, Fail>(a.number())).await;
+    assert_eq!(
+        outcome.ok(),
+        Some(1),
+        "the attempt ran: the grace is not zero"
+    );
 }
