@@ -243,6 +243,25 @@ impl fmt::Debug for CancelGuard {
     }
 }
 
+/// `at + by`, or the latest instant that can be represented when that overflows (found by
+/// bisection, about a hundred `checked_add`s, only on overflow).
+pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
+    if let Some(later) = at.checked_add(by) {
+        return later;
+    }
+    // Invariant: `at + fits` exists and `at + overflows` does not.
+    let (mut fits, mut overflows) = (Duration::ZERO, by);
+    while overflows - fits > Duration::from_nanos(1) {
+        let mid = fits + (overflows - fits) / 2;
+        if at.checked_add(mid).is_some() {
+            fits = mid;
+        } else {
+            overflows = mid;
+        }
+    }
+    at + fits
+}
+
 /// Wakes a parked thread.
 struct ThreadWaker(std::thread::Thread);
 
@@ -311,10 +330,14 @@ impl ManualClock {
     }
 
     /// Moves time forward by `by` and wakes every sleeper whose deadline has come.
+    ///
+    /// Saturates: a step past the latest instant the platform can represent (such as
+    /// `Duration::MAX`) moves the clock to that instant, which wakes every sleeper, and never
+    /// panics. Time then stands still there.
     pub fn advance(&self, by: Duration) {
         let (due, cancels) = {
             let mut state = self.lock();
-            state.now += by;
+            state.now = saturating_add(state.now, by);
             let now = state.now;
             let mut due = Vec::new();
             state.sleepers.retain(|sleeper| {
@@ -476,6 +499,37 @@ mod tests {
         assert_eq!(manual.sleepers(), 1);
         drop(sleep);
         assert_eq!(manual.sleepers(), 0);
+    }
+
+    #[test]
+    fn advancing_by_the_longest_duration_saturates_and_wakes_every_sleeper() {
+        let manual = ManualClock::new();
+        let clock = Clock::from(manual.clone());
+        let start = clock.now();
+        let far = saturating_add(start, Duration::from_secs(100 * 365 * 24 * 3600));
+        let mut sleep = Box::pin(clock.sleep_until(far));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        manual.advance(Duration::MAX);
+        let end = manual.now();
+        assert!(end >= far, "saturated at the latest instant, not wrapped");
+        assert!(sleep.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(manual.sleepers(), 0);
+        manual.advance(Duration::MAX);
+        manual.advance(Duration::from_secs(1));
+        assert_eq!(manual.now(), end, "time stands still at the end");
+    }
+
+    #[test]
+    fn saturating_add_is_exact_when_it_fits_and_the_latest_instant_when_not() {
+        let now = Instant::now();
+        assert_eq!(
+            saturating_add(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        let end = saturating_add(now, Duration::MAX);
+        assert!(end.checked_add(Duration::from_nanos(1)).is_none());
+        assert_eq!(saturating_add(end, Duration::from_secs(1)), end);
     }
 
     #[test]
