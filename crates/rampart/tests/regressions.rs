@@ -320,3 +320,61 @@ async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired
         "the attempt ran: the grace is not zero"
     );
 }
+
+#[test]
+fn a_hedge_floor_beyond_an_hour_is_a_configuration_error() {
+    let err = Policy::builder()
+        .hedge(Hedge::adaptive().floor(Duration::MAX))
+        .build()
+        .expect_err("invalid");
+    let problems: Vec<_> = err.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        problems,
+        ["hedge.floor must be at most 1h (was 18446744073709551615.999999999s)"]
+    );
+}
+
+#[tokio::test]
+async fn a_hedge_delay_that_overflows_the_clock_is_never_rather_than_at_once() {
+    // A manual clock half an hour before the latest instant it can stand at: one hour later
+    // cannot be represented, and must saturate there instead of collapsing to "now".
+    let clock = ManualClock::new();
+    let now = clock.now();
+    let (mut fits, mut overflows) = (Duration::ZERO, Duration::MAX);
+    while overflows - fits > Duration::from_nanos(1) {
+        let mid = fits + (overflows - fits) / 2;
+        if now.checked_add(mid).is_some() {
+            fits = mid;
+        } else {
+            overflows = mid;
+        }
+    }
+    clock.advance(fits - Duration::from_secs(1800));
+    let hedges = Arc::new(AtomicU32::new(0));
+    let started = hedges.clone();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(2)
+        .no_deadline()
+        .no_attempt_timeout()
+        .hedge(Hedge::fixed(Duration::from_secs(3600)))
+        .listener(move |event| {
+            if let Event::HedgeStarted { .. } = event {
+                started.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .expect("valid");
+    let outcome = policy
+        .run_hedged(async |_a| {
+            tokio::task::yield_now().await;
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(
+        hedges.load(Ordering::SeqCst),
+        0,
+        "no hedge launched at once"
+    );
+}

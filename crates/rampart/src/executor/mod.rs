@@ -324,10 +324,11 @@ where
 }
 
 /// `delay` after `now` (read from `clock` if the call did not read it). Delays are bounded by
-/// validation (a day at most), so this saturates only on a clock near the end of time.
+/// validation (a day at most), so this saturates only on a clock near the end of time, and
+/// then at the latest instant (never at `now`, which would turn a long delay into none).
 pub(crate) fn later(clock: &Clock, now: Option<Instant>, delay: Duration) -> Instant {
     let now = now.unwrap_or_else(|| clock.now());
-    now.checked_add(delay).unwrap_or(now)
+    crate::clock::saturating_add(now, delay)
 }
 
 /// Sleeps until `wake`; returns true, at once, if the caller cancels first.
