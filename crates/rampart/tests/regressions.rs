@@ -321,6 +321,30 @@ async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_zero_base_exponential_backoff_never_waits_whatever_its_factor() {
+    let policy = Policy::builder()
+        .max_attempts(5)
+        .no_deadline()
+        .no_budget()
+        .backoff(
+            Backoff::exponential(Duration::ZERO)
+                .factor(1e300)
+                .jitter(Jitter::None),
+        )
+        .build()
+        .expect("valid");
+    let start = Instant::now();
+    let outcome = policy.try_run(async |_a| Err::<(), _>(Fail)).await;
+    let outcome = outcome.expect("not cancelled");
+    assert_eq!(outcome.attempts(), 5);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "0 x inf is not the maximum delay"
+    );
+}
+
 #[test]
 fn a_hedge_floor_beyond_an_hour_is_a_configuration_error() {
     let err = Policy::builder()
