@@ -20,7 +20,7 @@
 //! | [`exponential`](Backoff::exponential) (default, base 100 ms) | `base × factorⁿ⁻¹`, capped |
 //! | [`constant`](Backoff::constant) | `delay` |
 //! | [`linear`](Backoff::linear) | `step × n`, capped |
-//! | [`decorrelated`](Backoff::decorrelated) | random in `[base, 3 × previous]`, capped |
+//! | [`decorrelated`](Backoff::decorrelated) | random in `[base, 3 × previous]` (previous = `base` before the first retry), capped |
 //! | [`none`](Backoff::none) | zero |
 //! | [`custom`](Backoff::custom) | your function of [`BackoffInput`] |
 //!
@@ -130,8 +130,10 @@ impl Backoff {
         Self::with(Kind::Linear(step), Jitter::None)
     }
 
-    /// "Decorrelated jitter": random in `[base, 3 × previous delay]`, max 30 s. Its randomness
-    /// is the curve itself, so [`jitter`](Self::jitter) does not apply.
+    /// "Decorrelated jitter": random in `[base, 3 × previous delay]`, max 30 s; before the
+    /// first retry the previous delay counts as `base`, so the first delay is random in
+    /// `[base, 3 × base]`. Its randomness is the curve itself, so [`jitter`](Self::jitter) does
+    /// not apply.
     pub fn decorrelated(base: Duration) -> Self {
         Self::with(Kind::Decorrelated(base), Jitter::None)
     }
@@ -241,8 +243,15 @@ impl Backoff {
             Kind::Linear(step) => base(*step).saturating_mul(n),
             Kind::Exponential { base: b, factor } => exponential(base(*b), *factor, n, self.max),
             Kind::Decorrelated(b) => {
+                // Before the first retry there is no previous delay: the curve starts from
+                // `base`, so the first delay is already random in `[base, 3 × base]` and
+                // clients that failed together do not retry in lockstep.
                 let low = base(*b).min(self.max);
-                let high = input.previous.saturating_mul(3).clamp(low, self.max);
+                let high = input
+                    .previous
+                    .max(low)
+                    .saturating_mul(3)
+                    .clamp(low, self.max);
                 return uniform(rng, low, high);
             }
             Kind::Custom(curve) => curve(&input),
@@ -393,9 +402,38 @@ mod tests {
         let mut previous = Duration::ZERO;
         for n in 1..50 {
             let d = b.delay(input(n, Curve::Transient, previous), None, &mut rng);
-            assert!(d >= ms(10) && d <= (previous * 3).max(ms(10)).min(b.max));
+            let high = (previous.max(ms(10)) * 3).min(b.max);
+            assert!(
+                d >= ms(10) && d <= high,
+                "retry {n}: {d:?} outside [10ms, {high:?}]"
+            );
             previous = d;
         }
+    }
+
+    #[test]
+    fn decorrelated_first_delays_are_spread_over_base_to_three_times_base() {
+        let b = Backoff::decorrelated(ms(100));
+        let first: std::collections::BTreeSet<Duration> = (0..200)
+            .map(|seed| {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                b.delay(input(1, Curve::Transient, Duration::ZERO), None, &mut rng)
+            })
+            .collect();
+        assert!(
+            first.iter().all(|d| (ms(100)..=ms(300)).contains(d)),
+            "{first:?}"
+        );
+        // Clients that failed together must not all come back after exactly `base`.
+        assert!(
+            first.len() > 150,
+            "only {} distinct first delays",
+            first.len()
+        );
+        assert!(
+            first.iter().any(|d| *d > ms(200)),
+            "never in the upper half"
+        );
     }
 
     #[test]
