@@ -458,3 +458,46 @@ fn clones_share_one_state() {
     record(&a, Evidence::Failure, t0).unwrap();
     assert_eq!(b.try_acquire(t0).unwrap_err().retry_after, Some(15 * SEC));
 }
+
+#[test]
+fn a_failure_rate_exactly_at_the_threshold_opens_the_breaker() {
+    // 7 of 25 is 28 %: "at least 0.28" must open, although `0.28 * 25.0` is 7.000000000000001.
+    let b = exact().failure_ratio(0.28, 10 * SEC, 25).build().unwrap();
+    let t0 = Instant::now();
+    for _ in 0..18 {
+        assert_eq!(record(&b, Evidence::Success, t0), None);
+    }
+    assert!(
+        fail_n(&b, 6, t0).is_empty(),
+        "24 calls: below min_throughput"
+    );
+    let t = record(&b, Evidence::Failure, t0).expect("7 of 25 is at the threshold");
+    assert_eq!((t.from, t.to), (StateKind::Closed, StateKind::Open));
+}
+
+#[test]
+fn the_failure_ratio_threshold_is_compared_exactly_for_every_rate_in_percent() {
+    for percent in [
+        1u64, 5, 7, 10, 14, 15, 20, 28, 29, 30, 35, 56, 57, 58, 70, 90, 99, 100,
+    ] {
+        let ratio = percent as f64 / 100.0;
+        for total in 1..=30u64 {
+            for failures in 1..=total {
+                let b = exact()
+                    .failure_ratio(ratio, 10 * SEC, u32::try_from(total).unwrap())
+                    .build()
+                    .unwrap();
+                let t0 = Instant::now();
+                for _ in failures..total {
+                    record(&b, Evidence::Success, t0);
+                }
+                let opened = !fail_n(&b, failures as usize, t0).is_empty();
+                let at_least = failures * 100 >= percent * total;
+                assert_eq!(
+                    opened, at_least,
+                    "{failures} failures of {total} at a threshold of {ratio}"
+                );
+            }
+        }
+    }
+}

@@ -32,14 +32,52 @@ pub(super) struct Shared {
     word: AtomicU64,
     base: OnceLock<Instant>,
     pub(super) window: Option<Window>,
+    /// Ratio mode's threshold as an exact fraction.
+    threshold: Fraction,
     transitions: Mutex<Transitions>,
+}
+
+/// A ratio as `num / den`, compared in integers so that a rate exactly at the threshold is at
+/// the threshold (7 failures of 25 are 28 %; `0.28 * 25.0` is `7.000000000000001`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fraction {
+    num: u64,
+    den: u64,
+}
+
+impl Fraction {
+    /// `ratio` (in `[0, 1]`) as the decimal fraction with the fewest digits (up to 18) that
+    /// reads back as exactly `ratio`: the number as it was written, `0.28` as 28/100 and not the
+    /// binary `0.28000000000000002665`. A ratio needing more digits is rounded to 18.
+    pub(super) fn of_decimal(ratio: f64) -> Fraction {
+        let mut den = 1u64;
+        loop {
+            // `ratio <= 1` and `den <= 10^18`, so the product fits a `u64`.
+            let num = (ratio * den as f64).round();
+            if num / den as f64 == ratio || den == 10u64.pow(18) {
+                return Fraction {
+                    num: num as u64,
+                    den,
+                };
+            }
+            den *= 10;
+        }
+    }
+
+    /// Whether `part / whole` is at least this fraction.
+    pub(super) fn reached_by(self, part: u64, whole: u64) -> bool {
+        u128::from(part) * u128::from(self.den) >= u128::from(self.num) * u128::from(whole)
+    }
 }
 
 impl Shared {
     pub(super) fn new(config: Config) -> Shared {
-        let window = match config.mode {
-            Mode::Ratio { window, .. } => Some(Window::new(nanos_of(window).max(1))),
-            Mode::Consecutive { .. } => None,
+        let (window, threshold) = match config.mode {
+            Mode::Ratio { window, ratio, .. } => (
+                Some(Window::new(nanos_of(window).max(1))),
+                Fraction::of_decimal(ratio),
+            ),
+            Mode::Consecutive { .. } => (None, Fraction { num: 1, den: 1 }),
         };
         let rng = config
             .seed
@@ -54,6 +92,7 @@ impl Shared {
             word: AtomicU64::new(Word::closed(0, 0).0),
             base: OnceLock::new(),
             window,
+            threshold,
             transitions: Mutex::new(transitions),
         }
     }
@@ -197,11 +236,9 @@ impl Shared {
     fn closed_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
         let threshold = match self.config.mode {
             Mode::Consecutive { failures } => failures,
-            Mode::Ratio {
-                ratio,
-                min_throughput,
-                ..
-            } => return self.ratio_outcome(admitted, failure, now, ratio, min_throughput),
+            Mode::Ratio { min_throughput, .. } => {
+                return self.ratio_outcome(admitted, failure, now, min_throughput);
+            }
         };
         loop {
             let word = self.load();
@@ -245,7 +282,6 @@ impl Shared {
         admitted: Word,
         failure: bool,
         now: Instant,
-        ratio: f64,
         min_throughput: u32,
     ) -> Option<Transition> {
         let window = self.window.as_ref()?;
@@ -259,7 +295,7 @@ impl Shared {
         }
         let counts = window.counts(t);
         if counts.total < u64::from(min_throughput)
-            || (counts.failures as f64) < ratio * counts.total as f64
+            || !self.threshold.reached_by(counts.failures, counts.total)
         {
             return None;
         }
