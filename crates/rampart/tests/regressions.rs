@@ -402,3 +402,72 @@ async fn a_hedge_delay_that_overflows_the_clock_is_never_rather_than_at_once() {
         "no hedge launched at once"
     );
 }
+
+#[tokio::test]
+async fn a_probe_that_never_finishes_reopens_the_breaker_after_the_probe_timeout() {
+    let clock = ManualClock::new();
+    let transitions = Arc::new(Mutex::new(Vec::new()));
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .probe_timeout(Duration::from_secs(5))
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker");
+    let seen = transitions.clone();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .no_budget()
+        .breaker(breaker.clone())
+        .listener(move |event| {
+            if let Event::BreakerTransition { from, to, .. } = event {
+                seen.lock().expect("transitions").push((*from, *to));
+            }
+        })
+        .build()
+        .expect("valid");
+    assert!(policy.run(async |_a| Err::<(), _>(Fail)).await.is_err());
+    clock.advance(Duration::from_secs(15));
+    // The probe hangs: no attempt timeout, no deadline.
+    let probe = {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            policy
+                .run(async |_a| pending::<Result<(), Fail>>().await)
+                .await
+        })
+    };
+    while breaker.state(clock.now()).kind() != StateKind::HalfOpen {
+        tokio::task::yield_now().await;
+    }
+    clock.advance(Duration::from_secs(5));
+    let refused = policy.run(async |_a| Ok::<_, Fail>(())).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Rejected {
+                reason: RejectReason::DependencyUnavailable,
+                retry_after: Some(_),
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    clock.advance(Duration::from_secs(30));
+    let outcome = policy.run(async |a| Ok::<_, Fail>(a.number())).await;
+    assert_eq!(outcome.ok(), Some(1), "a new probe after the break");
+    use StateKind::{Closed, HalfOpen, Open};
+    assert_eq!(
+        *transitions.lock().expect("transitions"),
+        [
+            (Closed, Open),
+            (Open, HalfOpen),
+            (HalfOpen, Open),
+            (Open, HalfOpen)
+        ],
+        "the re-opening is reported, and the chain is unbroken"
+    );
+    probe.abort();
+}

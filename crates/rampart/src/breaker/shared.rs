@@ -34,6 +34,12 @@ pub(super) struct Shared {
     pub(super) window: Option<Window>,
     /// Ratio mode's threshold as an exact fraction.
     threshold: Fraction,
+    /// When the last probe of the current half-open period was let in (nanoseconds since the
+    /// time base). Written under the transition lock; read without it only to decide whether
+    /// to take the lock.
+    probe_since: AtomicU64,
+    /// `config.probe_timeout` in nanoseconds.
+    probe_timeout: u64,
     transitions: Mutex<Transitions>,
 }
 
@@ -88,11 +94,13 @@ impl Shared {
             rng,
         };
         Shared {
+            probe_timeout: nanos_of(config.probe_timeout).max(1),
             config,
             word: AtomicU64::new(Word::closed(0, 0).0),
             base: OnceLock::new(),
             window,
             threshold,
+            probe_since: AtomicU64::new(0),
             transitions: Mutex::new(transitions),
         }
     }
@@ -126,6 +134,31 @@ impl Shared {
     pub(super) fn nanos(&self, now: Instant) -> u64 {
         let base = *self.base.get_or_init(|| now);
         nanos_of(now.saturating_duration_since(base)).min(MAX_NANOS)
+    }
+
+    /// Notes that a probe was let in at `t`; call under the transition lock, after the word
+    /// records the probe.
+    pub(super) fn probe_admitted(&self, _transitions: &mut Transitions, t: u64) {
+        self.probe_since.store(t, Ordering::Release);
+    }
+
+    /// Whether, at `t`, the probes in flight have waited out the probe timeout since the last
+    /// one was let in. Without the transition lock this is only a hint.
+    pub(super) fn probes_expired(&self, t: u64) -> bool {
+        let since = self.probe_since.load(Ordering::Acquire);
+        t >= since.saturating_add(self.probe_timeout)
+    }
+
+    /// Counts the probes in flight as failed and re-opens, if the word is still `seen` (every
+    /// slot taken) and they have outlived the probe timeout at `t`. Probe admissions take the
+    /// transition lock too, so no probe can be let in between this check and the re-opening.
+    /// `None` when something changed: the caller looks at the word again.
+    pub(super) fn expire_probes(&self, seen: Word, t: u64) -> Option<Transition> {
+        let mut transitions = self.lock();
+        if self.load() != seen || !self.probes_expired(t) {
+            return None;
+        }
+        self.open(&mut transitions, seen, t)
     }
 
     /// Opens from `from` at `t` if the word is still `from`, under the transition lock.

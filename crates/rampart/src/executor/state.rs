@@ -618,7 +618,12 @@ impl<'p, C, A> CallState<'p, C, A> {
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             return Ok(None);
         };
-        let permit = breaker.try_acquire(now).map_err(|r| r.retry_after)?;
+        let permit = breaker.try_acquire(now).map_err(|rejected| {
+            if let Some(transition) = rejected.transition {
+                self.breaker_moved(transition);
+            }
+            rejected.retry_after
+        })?;
         if let Some(transition) = permit.transition() {
             self.breaker_moved(transition);
         }
