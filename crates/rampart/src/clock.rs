@@ -20,8 +20,10 @@
 //!
 //! # Panics
 //!
-//! Sleeping on the system clock needs a tokio runtime with its time driver enabled, as
-//! `tokio::time::sleep` does. The manual clock needs no runtime.
+//! Sleeping on the system clock ([`Clock::sleep_until`]) needs a tokio runtime with its time
+//! driver enabled, as `tokio::time::sleep` does. [`Clock::alarm`], [`Clock::block_on`],
+//! [`Clock::block_until`] and [`Clock::cancel_at`] need none, and the manual clock needs no
+//! runtime at all.
 
 use std::fmt;
 use std::future::Future;
@@ -74,6 +76,29 @@ impl Clock {
             },
         };
         Sleep { inner }
+    }
+
+    /// A future that completes at `deadline` on this clock (at once if it has passed), on any
+    /// thread, with or without a tokio runtime: where [`sleep_until`](Self::sleep_until) needs
+    /// a runtime's timer, this one falls back to the system clock's shared timer thread when
+    /// the current thread has no runtime. For components that wait inside admission (a queue
+    /// timeout) and may be driven by blocking execution. Inside a runtime it is
+    /// `sleep_until`, so tokio's paused time applies; the manual clock needs neither.
+    pub fn alarm(&self, deadline: Instant) -> Alarm {
+        let inner = match &self.0 {
+            Kind::System if tokio::runtime::Handle::try_current().is_err() => {
+                let token = CancellationToken::new();
+                let rung = token.clone().cancelled_owned();
+                AlarmInner::Thread {
+                    rung,
+                    _guard: self.cancel_at(deadline, token),
+                }
+            }
+            _ => AlarmInner::Sleep {
+                sleep: self.sleep_until(deadline),
+            },
+        };
+        Alarm { inner }
     }
 
     /// Blocks the current thread until `deadline`, or until `caller` is cancelled, whichever
@@ -203,6 +228,44 @@ impl Future for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future returned by [`Clock::alarm`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Alarm {
+        #[pin]
+        inner: AlarmInner,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = AlarmProj]
+    enum AlarmInner {
+        Sleep { #[pin] sleep: Sleep },
+        Thread {
+            #[pin]
+            rung: tokio_util::sync::WaitForCancellationFutureOwned,
+            _guard: CancelGuard,
+        },
+    }
+}
+
+impl Future for Alarm {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.project().inner.project() {
+            AlarmProj::Sleep { sleep } => sleep.poll(cx),
+            AlarmProj::Thread { rung, .. } => rung.poll(cx),
+        }
+    }
+}
+
+impl fmt::Debug for Alarm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Alarm").finish_non_exhaustive()
     }
 }
 

@@ -304,6 +304,82 @@ async fn a_hedged_call_future_is_send() {
     assert_eq!(handle.await.expect("joined").ok(), Some(1));
 }
 
+#[test]
+fn a_queue_timeout_in_blocking_execution_needs_no_tokio_runtime() {
+    // A plain thread, no runtime: the queue timeout used to be `tokio::time::timeout`, which
+    // panicked with "there is no reactor running".
+    let clock = ManualClock::new();
+    let limit = ConcurrencyLimit::new(1).queue(1).queue_timeout(50 * MS);
+    let holder = AdmitContext::new("holder", Criticality::Critical, clock.now());
+    let held = match Clock::system().block_on(limit.acquire(&holder), None, None) {
+        Blocked::Ready(Ok(permit)) => permit,
+        other => panic!("the free slot: {other:?}"),
+    };
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .no_budget()
+        .admit(limit.clone())
+        .build()
+        .expect("valid");
+    let call = std::thread::spawn(move || policy.run_blocking(|_a| Ok::<_, Fail>(())));
+    // Queued, and waiting on the manual clock for its queue timeout (or already ended).
+    while (limit.queued() == 0 || clock.sleepers() == 0) && !call.is_finished() {
+        std::thread::yield_now();
+    }
+    clock.advance(50 * MS);
+    let outcome = call.join().expect("refused, not a panic");
+    assert!(
+        matches!(
+            outcome,
+            Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(limit.queued(), 0, "the waiter left the queue");
+    drop(held);
+}
+
+#[test]
+fn a_queue_timeout_on_the_system_clock_fires_from_the_timer_thread_without_a_runtime() {
+    // The shortest timeout there is: the shared timer thread fires it at once, so the test
+    // does not wait on the wall clock.
+    let limit = ConcurrencyLimit::new(1)
+        .queue(1)
+        .queue_timeout(Duration::from_nanos(1));
+    let holder = AdmitContext::new("holder", Criticality::Critical, Instant::now());
+    let held = match Clock::system().block_on(limit.acquire(&holder), None, None) {
+        Blocked::Ready(Ok(permit)) => permit,
+        other => panic!("the free slot: {other:?}"),
+    };
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .no_budget()
+        .admit(limit.clone())
+        .build()
+        .expect("valid");
+    let outcome = policy.run_blocking(|_a| Ok::<_, Fail>(()));
+    assert!(
+        matches!(
+            outcome,
+            Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(limit.queued(), 0);
+    drop(held);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired() {
     let drain = Drain::new();

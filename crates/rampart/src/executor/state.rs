@@ -527,6 +527,7 @@ impl<'p, C, A> CallState<'p, C, A> {
             level: self.level,
             deadline,
             now: now.unwrap_or_else(|| self.shared.clock.now()),
+            clock: &self.shared.clock,
         }
     }
 
