@@ -35,7 +35,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::clock::Instant;
+use crate::clock::{Clock, Instant};
 use crate::criticality::Criticality;
 use crate::event::AttemptOutcome;
 
@@ -53,12 +53,19 @@ pub struct AdmitContext<'a> {
     pub deadline: Option<Instant>,
     /// The current instant on the policy's clock.
     pub now: Instant,
+    /// The policy's clock. A component that waits (a queue timeout) waits on it, with
+    /// [`Clock::alarm`], so that its wait follows the policy's time (manual or system) and
+    /// works in blocking execution, where there may be no tokio runtime.
+    pub clock: &'a Clock,
 }
+
+/// The clock of a context made by [`AdmitContext::new`].
+static SYSTEM: Clock = Clock::system();
 
 impl<'a> AdmitContext<'a> {
     /// A context for asking a component directly, outside a policy (a server layer, a test):
-    /// attempt 1, at `level`, at `now`, with no ceiling. The fields are public: set
-    /// `deadline` or `attempt` on the value when they are known.
+    /// attempt 1, at `level`, at `now`, with no ceiling, on the system clock. The fields are
+    /// public: set `deadline`, `attempt` or `clock` on the value when they are known.
     ///
     /// ```
     /// use rampart::admit::AdmitContext;
@@ -76,6 +83,7 @@ impl<'a> AdmitContext<'a> {
             level,
             deadline: None,
             now,
+            clock: &SYSTEM,
         }
     }
 

@@ -20,7 +20,7 @@
 //! | [`exponential`](Backoff::exponential) (default, base 100 ms) | `base × factorⁿ⁻¹`, capped |
 //! | [`constant`](Backoff::constant) | `delay` |
 //! | [`linear`](Backoff::linear) | `step × n`, capped |
-//! | [`decorrelated`](Backoff::decorrelated) | random in `[base, 3 × previous]`, capped |
+//! | [`decorrelated`](Backoff::decorrelated) | random in `[base, 3 × previous]` (previous = `base` before the first retry), capped |
 //! | [`none`](Backoff::none) | zero |
 //! | [`custom`](Backoff::custom) | your function of [`BackoffInput`] |
 //!
@@ -130,8 +130,10 @@ impl Backoff {
         Self::with(Kind::Linear(step), Jitter::None)
     }
 
-    /// "Decorrelated jitter": random in `[base, 3 × previous delay]`, max 30 s. Its randomness
-    /// is the curve itself, so [`jitter`](Self::jitter) does not apply.
+    /// "Decorrelated jitter": random in `[base, 3 × previous delay]`, max 30 s; before the
+    /// first retry the previous delay counts as `base`, so the first delay is random in
+    /// `[base, 3 × base]`. Its randomness is the curve itself, so [`jitter`](Self::jitter) does
+    /// not apply.
     pub fn decorrelated(base: Duration) -> Self {
         Self::with(Kind::Decorrelated(base), Jitter::None)
     }
@@ -239,14 +241,17 @@ impl Backoff {
             Kind::None => Duration::ZERO,
             Kind::Constant(delay) => *delay,
             Kind::Linear(step) => base(*step).saturating_mul(n),
-            Kind::Exponential { base: b, factor } => {
-                let secs =
-                    base(*b).as_secs_f64() * factor.powi(n.saturating_sub(1).min(1_023) as i32);
-                Duration::try_from_secs_f64(secs).unwrap_or(self.max)
-            }
+            Kind::Exponential { base: b, factor } => exponential(base(*b), *factor, n, self.max),
             Kind::Decorrelated(b) => {
+                // Before the first retry there is no previous delay: the curve starts from
+                // `base`, so the first delay is already random in `[base, 3 × base]` and
+                // clients that failed together do not retry in lockstep.
                 let low = base(*b).min(self.max);
-                let high = input.previous.saturating_mul(3).clamp(low, self.max);
+                let high = input
+                    .previous
+                    .max(low)
+                    .saturating_mul(3)
+                    .clamp(low, self.max);
                 return uniform(rng, low, high);
             }
             Kind::Custom(curve) => curve(&input),
@@ -258,6 +263,22 @@ impl Backoff {
             Jitter::Equal => uniform(rng, capped / 2, capped),
         }
     }
+}
+
+/// `base × factorⁿ⁻¹`, at most `max`. A zero base is zero whatever the factor (the float product
+/// would be `0 × ∞ = NaN` once the power overflows), and a product too large for a `Duration`
+/// (an infinite power included) is `max`: no NaN reaches the conversion.
+fn exponential(base: Duration, factor: f64, n: u32, max: Duration) -> Duration {
+    if base.is_zero() {
+        return Duration::ZERO;
+    }
+    let growth = factor.powi(n.saturating_sub(1).min(1_023) as i32);
+    let secs = base.as_secs_f64() * growth;
+    if secs.is_nan() {
+        // Only an unvalidated factor (NaN) gets here; `validate` refuses it at `build()`.
+        return max;
+    }
+    Duration::try_from_secs_f64(secs).map_or(max, |d| d.min(max))
 }
 
 fn uniform(rng: &mut fastrand::Rng, low: Duration, high: Duration) -> Duration {
@@ -381,8 +402,78 @@ mod tests {
         let mut previous = Duration::ZERO;
         for n in 1..50 {
             let d = b.delay(input(n, Curve::Transient, previous), None, &mut rng);
-            assert!(d >= ms(10) && d <= (previous * 3).max(ms(10)).min(b.max));
+            let high = (previous.max(ms(10)) * 3).min(b.max);
+            assert!(
+                d >= ms(10) && d <= high,
+                "retry {n}: {d:?} outside [10ms, {high:?}]"
+            );
             previous = d;
+        }
+    }
+
+    #[test]
+    fn decorrelated_first_delays_are_spread_over_base_to_three_times_base() {
+        let b = Backoff::decorrelated(ms(100));
+        let first: std::collections::BTreeSet<Duration> = (0..200)
+            .map(|seed| {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                b.delay(input(1, Curve::Transient, Duration::ZERO), None, &mut rng)
+            })
+            .collect();
+        assert!(
+            first.iter().all(|d| (ms(100)..=ms(300)).contains(d)),
+            "{first:?}"
+        );
+        // Clients that failed together must not all come back after exactly `base`.
+        assert!(
+            first.len() > 150,
+            "only {} distinct first delays",
+            first.len()
+        );
+        assert!(
+            first.iter().any(|d| *d > ms(200)),
+            "never in the upper half"
+        );
+    }
+
+    #[test]
+    fn a_zero_base_gives_zero_delays_whatever_the_factor() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        for factor in [1.0, 2.0, 1e300, f64::MAX] {
+            let b = Backoff::exponential(Duration::ZERO)
+                .factor(factor)
+                .jitter(Jitter::None);
+            for n in [1, 2, 3, 10, 1_000, u32::MAX] {
+                for curve in [Curve::Transient, Curve::Throttled] {
+                    let b = b.clone().throttled_base(Duration::ZERO);
+                    let d = b.delay(input(n, curve, ms(0)), None, &mut rng);
+                    assert_eq!(d, Duration::ZERO, "factor {factor}, retry {n}");
+                }
+            }
+        }
+        let linear = Backoff::linear(Duration::ZERO).throttled_base(Duration::ZERO);
+        let decorrelated = Backoff::decorrelated(Duration::ZERO);
+        for n in [1, 7, u32::MAX] {
+            let i = input(n, Curve::Transient, ms(0));
+            assert_eq!(linear.delay(i, None, &mut rng), Duration::ZERO);
+            assert_eq!(decorrelated.delay(i, None, &mut rng), Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn a_growth_that_overflows_to_infinity_is_the_maximum() {
+        let b = Backoff::exponential(ms(1))
+            .factor(1e300)
+            .jitter(Jitter::None)
+            .max(ms(700));
+        let mut rng = fastrand::Rng::with_seed(1);
+        assert_eq!(
+            b.delay(input(1, Curve::Transient, ms(0)), None, &mut rng),
+            ms(1)
+        );
+        for n in [2, 3, 1_000] {
+            let d = b.delay(input(n, Curve::Transient, ms(0)), None, &mut rng);
+            assert_eq!(d, ms(700), "retry {n}");
         }
     }
 

@@ -20,8 +20,10 @@
 //!
 //! # Panics
 //!
-//! Sleeping on the system clock needs a tokio runtime with its time driver enabled, as
-//! `tokio::time::sleep` does. The manual clock needs no runtime.
+//! Sleeping on the system clock ([`Clock::sleep_until`]) needs a tokio runtime with its time
+//! driver enabled, as `tokio::time::sleep` does. [`Clock::alarm`], [`Clock::block_on`],
+//! [`Clock::block_until`] and [`Clock::cancel_at`] need none, and the manual clock needs no
+//! runtime at all.
 
 use std::fmt;
 use std::future::Future;
@@ -74,6 +76,29 @@ impl Clock {
             },
         };
         Sleep { inner }
+    }
+
+    /// A future that completes at `deadline` on this clock (at once if it has passed), on any
+    /// thread, with or without a tokio runtime: where [`sleep_until`](Self::sleep_until) needs
+    /// a runtime's timer, this one falls back to the system clock's shared timer thread when
+    /// the current thread has no runtime. For components that wait inside admission (a queue
+    /// timeout) and may be driven by blocking execution. Inside a runtime it is
+    /// `sleep_until`, so tokio's paused time applies; the manual clock needs neither.
+    pub fn alarm(&self, deadline: Instant) -> Alarm {
+        let inner = match &self.0 {
+            Kind::System if tokio::runtime::Handle::try_current().is_err() => {
+                let token = CancellationToken::new();
+                let rung = token.clone().cancelled_owned();
+                AlarmInner::Thread {
+                    rung,
+                    _guard: self.cancel_at(deadline, token),
+                }
+            }
+            _ => AlarmInner::Sleep {
+                sleep: self.sleep_until(deadline),
+            },
+        };
+        Alarm { inner }
     }
 
     /// Blocks the current thread until `deadline`, or until `caller` is cancelled, whichever
@@ -206,6 +231,44 @@ impl fmt::Debug for Sleep {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// The future returned by [`Clock::alarm`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Alarm {
+        #[pin]
+        inner: AlarmInner,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = AlarmProj]
+    enum AlarmInner {
+        Sleep { #[pin] sleep: Sleep },
+        Thread {
+            #[pin]
+            rung: tokio_util::sync::WaitForCancellationFutureOwned,
+            _guard: CancelGuard,
+        },
+    }
+}
+
+impl Future for Alarm {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match self.project().inner.project() {
+            AlarmProj::Sleep { sleep } => sleep.poll(cx),
+            AlarmProj::Thread { rung, .. } => rung.poll(cx),
+        }
+    }
+}
+
+impl fmt::Debug for Alarm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Alarm").finish_non_exhaustive()
+    }
+}
+
 /// How [`Clock::block_on`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Blocked<T> {
@@ -241,6 +304,25 @@ impl fmt::Debug for CancelGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CancelGuard").finish_non_exhaustive()
     }
+}
+
+/// `at + by`, or the latest instant that can be represented when that overflows (found by
+/// bisection, about a hundred `checked_add`s, only on overflow).
+pub(crate) fn saturating_add(at: Instant, by: Duration) -> Instant {
+    if let Some(later) = at.checked_add(by) {
+        return later;
+    }
+    // Invariant: `at + fits` exists and `at + overflows` does not.
+    let (mut fits, mut overflows) = (Duration::ZERO, by);
+    while overflows - fits > Duration::from_nanos(1) {
+        let mid = fits + (overflows - fits) / 2;
+        if at.checked_add(mid).is_some() {
+            fits = mid;
+        } else {
+            overflows = mid;
+        }
+    }
+    at + fits
 }
 
 /// Wakes a parked thread.
@@ -311,10 +393,14 @@ impl ManualClock {
     }
 
     /// Moves time forward by `by` and wakes every sleeper whose deadline has come.
+    ///
+    /// Saturates: a step past the latest instant the platform can represent (such as
+    /// `Duration::MAX`) moves the clock to that instant, which wakes every sleeper, and never
+    /// panics. Time then stands still there.
     pub fn advance(&self, by: Duration) {
         let (due, cancels) = {
             let mut state = self.lock();
-            state.now += by;
+            state.now = saturating_add(state.now, by);
             let now = state.now;
             let mut due = Vec::new();
             state.sleepers.retain(|sleeper| {
@@ -476,6 +562,37 @@ mod tests {
         assert_eq!(manual.sleepers(), 1);
         drop(sleep);
         assert_eq!(manual.sleepers(), 0);
+    }
+
+    #[test]
+    fn advancing_by_the_longest_duration_saturates_and_wakes_every_sleeper() {
+        let manual = ManualClock::new();
+        let clock = Clock::from(manual.clone());
+        let start = clock.now();
+        let far = saturating_add(start, Duration::from_secs(100 * 365 * 24 * 3600));
+        let mut sleep = Box::pin(clock.sleep_until(far));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        manual.advance(Duration::MAX);
+        let end = manual.now();
+        assert!(end >= far, "saturated at the latest instant, not wrapped");
+        assert!(sleep.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(manual.sleepers(), 0);
+        manual.advance(Duration::MAX);
+        manual.advance(Duration::from_secs(1));
+        assert_eq!(manual.now(), end, "time stands still at the end");
+    }
+
+    #[test]
+    fn saturating_add_is_exact_when_it_fits_and_the_latest_instant_when_not() {
+        let now = Instant::now();
+        assert_eq!(
+            saturating_add(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        let end = saturating_add(now, Duration::MAX);
+        assert!(end.checked_add(Duration::from_nanos(1)).is_none());
+        assert_eq!(saturating_add(end, Duration::from_secs(1)), end);
     }
 
     #[test]

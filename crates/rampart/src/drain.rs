@@ -58,13 +58,17 @@ impl Drain {
 
     /// Starts draining now (tokio's clock), with `grace` for the calls still in flight.
     /// Returns whether this call started it; later calls change nothing.
+    ///
+    /// `None`, or a grace too long to be added to `now` (such as `Duration::MAX`), leaves the
+    /// calls in flight unbounded by the drain: it never clamps their deadlines.
     pub fn begin(&self, grace: Option<Duration>) -> bool {
         self.begin_at(Instant::now(), grace)
     }
 
     /// [`begin`](Self::begin) at an explicit instant (for a manual clock).
     pub fn begin_at(&self, now: Instant, grace: Option<Duration>) -> bool {
-        let until = grace.map(|g| now.checked_add(g).unwrap_or(now));
+        // A grace past the end of representable time is no bound at all, never zero.
+        let until = grace.and_then(|g| now.checked_add(g));
         let started = self.state.until.set(until).is_ok();
         self.state.draining.store(true, Ordering::Release);
         started
@@ -103,6 +107,14 @@ mod tests {
         assert!(!drain.begin_at(now, Some(Duration::from_secs(60))));
         assert_eq!(drain.grace_until(), Some(now + Duration::from_secs(5)));
         assert!(drain.is_draining());
+    }
+
+    #[test]
+    fn a_grace_too_long_to_add_is_unbounded_not_zero() {
+        let drain = Drain::new();
+        assert!(drain.begin_at(Instant::now(), Some(Duration::MAX)));
+        assert!(drain.is_draining());
+        assert_eq!(drain.grace_until(), None, "no clamp, and never `now`");
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! | knob | default | meaning |
 //! |---|---|---|
 //! | delay | adaptive: the p95 of successful attempts over 30 s, once 20 samples are in; at least 10 ms | how long the first attempt runs alone |
-//! | [`fixed`](Hedge::fixed) | | a fixed delay instead; zero launches every leg at once |
+//! | [`fixed`](Hedge::fixed) | | a fixed delay instead (at most 1 h); zero launches every leg at once |
 //! | `max_concurrent` | 2 | legs in flight at once (at most 8) |
 //! | total legs | `max_attempts` | hedges and retries count alike |
 //!
@@ -47,6 +47,12 @@ use crate::error::ConfigProblem;
 
 /// The most legs a hedged call runs at once.
 pub const MAX_LEGS: usize = 8;
+
+/// The longest hedge delay, fixed or the adaptive floor: a first attempt left alone for longer
+/// is not being hedged.
+const MAX_DELAY: Duration = Duration::from_secs(3600);
+/// The longest window of the adaptive estimate.
+const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Delay {
@@ -81,7 +87,7 @@ impl Hedge {
         }
     }
 
-    /// Hedge after a fixed delay; zero launches `max_concurrent` legs at once.
+    /// Hedge after a fixed delay (at most 1 h); zero launches `max_concurrent` legs at once.
     pub fn fixed(delay: Duration) -> Self {
         Hedge {
             delay: Delay::Fixed(delay),
@@ -97,7 +103,7 @@ impl Hedge {
         self
     }
 
-    /// The window of the adaptive estimate (default 30 s).
+    /// The window of the adaptive estimate (default 30 s; positive, at most 24 h).
     pub fn window(mut self, span: Duration) -> Self {
         if let Delay::Adaptive { window, .. } = &mut self.delay {
             *window = span;
@@ -113,7 +119,7 @@ impl Hedge {
         self
     }
 
-    /// The shortest adaptive delay (default 10 ms).
+    /// The shortest adaptive delay (default 10 ms; at most 1 h, like a fixed delay).
     pub fn floor(mut self, shortest: Duration) -> Self {
         if let Delay::Adaptive { floor, .. } = &mut self.delay {
             *floor = shortest;
@@ -129,7 +135,7 @@ impl Hedge {
 
     pub(crate) fn validate(&self, problems: &mut Vec<ConfigProblem>) {
         if let Delay::Fixed(delay) = self.delay
-            && delay > Duration::from_secs(3600)
+            && delay > MAX_DELAY
         {
             problems.push(ConfigProblem::new(
                 "hedge.delay",
@@ -149,9 +155,21 @@ impl Hedge {
             quantile,
             window,
             min_samples,
-            ..
+            floor,
         } = self.delay
         {
+            if floor > MAX_DELAY {
+                problems.push(ConfigProblem::new(
+                    "hedge.floor",
+                    format!("must be at most 1h (was {floor:?})"),
+                ));
+            }
+            if window > MAX_WINDOW {
+                problems.push(ConfigProblem::new(
+                    "hedge.window",
+                    format!("must be at most 24h (was {window:?})"),
+                ));
+            }
             if !(quantile > 0.0 && quantile < 1.0) {
                 problems.push(ConfigProblem::new(
                     "hedge.quantile",
@@ -221,5 +239,34 @@ impl fmt::Display for Suppressed {
             Suppressed::Budget => "retry budget exhausted",
             Suppressed::Admission => "admission refused",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(hedge: Hedge) -> Vec<String> {
+        let mut problems = Vec::new();
+        hedge.validate(&mut problems);
+        problems.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn an_adaptive_floor_or_window_beyond_its_bound_is_a_config_problem() {
+        let hedge = Hedge::adaptive()
+            .floor(Duration::MAX)
+            .window(Duration::from_secs(24 * 3600 + 1));
+        assert_eq!(
+            problems(hedge),
+            [
+                "hedge.floor must be at most 1h (was 18446744073709551615.999999999s)",
+                "hedge.window must be at most 24h (was 86401s)",
+            ]
+        );
+        let at_the_bounds = Hedge::adaptive()
+            .floor(Duration::from_secs(3600))
+            .window(Duration::from_secs(24 * 3600));
+        assert_eq!(problems(at_the_bounds), Vec::<String>::new());
     }
 }

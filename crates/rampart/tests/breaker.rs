@@ -189,7 +189,10 @@ fn a_concurrent_acquire_is_rejected_while_the_probe_is_in_flight_and_dropping_th
     let probe = b.try_acquire(now).unwrap();
     assert_eq!(
         b.try_acquire(now).unwrap_err(),
-        Rejected { retry_after: None }
+        Rejected {
+            retry_after: None,
+            transition: None,
+        }
     );
     drop(probe);
     assert_eq!(b.state(now), BreakerState::HalfOpen);
@@ -263,7 +266,10 @@ fn isolate_rejects_without_retry_after_and_never_heals_until_reset() {
     for later in [t0, t0 + 15 * SEC, t0 + 3600 * SEC] {
         assert_eq!(
             b.try_acquire(later).unwrap_err(),
-            Rejected { retry_after: None }
+            Rejected {
+                retry_after: None,
+                transition: None,
+            }
         );
         assert_eq!(b.state(later), BreakerState::Isolated);
     }
@@ -457,4 +463,145 @@ fn clones_share_one_state() {
     let t0 = Instant::now();
     record(&a, Evidence::Failure, t0).unwrap();
     assert_eq!(b.try_acquire(t0).unwrap_err().retry_after, Some(15 * SEC));
+}
+
+#[test]
+fn a_failure_rate_exactly_at_the_threshold_opens_the_breaker() {
+    // 7 of 25 is 28 %: "at least 0.28" must open, although `0.28 * 25.0` is 7.000000000000001.
+    let b = exact().failure_ratio(0.28, 10 * SEC, 25).build().unwrap();
+    let t0 = Instant::now();
+    for _ in 0..18 {
+        assert_eq!(record(&b, Evidence::Success, t0), None);
+    }
+    assert!(
+        fail_n(&b, 6, t0).is_empty(),
+        "24 calls: below min_throughput"
+    );
+    let t = record(&b, Evidence::Failure, t0).expect("7 of 25 is at the threshold");
+    assert_eq!((t.from, t.to), (StateKind::Closed, StateKind::Open));
+}
+
+#[test]
+fn the_failure_ratio_threshold_is_compared_exactly_for_every_rate_in_percent() {
+    for percent in [
+        1u64, 5, 7, 10, 14, 15, 20, 28, 29, 30, 35, 56, 57, 58, 70, 90, 99, 100,
+    ] {
+        let ratio = percent as f64 / 100.0;
+        for total in 1..=30u64 {
+            for failures in 1..=total {
+                let b = exact()
+                    .failure_ratio(ratio, 10 * SEC, u32::try_from(total).unwrap())
+                    .build()
+                    .unwrap();
+                let t0 = Instant::now();
+                for _ in failures..total {
+                    record(&b, Evidence::Success, t0);
+                }
+                let opened = !fail_n(&b, failures as usize, t0).is_empty();
+                let at_least = failures * 100 >= percent * total;
+                assert_eq!(
+                    opened, at_least,
+                    "{failures} failures of {total} at a threshold of {ratio}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_probe_that_never_finishes_counts_as_failed_after_the_probe_timeout() {
+    let clock = rampart::ManualClock::new();
+    let b = exact().probe_timeout(5 * SEC).build().unwrap();
+    open_at(&b, clock.now());
+    clock.advance(15 * SEC);
+    // The probe hangs: no attempt timeout, no deadline, never recorded, never dropped.
+    let stuck = b.try_acquire(clock.now()).unwrap();
+    assert!(stuck.is_probe());
+    clock.advance(5 * SEC - Duration::from_nanos(1));
+    assert_eq!(
+        b.try_acquire(clock.now()).unwrap_err(),
+        Rejected {
+            retry_after: None,
+            transition: None,
+        },
+        "the probe still has time"
+    );
+    assert_eq!(b.state(clock.now()), BreakerState::HalfOpen);
+    clock.advance(Duration::from_nanos(1));
+    let rejected = b.try_acquire(clock.now()).unwrap_err();
+    let reopened = rejected.transition.expect("the refusal re-opened it");
+    assert_eq!(
+        reopened,
+        opened(StateKind::HalfOpen, 30),
+        "the break doubled"
+    );
+    assert_eq!(rejected.retry_after, Some(30 * SEC));
+    assert_eq!(
+        b.state(clock.now()),
+        BreakerState::Open {
+            remaining: 30 * SEC
+        }
+    );
+    clock.advance(30 * SEC);
+    let probe = b
+        .try_acquire(clock.now())
+        .expect("a new probe after the break");
+    assert!(probe.is_probe());
+    let half_open = probe.transition().expect("open -> half-open");
+    assert_eq!(
+        (half_open.from, half_open.to),
+        (StateKind::Open, StateKind::HalfOpen)
+    );
+    // The hung probe's late answer belongs to a period that is over.
+    assert_eq!(stuck.record(Evidence::Failure, MS, clock.now()), None);
+    assert_eq!(b.state(clock.now()), BreakerState::HalfOpen);
+    assert_eq!(probe.record(Evidence::Success, MS, clock.now()), None);
+    let t = record(&b, Evidence::Success, clock.now()).expect("closed");
+    assert_eq!(t.to, StateKind::Closed);
+}
+
+#[test]
+fn the_probe_timeout_runs_from_the_last_probe_let_in() {
+    let clock = rampart::ManualClock::new();
+    let b = exact()
+        .half_open_probes(2)
+        .probe_successes(3)
+        .probe_timeout(5 * SEC)
+        .build()
+        .unwrap();
+    open_at(&b, clock.now());
+    clock.advance(15 * SEC);
+    let first = b.try_acquire(clock.now()).unwrap();
+    clock.advance(4 * SEC);
+    let second = b.try_acquire(clock.now()).unwrap();
+    clock.advance(4 * SEC);
+    // Both slots taken, the first 8 s ago, but the second only 4 s ago.
+    let rejected = b.try_acquire(clock.now()).unwrap_err();
+    assert_eq!(rejected.transition, None);
+    clock.advance(SEC);
+    let reopened = b.try_acquire(clock.now()).unwrap_err().transition.unwrap();
+    assert_eq!(
+        (reopened.from, reopened.to),
+        (StateKind::HalfOpen, StateKind::Open)
+    );
+    drop((first, second));
+}
+
+#[test]
+fn a_probe_that_finishes_in_time_is_never_expired() {
+    let clock = rampart::ManualClock::new();
+    let b = exact().probe_timeout(5 * SEC).build().unwrap();
+    open_at(&b, clock.now());
+    clock.advance(15 * SEC);
+    let probe = b.try_acquire(clock.now()).unwrap();
+    clock.advance(4 * SEC);
+    assert_eq!(probe.record(Evidence::Success, MS, clock.now()), None);
+    // A free slot long after: let in, not expired, whatever the time since the first probe.
+    clock.advance(60 * SEC);
+    let next = b.try_acquire(clock.now()).expect("a free slot");
+    assert_eq!(next.transition(), None);
+    assert_eq!(
+        next.record(Evidence::Success, MS, clock.now()).unwrap().to,
+        StateKind::Closed
+    );
 }

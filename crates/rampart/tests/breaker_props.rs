@@ -55,16 +55,26 @@ struct Settings {
     probe_successes: u32,
     base: Duration,
     max: Duration,
+    probe_timeout: Duration,
 }
 
 fn settings() -> impl Strategy<Value = Settings> {
-    (1..=5u32, 1..=3u32, 1..=3u32, 1..=20u64, 1..=10u32).prop_map(|(f, p, s, base, k)| Settings {
-        failures: f,
-        probes: p,
-        probe_successes: s,
-        base: Duration::from_secs(base),
-        max: Duration::from_secs(base) * k,
-    })
+    (
+        1..=5u32,
+        1..=3u32,
+        1..=3u32,
+        1..=20u64,
+        1..=10u32,
+        1..=60u64,
+    )
+        .prop_map(|(f, p, s, base, k, probe_timeout)| Settings {
+            failures: f,
+            probes: p,
+            probe_successes: s,
+            base: Duration::from_secs(base),
+            max: Duration::from_secs(base) * k,
+            probe_timeout: Duration::from_secs(probe_timeout),
+        })
 }
 
 /// What the breaker should do, one period (epoch) at a time: a permit counts only in the
@@ -78,6 +88,8 @@ struct Model {
     in_flight: u32,
     successes: u32,
     openings: u32,
+    /// When the last probe of this half-open period was let in.
+    probe_since: Instant,
 }
 
 impl Model {
@@ -100,20 +112,34 @@ impl Model {
     }
 
     fn acquire(&mut self, now: Instant) -> Result<(bool, Option<Transition>), Rejected> {
+        let refused = |retry_after| Rejected {
+            retry_after,
+            transition: None,
+        };
         match self.kind {
             StateKind::Closed => Ok((false, None)),
-            StateKind::Isolated => Err(Rejected { retry_after: None }),
+            StateKind::Isolated => Err(refused(None)),
             StateKind::HalfOpen if self.in_flight < self.s.probes => {
                 self.in_flight += 1;
+                self.probe_since = now;
                 Ok((true, None))
             }
-            StateKind::HalfOpen => Err(Rejected { retry_after: None }),
-            StateKind::Open if now < self.open_until => Err(Rejected {
-                retry_after: Some(self.open_until - now),
-            }),
+            StateKind::HalfOpen if now < self.probe_since + self.s.probe_timeout => {
+                Err(refused(None))
+            }
+            StateKind::HalfOpen => {
+                // Every probe in flight outlived the probe timeout: they count as failed.
+                let t = self.open(now);
+                Err(Rejected {
+                    retry_after: t.break_duration,
+                    transition: Some(t),
+                })
+            }
+            StateKind::Open if now < self.open_until => Err(refused(Some(self.open_until - now))),
             StateKind::Open => {
                 let t = self.enter(StateKind::HalfOpen);
                 self.in_flight = 1;
+                self.probe_since = now;
                 Ok((true, Some(t)))
             }
         }
@@ -192,8 +218,18 @@ impl IntoTransition for (StateKind, StateKind, Option<Duration>) {
     }
 }
 
+/// `default` cases, or as many as `PROPTEST_CASES` says when it is set (as proptest's own
+/// default configuration reads it), so CI can run more and a quick local run fewer.
+fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(cases(256))]
 
     #[test]
     fn the_breaker_follows_the_model(s in settings(), ops in prop::collection::vec(op(), 1..120)) {
@@ -203,6 +239,7 @@ proptest! {
             .probe_successes(s.probe_successes)
             .break_duration(s.base)
             .max_break(s.max)
+            .probe_timeout(s.probe_timeout)
             .slow_call(SLOW)
             .jitter(0.0)
             .build()
@@ -210,7 +247,7 @@ proptest! {
         let mut now = Instant::now();
         let mut m = Model {
             s, kind: StateKind::Closed, epoch: 0, failures: 0, open_until: now,
-            in_flight: 0, successes: 0, openings: 0,
+            in_flight: 0, successes: 0, openings: 0, probe_since: now,
         };
         let mut held: Vec<(BreakerPermit<'_>, u64)> = Vec::new();
         let mut last_to = StateKind::Closed;
@@ -227,7 +264,7 @@ proptest! {
                             held.push((p, m.epoch));
                             t
                         }
-                        (Err(r), Err(want)) => { prop_assert_eq!(r, want); None }
+                        (Err(r), Err(want)) => { prop_assert_eq!(r, want); r.transition }
                         (got, want) => {
                             return Err(TestCaseError::fail(format!("acquire: {got:?}, model {want:?}")));
                         }

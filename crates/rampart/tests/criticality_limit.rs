@@ -569,8 +569,18 @@ struct Waiter {
     deadline: Option<u64>,
 }
 
+/// `default` cases, or as many as `PROPTEST_CASES` says when it is set (as proptest's own
+/// default configuration reads it), so CI can run more and a quick local run fewer.
+fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(cases(512))]
 
     #[test]
     fn no_priority_inversion_over_random_arrivals_releases_and_cancellations(

@@ -1,7 +1,9 @@
 //! Model checks of the breaker's concurrent paths under loom: every interleaving of two
-//! threads. Run with
+//! threads, and of three up to a preemption bound (see `bounded`). Run with
 //! `RUSTFLAGS="--cfg rampart_loom" cargo test --release --test loom_breaker`.
 #![cfg(rampart_loom)]
+// Test helpers and model bodies unwrap: a failure is the test's report.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
@@ -157,5 +159,213 @@ fn two_failures_recorded_together_in_ratio_mode_are_both_counted() {
                 .record(Evidence::Failure, MS, t0())
         });
         assert_eq!(got.into_iter().flatten().count(), 1);
+    });
+}
+
+/// What one thread of a probe race saw: whether it was let in as a probe, and every
+/// transition its acquire and its record handed it, in order.
+#[derive(Debug, Default)]
+struct Seen {
+    probe: bool,
+    transitions: Vec<Transition>,
+}
+
+/// Three threads (this one and two spawned), each running `f` on its own clone of `b`.
+fn three<T: Send + 'static>(b: &Breaker, f: [fn(&Breaker) -> T; 3]) -> [T; 3] {
+    let [mine, first, second] = f;
+    let spawn = |f: fn(&Breaker) -> T| {
+        let b = b.clone();
+        thread::spawn(move || f(&b))
+    };
+    let (one, two) = (spawn(first), spawn(second));
+    let here = mine(b);
+    [here, one.join().unwrap(), two.join().unwrap()]
+}
+
+/// Asserts that `transitions` (from every thread) can form one chain out of `start`, and
+/// returns where it ends: the one state entered once more than it is left (counting `start`
+/// as entered), every other state entered as often as it is left.
+fn end_of_chain(start: StateKind, transitions: &[Transition]) -> StateKind {
+    let kinds = [
+        StateKind::Closed,
+        StateKind::Open,
+        StateKind::HalfOpen,
+        StateKind::Isolated,
+    ];
+    let net = |k: StateKind| {
+        let into = transitions.iter().filter(|t| t.to == k).count() as i64;
+        let out = transitions.iter().filter(|t| t.from == k).count() as i64;
+        into - out + i64::from(k == start)
+    };
+    let nets: Vec<i64> = kinds.iter().map(|k| net(*k)).collect();
+    match kinds
+        .iter()
+        .zip(&nets)
+        .filter(|(_, n)| **n != 0)
+        .collect::<Vec<_>>()[..]
+    {
+        [(end, 1)] => *end,
+        _ => panic!("not one chain from {start:?}: {transitions:?} ({nets:?})"),
+    }
+}
+
+/// Probes in flight, counted by the threads themselves.
+static IN_PROBE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Acquires at the end of the break and, if let in, records `evidence`; counts itself in
+/// [`IN_PROBE`] while it holds a probe and asserts that at most two do.
+fn probe_and_record(b: &Breaker, evidence: Evidence) -> Seen {
+    let at = at_break_end();
+    let mut seen = Seen::default();
+    let Ok(permit) = b.try_acquire(at) else {
+        return seen;
+    };
+    seen.probe = permit.is_probe();
+    seen.transitions.extend(permit.transition());
+    if seen.probe {
+        let held = IN_PROBE.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        assert!(held <= 2, "{held} probes in flight with two slots");
+        // Let the other threads run while this probe holds its slot.
+        thread::yield_now();
+        IN_PROBE.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    seen.transitions.extend(permit.record(evidence, MS, at));
+    seen
+}
+
+/// Under three threads the full interleaving space is too large for a quick run: each model
+/// below runs every schedule with at most `preemptions` preemptions (the races they look for
+/// need two), chosen to keep it to seconds in release mode (one more multiplies the time by
+/// about 7). `LOOM_MAX_PREEMPTIONS` overrides it.
+fn bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = model.preemption_bound.or(Some(preemptions));
+    model.check(f);
+}
+
+#[test]
+fn three_threads_racing_for_two_probe_slots_get_exactly_two() {
+    bounded(4, || {
+        let b = Breaker::builder()
+            .half_open_probes(2)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        fail(&b, 5, t0());
+        let got = three(&b, [|b| take_probe(b, at_break_end()); 3]);
+        let admitted: Vec<bool> = got.into_iter().flatten().collect();
+        assert_eq!(admitted.len(), 2, "two slots, two probes");
+        assert_eq!(
+            admitted.iter().filter(|moved| **moved).count(),
+            1,
+            "one of them reports open -> half-open"
+        );
+        assert_eq!(b.state(at_break_end()), BreakerState::HalfOpen);
+        assert!(
+            b.try_acquire(at_break_end()).is_err(),
+            "both slots still taken"
+        );
+    });
+}
+
+#[test]
+fn three_probes_recording_at_once_leave_the_state_their_transitions_lead_to() {
+    bounded(3, || {
+        let b = Breaker::builder()
+            .half_open_probes(2)
+            .probe_successes(2)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        fail(&b, 5, t0());
+        let seen = three(
+            &b,
+            [
+                |b| probe_and_record(b, Evidence::Success),
+                |b| probe_and_record(b, Evidence::Success),
+                |b| probe_and_record(b, Evidence::Failure),
+            ],
+        );
+        let all: Vec<Transition> = seen.iter().flat_map(|s| s.transitions.clone()).collect();
+        let opened_half = all
+            .iter()
+            .filter(|t| (t.from, t.to) == (StateKind::Open, StateKind::HalfOpen))
+            .count();
+        assert_eq!(opened_half, 1, "one half-open period: {all:?}");
+        assert!(seen.iter().filter(|s| s.probe).count() >= 1);
+        // Every transition a record caused follows from its evidence.
+        for (s, evidence) in
+            seen.iter()
+                .zip([Evidence::Success, Evidence::Success, Evidence::Failure])
+        {
+            for t in s.transitions.iter().filter(|t| t.from != StateKind::Open) {
+                let want = match evidence {
+                    Evidence::Success => StateKind::Closed,
+                    _ => StateKind::Open,
+                };
+                assert_eq!(t.to, want, "{evidence:?} caused {t:?}");
+            }
+        }
+        let end = end_of_chain(StateKind::Open, &all);
+        assert_eq!(b.state(at_break_end()).kind(), end, "{all:?}");
+        let caused = |s: &Seen, to| s.transitions.iter().any(|t: &Transition| t.to == to);
+        match end {
+            // Closing takes both successes, recorded as probes of the live period.
+            StateKind::Closed => assert!(
+                seen[0].probe && seen[1].probe && (caused(&seen[0], end) || caused(&seen[1], end)),
+                "closed without two probes: {seen:?}"
+            ),
+            // Re-opening takes the failure, recorded as a probe.
+            StateKind::Open => assert!(seen[2].probe && caused(&seen[2], end), "{seen:?}"),
+            // Still half-open: no record decided anything.
+            _ => assert_eq!(all.len(), 1, "{all:?}"),
+        }
+        assert_eq!(IN_PROBE.load(std::sync::atomic::Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn expiring_a_stuck_probe_never_discards_a_probe_let_in_after_its_release() {
+    bounded(4, || {
+        // One slot, held by a probe that hangs; at the probe timeout, two threads acquire
+        // while this one finally drops the stuck probe.
+        let b = breaker();
+        fail(&b, 5, t0());
+        let stuck = b.try_acquire(at_break_end()).unwrap();
+        assert!(stuck.is_probe());
+        let expired = at_break_end() + Duration::from_secs(15);
+        let acquire = move |b: &Breaker| match b.try_acquire(expired) {
+            Ok(permit) => {
+                assert!(permit.is_probe());
+                std::mem::forget(permit);
+                (true, None)
+            }
+            Err(rejected) => (false, rejected.transition),
+        };
+        let spawn = |b: &Breaker| {
+            let b = b.clone();
+            thread::spawn(move || acquire(&b))
+        };
+        let (one, two) = (spawn(&b), spawn(&b));
+        drop(stuck);
+        let got = [one.join().unwrap(), two.join().unwrap()];
+        let admitted = got.iter().filter(|(probe, _)| *probe).count();
+        let reopened: Vec<Transition> = got.iter().filter_map(|(_, t)| *t).collect();
+        assert!(admitted <= 1, "one slot: {got:?}");
+        assert!(reopened.len() <= 1, "{got:?}");
+        // A probe let in at the timeout (into the slot the release freed) restarts the wait:
+        // nobody may expire it in the same instant.
+        assert!(
+            admitted == 0 || reopened.is_empty(),
+            "a fresh probe was expired: {got:?}"
+        );
+        let state = b.state(expired).kind();
+        match reopened.as_slice() {
+            [t] => {
+                assert_eq!((t.from, t.to), (StateKind::HalfOpen, StateKind::Open));
+                assert_eq!(state, StateKind::Open);
+            }
+            _ => assert_eq!(state, StateKind::HalfOpen),
+        }
     });
 }

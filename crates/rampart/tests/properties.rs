@@ -159,8 +159,18 @@ fn run(case: &Case) -> Observed {
     })
 }
 
+/// `default` cases, or as many as `PROPTEST_CASES` says when it is set (as proptest's own
+/// default configuration reads it), so CI can run more and a quick local run fewer.
+fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(default);
+    ProptestConfig::with_cases(cases)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(cases(256))]
 
     #[test]
     fn the_executor_keeps_its_bounds_under_any_fault_schedule(case in case()) {

@@ -32,7 +32,11 @@ pub(super) struct Config {
     pub(super) seed: Option<u64>,
     pub(super) half_open_probes: u32,
     pub(super) probe_successes: u32,
+    pub(super) probe_timeout: Duration,
 }
+
+/// The longest [`probe_timeout`](BreakerBuilder::probe_timeout).
+const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Builds a [`Breaker`]; start from [`Breaker::builder`]. Every setting has a default (see the
 /// [module table](super#defaults)); [`build`](Self::build) checks them all and reports every
@@ -55,6 +59,7 @@ impl BreakerBuilder {
                 seed: None,
                 half_open_probes: 1,
                 probe_successes: 2,
+                probe_timeout: Duration::from_secs(15),
             },
         }
     }
@@ -128,6 +133,21 @@ impl BreakerBuilder {
         self
     }
 
+    /// How long half-open waits for its probes (default 15 s). Once every probe slot has been
+    /// taken for `timeout` since the last probe was let in, the probes in flight count as
+    /// failed: the next [`try_acquire`](Breaker::try_acquire) re-opens the breaker (the break
+    /// doubled, as after a failed probe), and after that break a new probe goes through. A probe
+    /// that hangs (no attempt timeout, no deadline) therefore cannot hold the breaker half-open
+    /// forever; its late outcome changes nothing. Must be positive and at most 24 h.
+    ///
+    /// The default is longer than a policy's default attempt timeout (10 s), so a probe run by
+    /// a default [`Policy`](crate::Policy) ends at its own ceiling first; set it above your
+    /// attempt timeout if that is longer.
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.config.probe_timeout = timeout;
+        self
+    }
+
     /// The breaker, closed; or every invalid setting at once, each named `breaker.<setter>`.
     pub fn build(self) -> Result<Breaker, ConfigError> {
         let problems = self.config.problems();
@@ -190,6 +210,13 @@ impl Config {
                 "breaker.jitter",
                 format!("must be in [0, 1) (was {jitter})"),
             );
+        }
+        let probe_timeout = self.probe_timeout;
+        if probe_timeout.is_zero() {
+            problem("breaker.probe_timeout", "must be positive (was 0ns)".into());
+        } else if probe_timeout > MAX_PROBE_TIMEOUT {
+            let message = format!("must be at most 24h (was {probe_timeout:?})");
+            problem("breaker.probe_timeout", message);
         }
         for (field, n) in [
             ("breaker.half_open_probes", self.half_open_probes),
@@ -299,5 +326,25 @@ mod tests {
             problems[1].to_string(),
             "breaker.half_open_probes must be at most 65535 (was 70000)"
         );
+    }
+
+    #[test]
+    fn a_probe_timeout_must_be_positive_and_at_most_a_day() {
+        let message = |timeout| {
+            let problems = BreakerBuilder::new()
+                .probe_timeout(timeout)
+                .config
+                .problems();
+            problems.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            message(Duration::ZERO),
+            ["breaker.probe_timeout must be positive (was 0ns)"]
+        );
+        assert_eq!(
+            message(Duration::from_secs(24 * 3600 + 1)),
+            ["breaker.probe_timeout must be at most 24h (was 86401s)"]
+        );
+        assert!(message(Duration::from_secs(24 * 3600)).is_empty());
     }
 }

@@ -46,6 +46,7 @@
 //! | [`jitter`](BreakerBuilder::jitter) | 0.1 | shortens a break by up to 10 %, never lengthens it |
 //! | [`half_open_probes`](BreakerBuilder::half_open_probes) | 1 | probes in flight at once |
 //! | [`probe_successes`](BreakerBuilder::probe_successes) | 2 | successful probes that close it |
+//! | [`probe_timeout`](BreakerBuilder::probe_timeout) | 15 s | probes unfinished this long count as failed |
 //!
 //! # Evidence
 //!
@@ -61,13 +62,18 @@
 //! a probe slot (until then [`state`](Breaker::state) reads `Open { remaining: 0 }`). *Half-open*
 //! admits up to `half_open_probes` probes at once, closes after `probe_successes` successful
 //! probes and re-opens on a failed one, with the break doubled (up to `max_break`); a full close
-//! resets the doubling. [`isolate`](Breaker::isolate) holds it open until
-//! [`reset`](Breaker::reset), which closes it and clears its counts.
+//! resets the doubling. Probes that never finish do not hold it half-open for ever: once every
+//! slot has been taken for `probe_timeout` since the last probe was let in, the first
+//! `try_acquire` counts them as failed and re-opens it (the refusal carries that transition in
+//! [`Rejected::transition`]); after the break a new probe goes through. Until that acquire,
+//! [`state`](Breaker::state) still reads `HalfOpen`. [`isolate`](Breaker::isolate) holds it open
+//! until [`reset`](Breaker::reset), which closes it and clears its counts.
 //!
 //! The breaker emits nothing itself. Every change of state is handed to whoever caused it as a
 //! [`Transition`]: from [`BreakerPermit::record`], [`isolate`](Breaker::isolate),
-//! [`reset`](Breaker::reset), and, for open → half-open, [`BreakerPermit::transition`] on the
-//! first probe's permit. Taken in order they form one chain, each `from` the previous `to`.
+//! [`reset`](Breaker::reset), for open → half-open [`BreakerPermit::transition`] on the first
+//! probe's permit, and for probes that outlived their timeout [`Rejected::transition`] on the
+//! refusal that noticed it. Taken in order they form one chain, each `from` the previous `to`.
 //!
 //! An outcome counts only in the period it was admitted in: a permit taken while closed that
 //! records after the breaker opened (or closed again) changes nothing, and neither does a probe
@@ -78,7 +84,10 @@
 //! A [`Breaker`] is `Send + Sync`; its clones share one state. The state is one atomic word:
 //! `try_acquire` while closed is a single atomic load, and recording a success while closed with
 //! no failures counted is a single load too (consecutive mode). Failures, probes and half-open
-//! bookkeeping are compare-and-swap loops on that word; a mutex is taken only to change state.
+//! bookkeeping are compare-and-swap loops on that word; a mutex is taken only to change state
+//! and to let a probe in (a few times per half-open period), so that expiring probes cannot
+//! race a new one. A refusal while every probe slot is taken reads the word and one more
+//! atomic.
 //! In ratio mode outcomes go to per-thread stripes of counters, so cores recording at once do
 //! not contend on one cache line.
 //!
@@ -113,8 +122,13 @@ pub struct Breaker {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejected {
     /// Time left in the break: `None` when isolated, or when half-open with every probe slot
-    /// taken (it reopens or closes when a probe ends, not at a known time).
+    /// taken (it reopens or closes when a probe ends, or when the probes outlive
+    /// [`probe_timeout`](BreakerBuilder::probe_timeout), not at a known time).
     pub retry_after: Option<Duration>,
+    /// The transition this refusal caused: half-open → open when the probes in flight had
+    /// outlived [`probe_timeout`](BreakerBuilder::probe_timeout) (they count as failed), else
+    /// `None`. Report it like any other transition.
+    pub transition: Option<Transition>,
 }
 
 /// What one attempt says about the dependency.
@@ -251,23 +265,48 @@ impl Breaker {
 
     /// Asks to make one attempt at `now`. While closed this is one atomic load. When open, the
     /// first call at or after the end of the break turns it half-open and gets the probe
-    /// (see [`BreakerPermit::transition`]); half-open admits only free probe slots.
+    /// (see [`BreakerPermit::transition`]); half-open admits only free probe slots, and
+    /// re-opens when the probes holding them have outlived the
+    /// [`probe_timeout`](BreakerBuilder::probe_timeout) (see [`Rejected::transition`]).
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
         let s = &*self.shared;
         loop {
             let word = s.load();
             let (admitted, transition) = match word.kind() {
                 StateKind::Closed => (word, None),
-                StateKind::Isolated => return Err(Rejected { retry_after: None }),
+                StateKind::Isolated => {
+                    return Err(Rejected {
+                        retry_after: None,
+                        transition: None,
+                    });
+                }
                 StateKind::HalfOpen => {
+                    let t = s.nanos(now);
                     if word.in_flight() >= s.config.half_open_probes {
-                        return Err(Rejected { retry_after: None });
+                        if !s.probes_expired(t) {
+                            return Err(Rejected {
+                                retry_after: None,
+                                transition: None,
+                            });
+                        }
+                        // Every probe in flight has outlived the probe timeout: they failed.
+                        match s.expire_probes(word, t) {
+                            Some(reopened) => {
+                                return Err(Rejected {
+                                    retry_after: reopened.break_duration,
+                                    transition: Some(reopened),
+                                });
+                            }
+                            None => continue,
+                        }
                     }
                     let (generation, successes) = (word.generation(), word.successes());
                     let next = Word::half_open(generation, word.in_flight() + 1, successes);
+                    let mut transitions = s.lock();
                     if !s.swap(word, next) {
                         continue;
                     }
+                    s.probe_admitted(&mut transitions, t);
                     (next, None)
                 }
                 StateKind::Open => {
@@ -276,6 +315,7 @@ impl Breaker {
                         let left = Duration::from_nanos(word.open_until() - t);
                         return Err(Rejected {
                             retry_after: Some(left),
+                            transition: None,
                         });
                     }
                     let mut transitions = s.lock();
@@ -283,6 +323,7 @@ impl Breaker {
                     if !s.swap(word, next) {
                         continue;
                     }
+                    s.probe_admitted(&mut transitions, t);
                     (next, Some(s.transition(word, next, None)))
                 }
             };

@@ -32,14 +32,58 @@ pub(super) struct Shared {
     word: AtomicU64,
     base: OnceLock<Instant>,
     pub(super) window: Option<Window>,
+    /// Ratio mode's threshold as an exact fraction.
+    threshold: Fraction,
+    /// When the last probe of the current half-open period was let in (nanoseconds since the
+    /// time base). Written under the transition lock; read without it only to decide whether
+    /// to take the lock.
+    probe_since: AtomicU64,
+    /// `config.probe_timeout` in nanoseconds.
+    probe_timeout: u64,
     transitions: Mutex<Transitions>,
+}
+
+/// A ratio as `num / den`, compared in integers so that a rate exactly at the threshold is at
+/// the threshold (7 failures of 25 are 28 %; `0.28 * 25.0` is `7.000000000000001`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fraction {
+    num: u64,
+    den: u64,
+}
+
+impl Fraction {
+    /// `ratio` (in `[0, 1]`) as the decimal fraction with the fewest digits (up to 18) that
+    /// reads back as exactly `ratio`: the number as it was written, `0.28` as 28/100 and not the
+    /// binary `0.28000000000000002665`. A ratio needing more digits is rounded to 18.
+    pub(super) fn of_decimal(ratio: f64) -> Fraction {
+        let mut den = 1u64;
+        loop {
+            // `ratio <= 1` and `den <= 10^18`, so the product fits a `u64`.
+            let num = (ratio * den as f64).round();
+            if num / den as f64 == ratio || den == 10u64.pow(18) {
+                return Fraction {
+                    num: num as u64,
+                    den,
+                };
+            }
+            den *= 10;
+        }
+    }
+
+    /// Whether `part / whole` is at least this fraction.
+    pub(super) fn reached_by(self, part: u64, whole: u64) -> bool {
+        u128::from(part) * u128::from(self.den) >= u128::from(self.num) * u128::from(whole)
+    }
 }
 
 impl Shared {
     pub(super) fn new(config: Config) -> Shared {
-        let window = match config.mode {
-            Mode::Ratio { window, .. } => Some(Window::new(nanos_of(window).max(1))),
-            Mode::Consecutive { .. } => None,
+        let (window, threshold) = match config.mode {
+            Mode::Ratio { window, ratio, .. } => (
+                Some(Window::new(nanos_of(window).max(1))),
+                Fraction::of_decimal(ratio),
+            ),
+            Mode::Consecutive { .. } => (None, Fraction { num: 1, den: 1 }),
         };
         let rng = config
             .seed
@@ -50,10 +94,13 @@ impl Shared {
             rng,
         };
         Shared {
+            probe_timeout: nanos_of(config.probe_timeout).max(1),
             config,
             word: AtomicU64::new(Word::closed(0, 0).0),
             base: OnceLock::new(),
             window,
+            threshold,
+            probe_since: AtomicU64::new(0),
             transitions: Mutex::new(transitions),
         }
     }
@@ -87,6 +134,31 @@ impl Shared {
     pub(super) fn nanos(&self, now: Instant) -> u64 {
         let base = *self.base.get_or_init(|| now);
         nanos_of(now.saturating_duration_since(base)).min(MAX_NANOS)
+    }
+
+    /// Notes that a probe was let in at `t`; call under the transition lock, after the word
+    /// records the probe.
+    pub(super) fn probe_admitted(&self, _transitions: &mut Transitions, t: u64) {
+        self.probe_since.store(t, Ordering::Release);
+    }
+
+    /// Whether, at `t`, the probes in flight have waited out the probe timeout since the last
+    /// one was let in. Without the transition lock this is only a hint.
+    pub(super) fn probes_expired(&self, t: u64) -> bool {
+        let since = self.probe_since.load(Ordering::Acquire);
+        t >= since.saturating_add(self.probe_timeout)
+    }
+
+    /// Counts the probes in flight as failed and re-opens, if the word is still `seen` (every
+    /// slot taken) and they have outlived the probe timeout at `t`. Probe admissions take the
+    /// transition lock too, so no probe can be let in between this check and the re-opening.
+    /// `None` when something changed: the caller looks at the word again.
+    pub(super) fn expire_probes(&self, seen: Word, t: u64) -> Option<Transition> {
+        let mut transitions = self.lock();
+        if self.load() != seen || !self.probes_expired(t) {
+            return None;
+        }
+        self.open(&mut transitions, seen, t)
     }
 
     /// Opens from `from` at `t` if the word is still `from`, under the transition lock.
@@ -197,11 +269,9 @@ impl Shared {
     fn closed_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
         let threshold = match self.config.mode {
             Mode::Consecutive { failures } => failures,
-            Mode::Ratio {
-                ratio,
-                min_throughput,
-                ..
-            } => return self.ratio_outcome(admitted, failure, now, ratio, min_throughput),
+            Mode::Ratio { min_throughput, .. } => {
+                return self.ratio_outcome(admitted, failure, now, min_throughput);
+            }
         };
         loop {
             let word = self.load();
@@ -245,7 +315,6 @@ impl Shared {
         admitted: Word,
         failure: bool,
         now: Instant,
-        ratio: f64,
         min_throughput: u32,
     ) -> Option<Transition> {
         let window = self.window.as_ref()?;
@@ -259,7 +328,7 @@ impl Shared {
         }
         let counts = window.counts(t);
         if counts.total < u64::from(min_throughput)
-            || (counts.failures as f64) < ratio * counts.total as f64
+            || !self.threshold.reached_by(counts.failures, counts.total)
         {
             return None;
         }

@@ -455,6 +455,7 @@ where
             level: self.level,
             deadline,
             now: now.unwrap_or_else(|| self.shared.clock.now()),
+            clock: &self.shared.clock,
         }
     }
 
@@ -508,7 +509,7 @@ where
         legs.in_flight += 1;
         // The next hedge is due one delay from now (at once for a zero delay).
         legs.due = match (legs.delay, now) {
-            (Some(delay), Some(now)) => Some(now.checked_add(delay).unwrap_or(now)),
+            (Some(delay), Some(now)) => Some(crate::clock::saturating_add(now, delay)),
             _ => None,
         };
         Ticket {
@@ -586,7 +587,12 @@ where
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             return Ok(None);
         };
-        let permit = breaker.try_acquire(now).map_err(|r| r.retry_after)?;
+        let permit = breaker.try_acquire(now).map_err(|rejected| {
+            if let Some(transition) = rejected.transition {
+                self.breaker_moved(transition);
+            }
+            rejected.retry_after
+        })?;
         if let Some(transition) = permit.transition() {
             self.breaker_moved(transition);
         }

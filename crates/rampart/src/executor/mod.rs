@@ -247,10 +247,11 @@ pub(crate) fn read(clock: &Clock, timed: bool) -> Option<Instant> {
 }
 
 /// `delay` after `from` (read from `clock` if the call took no reading). Delays are bounded by
-/// validation (a day at most), so this saturates only on a clock near the end of time.
+/// validation (a day at most), so this saturates only on a clock near the end of time, and
+/// then at the latest instant (never at `from`, which would turn a long delay into none).
 pub(crate) fn later(clock: &Clock, from: Option<Instant>, delay: Duration) -> Instant {
     let from = from.unwrap_or_else(|| clock.now());
-    from.checked_add(delay).unwrap_or(from)
+    crate::clock::saturating_add(from, delay)
 }
 
 /// Whether the caller has cancelled.

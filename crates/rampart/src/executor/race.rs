@@ -157,7 +157,7 @@ fn fired<W>(this: &mut RaceProj<'_, '_, W>, why: Fired) {
                 Fired::Caller => None,
             }
             .unwrap_or_else(|| this.clock.now());
-            let until = from.checked_add(grace).unwrap_or(from);
+            let until = crate::clock::saturating_add(from, grace);
             this.timer.set(Some(this.clock.sleep_until(until)));
             if why == Fired::Caller {
                 this.cancel.set(None);

@@ -2,13 +2,17 @@
 //! refused.
 
 use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
+use crate::clock::saturating_add;
 use crate::latency::TypicalLatency;
 
 /// At most `max` attempts in flight; up to `queue` more wait for a slot in arrival order
@@ -81,7 +85,9 @@ impl ConcurrencyLimit {
         self.with(|inner| inner.queue = queue)
     }
 
-    /// A queued attempt gives up after `timeout` (on tokio's clock).
+    /// A queued attempt gives up after `timeout`, measured on the policy's clock
+    /// ([`AdmitContext::clock`]) from the attempt's [`now`](AdmitContext::now). Works in
+    /// blocking execution without a tokio runtime.
     pub fn queue_timeout(self, timeout: Duration) -> Self {
         self.with(|inner| inner.queue_timeout = Some(timeout))
     }
@@ -121,7 +127,7 @@ impl Drop for Queued<'_> {
 impl Admit for ConcurrencyLimit {
     type Permit = OwnedSemaphorePermit;
 
-    async fn acquire(&self, _: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
+    async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
         let inner = &self.inner;
         if let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
             return Ok(permit);
@@ -134,10 +140,20 @@ impl Admit for ConcurrencyLimit {
         let wait = Arc::clone(&inner.semaphore).acquire_owned();
         let permit = match inner.queue_timeout {
             None => wait.await,
-            Some(limit) => match tokio::time::timeout(limit, wait).await {
-                Ok(permit) => permit,
-                Err(_) => return Err(self.refusal()),
-            },
+            Some(limit) => {
+                // On the policy's clock, and without needing a runtime: blocking execution
+                // drives this wait on a plain thread.
+                let alarm = cx.clock.alarm(saturating_add(cx.now, limit));
+                let (mut wait, mut alarm) = (pin!(wait), pin!(alarm));
+                let waited = poll_fn(|task| match wait.as_mut().poll(task) {
+                    Poll::Ready(permit) => Poll::Ready(Some(permit)),
+                    Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
+                });
+                match waited.await {
+                    Some(permit) => permit,
+                    None => return Err(self.refusal()),
+                }
+            }
         };
         // The semaphore is never closed, so a failed acquire cannot happen; refuse if it does.
         permit.map_err(|_| self.refusal())
