@@ -132,9 +132,10 @@ struct Bound {
 struct Legs {
     /// The hedge delay, when the gate let this call hedge.
     delay: Option<Duration>,
-    concurrent: u32,
+    /// Legs in flight at once, at most `max_concurrent` (hence a byte: at most `MAX_LEGS`).
+    concurrent: u8,
     launched: u32,
-    in_flight: u32,
+    in_flight: u8,
     /// No more hedges in this round (a suppressed or non-transient leg).
     blocked: bool,
     /// Whether a hedge started in this call.
@@ -266,7 +267,8 @@ where
             return Next::Done(self.cancelled(now));
         }
         if let Some(hedge) = self.shared.hedge {
-            self.legs.concurrent = hedge.max_concurrent;
+            // Validation bounds `max_concurrent` by `MAX_LEGS` (8).
+            self.legs.concurrent = u8::try_from(hedge.max_concurrent).unwrap_or(u8::MAX);
             match self.hedge_delay(now) {
                 Ok(delay) => self.legs.delay = Some(delay),
                 Err(reason) => self.suppressed(reason),
@@ -506,7 +508,7 @@ where
         self.attempts += 1;
         let legs = &mut self.legs;
         legs.launched += 1;
-        legs.in_flight += 1;
+        legs.in_flight = legs.in_flight.saturating_add(1);
         // The next hedge is due one delay from now (at once for a zero delay).
         legs.due = match (legs.delay, now) {
             (Some(delay), Some(now)) => Some(crate::clock::saturating_add(now, delay)),
