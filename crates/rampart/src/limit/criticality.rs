@@ -23,12 +23,32 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 ///
 /// Under overload something must be refused, and it should be the backfill rather than the
 /// checkout. [`CriticalityLimit`] holds `capacity` attempts in flight across every
-/// [`Criticality`] level. When it is full, arrivals wait in a bounded queue ordered by level,
-/// then arrival; a freed slot goes to the highest waiting level. When the queue is full, a
+/// [`Criticality`] level. When it is full, arrivals wait in a bounded queue ordered by level;
+/// a freed slot goes to the highest waiting level. When the queue is full, a
 /// higher-level arrival evicts the lowest-level waiter (refusing it) to take its place; an
 /// arrival that nothing below it can make room for is refused. Once a level has been refused,
 /// every level below it is refused at once for `hold`, so that lower levels do not slip in while
 /// a higher one is being turned away.
+///
+/// Under sustained overload one level alone can offer more than the capacity (the checkout
+/// itself at three times the load). Served in arrival order, its queue then grows until every
+/// waiter has spent most of its deadline in it, and the work admitted is work whose caller is
+/// about to give up: busy and useless. So, as careful servers do (Facebook's adaptive LIFO
+/// with CoDel-style queue-delay targets):
+///
+/// - **Adaptive LIFO.** Within a level, waiters are served oldest first while the level's
+///   oldest waiter has waited at most `lifo_after`, newest first once it has waited longer:
+///   the capacity goes to requests with their deadline still ahead, and the backlog's old
+///   waiters run out of time instead. When the backlog is gone the level is in arrival order
+///   again.
+/// - **Work that cannot finish is not admitted from the queue.** A waiter whose ceiling
+///   ([`AdmitContext::deadline`]) leaves less than `min_time_left` when a slot is handed to it
+///   is refused instead, and the slot goes to the next; an arrival that would have to wait
+///   with less than that left is refused at once.
+/// - **A congested level running out of time is a refused level.** A waiter that waited
+///   longer than `lifo_after` and then ran out of time (refused for it, or its caller gave up
+///   at its ceiling) shows that its level's demand was not met: it counts as a refusal of its
+///   level, so the waiters below it are shed with it and lower arrivals are refused for `hold`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -54,6 +74,9 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 /// | `capacity` | given | attempts in flight, every level together (at least 1) |
 /// | `queue` | `capacity / 2`, at least 1 | waiters; `CriticalPlus` may wait beyond it (below) |
 /// | `hold` | 1 s | how long a refusal of a level keeps the levels below it refused (at most 1 h) |
+/// | `lifo_after` | 100 ms | a level is served newest first once its oldest waiter has waited longer; `None`: always in arrival order |
+/// | `min_time_left` | the measured mean time a permit is held (0 until measured) | the least time before its ceiling a waiter must have left to be admitted from the queue |
+/// | `clock` | [`Clock::system`] (tokio's) | read when a released permit hands its slot to a waiter; give it the policy's clock |
 ///
 /// # Guarantees
 ///
@@ -61,20 +84,30 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 ///   evict, and after a level is refused, no lower level is admitted for `hold`: at no time is
 ///   a higher level refused while a lower one is being let in. (Work already admitted is not
 ///   pre-empted.)
-/// - **The highest level waiting gets the next slot**, and within a level the earliest.
+/// - **The highest level waiting gets the next slot**; within a level the earliest, or the
+///   newest while the level's earliest has waited longer than `lifo_after`.
+/// - **Admitted from the queue only with `min_time_left` to spare**: a waiter granted a slot
+///   has at least `min_time_left` before its ceiling. (An arrival admitted at once, with
+///   nobody waiting, is admitted whatever its time left: the slot would otherwise be idle.)
 /// - **`CriticalPlus` is never refused while its own demand fits**: it evicts any lower waiter,
 ///   waits beyond the queue bound, and is refused only when `CriticalPlus` attempts alone (in
 ///   flight and waiting) already fill the capacity.
-/// - **Expired waiters go first.** When a request arrives, waiters whose ceiling
-///   ([`AdmitContext::deadline`]) has passed are dropped (refused) before anything else is
-///   decided, so they neither hold queue places nor cause evictions; an arrival whose ceiling
-///   has already passed is admitted if there is room at once, and otherwise refused without
-///   shedding anything. (Inside a policy the executor stops waiting at the ceiling anyway, and
-///   the waiter leaves at once.)
+/// - **Expired waiters go first.** When a request arrives, waiters that can no longer finish
+///   (their ceiling ([`AdmitContext::deadline`]) has passed or leaves less than
+///   `min_time_left`) are dropped (refused) before anything else is decided, so they neither
+///   hold queue places nor cause evictions; one that waited longer than `lifo_after` is a
+///   refusal of its level (above). An arrival with too little time left is admitted if there
+///   is room at once, and otherwise refused without shedding anything. (Inside a policy the
+///   executor stops waiting at the ceiling anyway, and the waiter leaves at once.)
 /// - **Work-conserving**: while anyone waits, the capacity is full.
 ///
 /// A refusal's retry-after is the measured mean time a permit is held (10 ms until measured),
 /// or, for a level refused because a higher one was, the time until that `hold` ends.
+///
+/// Time is the caller's: the instant in the [`AdmitContext`] when a request asks, and the
+/// limit's `clock` when a released permit hands its slot on (no caller's instant is at hand
+/// there). A limit asked by a policy on a [`ManualClock`](crate::clock::ManualClock) must be
+/// given that clock.
 ///
 /// The level is the attempt's [`AdmitContext::level`]: the caller's ambient level when the
 /// policy reads it ([`use_ambient_criticality`](crate::PolicyBuilder::use_ambient_criticality)),
@@ -93,7 +126,8 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 ///
 /// A wait is cancel-safe: a dropped wait leaves the queue at once, and a slot handed to a
 /// waiter that has just left is handed on to the next. A permit frees its slot when dropped,
-/// on every path.
+/// on every path. A wait dropped after a congested wait once its time ran out counts as a
+/// refusal of its level (see above); any other dropped wait changes nothing.
 ///
 /// # Events
 ///
