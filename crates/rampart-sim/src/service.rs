@@ -145,7 +145,7 @@ impl ServerSide {
         let admission = match self.admission {
             Admission::Fifo => "one FIFO queue of the service's queue length in front of its workers, 503 without Retry-After when full".to_owned(),
             Admission::Criticality { hold } => format!(
-                "rampart's CriticalityLimit (capacity = workers, queue = the service's queue, hold {} s), refusals and queue waits past the deadline answered 503 with Retry-After (whole seconds, at least 1)",
+                "rampart's CriticalityLimit (capacity = workers, queue = the service's queue, hold {} s, adaptive LIFO after 100 ms, min_time_left the measured hold: the limit's defaults), refusals and queue waits past the deadline answered 503 with Retry-After (whole seconds, at least 1)",
                 hold.as_secs_f64()
             ),
         };
@@ -781,12 +781,18 @@ mod tests {
         .expect("runtime");
         assert_eq!(out[0], (Ok(()), 10 * MS));
         assert_eq!(out[1], (Ok(()), 20 * MS));
+        // Its ceiling is 20 ms less the 5 ms reserve. When the first slot frees at 10 ms it has
+        // 5 ms left, under the 10 ms a permit is held: the limit refuses it then, rather than
+        // let it wait to its ceiling or start work that cannot finish.
         assert_eq!(
             out[2],
-            (SHED, 15 * MS),
-            "left at 20 ms less the 5 ms reserve"
+            (SHED, 10 * MS),
+            "refused at 10 ms, before its 15 ms ceiling"
         );
-        assert_eq!((stats.handled, stats.expired, stats.max_queue), (2, 1, 2));
+        assert_eq!(
+            (stats.handled, stats.shed, stats.expired, stats.max_queue),
+            (2, 1, 0, 2)
+        );
     }
 
     #[test]

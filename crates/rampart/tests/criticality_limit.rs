@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use rampart::admit::{Admit, AdmitContext, Feedback, Refusal};
+use rampart::clock::ManualClock;
 use rampart::limit::{CriticalityLimit, CriticalityPermit};
 use rampart::{AttemptOutcome, Criticality, Instant};
 
@@ -109,11 +110,13 @@ fn refused(answer: Option<Answer>) -> Refusal {
 
 #[test]
 fn a_freed_slot_goes_to_the_highest_level_waiting_then_the_earliest() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(4)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let holder = admitted(Ask::new(&limit, Sheddable, t0, None).poll());
     let mut waiters: Vec<Ask> = [Sheddable, Critical, SheddablePlus, Critical]
         .into_iter()
@@ -143,11 +146,13 @@ fn a_freed_slot_goes_to_the_highest_level_waiting_then_the_earliest() {
 
 #[test]
 fn a_higher_arrival_at_a_full_queue_evicts_the_newest_of_the_lowest_level() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(3)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let _holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
     let mut old = Ask::new(&limit, Sheddable, t0, None);
     let mut new = Ask::new(&limit, Sheddable, t0, None);
@@ -174,12 +179,14 @@ fn a_higher_arrival_at_a_full_queue_evicts_the_newest_of_the_lowest_level() {
 
 #[test]
 fn after_a_refusal_lower_levels_are_refused_at_once_for_the_hold() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(1)
         .hold(500 * MS)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
     let mut waiter = Ask::new(&limit, Critical, t0, None);
     assert!(waiter.poll().is_none());
@@ -208,11 +215,13 @@ fn after_a_refusal_lower_levels_are_refused_at_once_for_the_hold() {
 
 #[test]
 fn critical_plus_waits_beyond_the_queue_while_its_own_demand_fits() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(3)
+        .clock(clock.clone())
         .queue(0)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let _low: Vec<_> = (0..3)
         .map(|_| admitted(Ask::new(&limit, Sheddable, t0, None).poll()))
         .collect();
@@ -230,11 +239,13 @@ fn critical_plus_waits_beyond_the_queue_while_its_own_demand_fits() {
 
 #[test]
 fn expired_waiters_are_dropped_before_anything_else_is_decided() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(2)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let _holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
     let mut short = Ask::new(&limit, Critical, t0, Some(at(t0, 50)));
     let mut long = Ask::new(&limit, Critical, t0, Some(at(t0, 500)));
@@ -252,11 +263,13 @@ fn expired_waiters_are_dropped_before_anything_else_is_decided() {
 
 #[test]
 fn a_dropped_wait_leaves_the_queue_and_a_slot_is_never_lost() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(4)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
     let mut first = Ask::new(&limit, Critical, t0, None);
     let mut second = Ask::new(&limit, Critical, t0, None);
@@ -273,16 +286,144 @@ fn a_dropped_wait_leaves_the_queue_and_a_slot_is_never_lost() {
 
 #[test]
 fn release_with_feedback_frees_the_slot_and_measures_the_retry_after() {
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
         .queue(0)
         .build()
         .expect("valid");
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let permit = admitted(Ask::new(&limit, Critical, t0, None).poll());
     limit.release(permit, Feedback::new(AttemptOutcome::Ok, 40 * MS));
     let _held = admitted(Ask::new(&limit, Critical, t0, None).poll());
     let refusal = refused(Ask::new(&limit, Critical, t0, None).poll());
     assert_eq!(refusal.retry_after, Some(40 * MS));
+}
+
+#[test]
+fn a_congested_level_serves_its_newest_waiter_first() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .queue(4)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    let mut oldest = Ask::new(&limit, Critical, t0, None);
+    assert!(oldest.poll().is_none());
+    // 150 ms later the oldest has waited longer than lifo_after (100 ms): newest first.
+    clock.advance(150 * MS);
+    let mut older = Ask::new(&limit, Critical, clock.now(), None);
+    let mut newest = Ask::new(&limit, Critical, clock.now(), None);
+    assert!(older.poll().is_none() && newest.poll().is_none());
+    drop(holder);
+    assert!(newest.woken() && !older.woken() && !oldest.woken());
+    let second = admitted(newest.poll());
+    drop(second);
+    drop(admitted(older.poll()));
+    // Once the backlog's oldest is the only one left, it is served too: nobody starves.
+    drop(admitted(oldest.poll()));
+    assert_eq!((limit.in_flight(), limit.queued()), (0, 0));
+}
+
+#[test]
+fn an_uncongested_level_is_still_served_in_arrival_order() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .queue(4)
+        .lifo_after(Some(200 * MS))
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    let mut first = Ask::new(&limit, Critical, t0, None);
+    let mut second = Ask::new(&limit, Critical, t0, None);
+    assert!(first.poll().is_none() && second.poll().is_none());
+    clock.advance(150 * MS);
+    drop(holder);
+    assert!(first.woken() && !second.woken());
+    drop(admitted(first.poll()));
+    drop(admitted(second.poll()));
+}
+
+#[test]
+fn a_waiter_left_with_less_than_the_minimum_time_is_refused_and_its_slot_goes_to_the_next() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .queue(4)
+        .min_time_left(20 * MS)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    let mut short = Ask::new(&limit, Critical, t0, Some(at(t0, 30)));
+    let mut long = Ask::new(&limit, Critical, t0, Some(at(t0, 500)));
+    assert!(short.poll().is_none() && long.poll().is_none());
+    // At 15 ms the first waiter has 15 ms left, under the 20 ms it needs: refused, and the
+    // slot goes to the one that can still finish.
+    clock.advance(15 * MS);
+    limit.release(holder, Feedback::new(AttemptOutcome::Ok, 15 * MS));
+    let refusal = refused(short.poll());
+    assert_eq!(refusal.by, "criticality limit");
+    drop(admitted(long.poll()));
+    // An arrival that would have to wait with too little time left is refused at once.
+    let _busy = admitted(Ask::new(&limit, Critical, clock.now(), None).poll());
+    refused(Ask::new(&limit, Critical, clock.now(), Some(at(t0, 30))).poll());
+    assert_eq!(limit.queued(), 0);
+    // Nothing was shed for it: it was short of time, not turned away by a higher level.
+    assert_eq!(limit.lowest_admitted(clock.now()), Sheddable);
+}
+
+#[test]
+fn the_minimum_time_left_defaults_to_the_measured_hold() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .queue(4)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let first = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    limit.release(first, Feedback::new(AttemptOutcome::Ok, 40 * MS));
+    let holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    let mut short = Ask::new(&limit, Critical, t0, Some(at(t0, 60)));
+    let mut long = Ask::new(&limit, Critical, t0, Some(at(t0, 500)));
+    assert!(short.poll().is_none() && long.poll().is_none());
+    // 30 ms left at 30 ms, under the 40 ms a permit is held: refused.
+    clock.advance(30 * MS);
+    drop(holder);
+    refused(short.poll());
+    drop(admitted(long.poll()));
+}
+
+#[test]
+fn a_congested_level_running_out_of_time_sheds_the_levels_below_it() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .queue(4)
+        .hold(500 * MS)
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let _holder = admitted(Ask::new(&limit, CriticalPlus, t0, None).poll());
+    let mut critical = Ask::new(&limit, Critical, t0, Some(at(t0, 150)));
+    let mut sheddable = Ask::new(&limit, Sheddable, t0, None);
+    assert!(critical.poll().is_none() && sheddable.poll().is_none());
+    // At 160 ms the Critical waiter has waited past lifo_after and its time is up: Critical
+    // demand went unmet, so the Sheddable waiter is shed with it and lower arrivals are
+    // refused for the hold.
+    clock.advance(160 * MS);
+    let shed = refused(Ask::new(&limit, SheddablePlus, clock.now(), None).poll());
+    assert_eq!(shed.retry_after, Some(500 * MS));
+    assert!(critical.woken() && sheddable.woken());
+    refused(critical.poll());
+    refused(sheddable.poll());
+    assert_eq!(limit.queued(), 0);
+    assert_eq!(limit.lowest_admitted(clock.now()), Critical);
 }
 
 #[test]
@@ -337,12 +478,14 @@ fn simulate(seed: u64, load: f64, capacity: usize, run: Duration) -> Report {
         (SheddablePlus, 0.30),
         (Sheddable, 0.40),
     ];
+    let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(capacity)
         .queue(capacity / 2)
+        .clock(clock.clone())
         .build()
         .expect("valid");
     let mut rng = fastrand::Rng::with_seed(seed);
-    let t0 = Instant::now();
+    let t0 = clock.now();
     let end = u64::try_from(run.as_nanos()).expect("short run");
     let mean_gap = 10e6 / (capacity as f64 * load); // nanoseconds between arrivals
     let mut events = BinaryHeap::new();
@@ -366,6 +509,7 @@ fn simulate(seed: u64, load: f64, capacity: usize, run: Duration) -> Report {
             break;
         }
         let instant = t0 + Duration::from_nanos(now);
+        clock.advance(instant - clock.now());
         let mut answered = Vec::new();
         match event {
             Event::Arrival => {
@@ -566,6 +710,8 @@ fn op() -> impl Strategy<Value = Op> {
 struct Waiter {
     ask: Ask,
     arrival: usize,
+    /// When it arrived, in nanoseconds since the start.
+    since: u64,
     deadline: Option<u64>,
 }
 
@@ -579,6 +725,11 @@ fn cases(default: u32) -> ProptestConfig {
     ProptestConfig::with_cases(cases)
 }
 
+/// Whether work with `deadline` has at least `min` left at `now` (the limiter's rule).
+fn can_finish(deadline: Option<u64>, now: u64, min: u64) -> bool {
+    deadline.is_none_or(|d| d > now && d - now >= min)
+}
+
 proptest! {
     #![proptest_config(cases(512))]
 
@@ -587,15 +738,25 @@ proptest! {
         capacity in 1usize..5,
         queue in 0usize..5,
         hold_ms in prop_oneof![Just(0u64), 1u64..200],
+        lifo_ms in prop_oneof![Just(None), (0u64..100).prop_map(Some)],
+        min_ms in prop_oneof![Just(0u64), 1u64..20],
         ops in prop::collection::vec(op(), 1..120),
     ) {
         let hold = hold_ms * 1_000_000;
+        let lifo = lifo_ms.map(|ms| ms * 1_000_000);
+        let min = min_ms * 1_000_000;
+        let clock = ManualClock::new();
         let limit = CriticalityLimit::builder(capacity)
             .queue(queue)
             .hold(Duration::from_nanos(hold))
+            .lifo_after(lifo.map(Duration::from_nanos))
+            .min_time_left(Duration::from_nanos(min))
+            .clock(clock.clone())
             .build()
             .expect("valid");
-        let t0 = Instant::now();
+        // A level is congested when a waiter of it has waited longer than `lifo`.
+        let congested = |since: u64, now: u64| lifo.is_some_and(|after| now - since > after);
+        let t0 = clock.now();
         let mut now = 0u64; // nanoseconds since t0
         let mut held: Vec<(CriticalityPermit, Criticality)> = Vec::new();
         let mut waiting: Vec<Waiter> = Vec::new();
@@ -605,7 +766,7 @@ proptest! {
             // The waiters an arrival now finds, once the expired ones are dropped.
             let before: Vec<(Criticality, usize)> = waiting
                 .iter()
-                .filter(|w| w.deadline.is_none_or(|d| d > now))
+                .filter(|w| can_finish(w.deadline, now, min))
                 .map(|w| (w.ask.level, w.arrival))
                 .collect();
             let held_before = held.len();
@@ -616,13 +777,16 @@ proptest! {
                     .any(|&t| t + hold > now)
             };
             let mut arrived = None;
+            // The highest level refused this step for a congested wait that ran out of time:
+            // every level below it is shed with it.
+            let mut timed_out: Option<Criticality> = None;
             match op {
                 Op::Arrive { level, patience } => {
                     let level = Criticality::ALL[usize::from(level)];
                     let deadline = patience.map(|ms| now + u64::from(ms) * 1_000_000);
                     let instant = t0 + Duration::from_nanos(now);
                     let ask = Ask::new(&limit, level, instant, deadline.map(|d| t0 + Duration::from_nanos(d)));
-                    waiting.push(Waiter { ask, arrival: arrivals, deadline });
+                    waiting.push(Waiter { ask, arrival: arrivals, since: now, deadline });
                     arrived = Some((level, arrivals, shed(level, &last_refusal, now)));
                     arrivals += 1;
                 }
@@ -634,10 +798,18 @@ proptest! {
                 }
                 Op::Leave { pick } => {
                     if !waiting.is_empty() {
-                        waiting.remove(pick % waiting.len());
+                        let w = waiting.remove(pick % waiting.len());
+                        // Giving up at its ceiling after a congested wait: its level was refused.
+                        if congested(w.since, now) && !can_finish(w.deadline, now, min) {
+                            last_refusal[w.ask.level as usize] = Some(now);
+                            timed_out = timed_out.max(Some(w.ask.level));
+                        }
                     }
                 }
-                Op::Advance { ms } => now += u64::from(ms) * 1_000_000,
+                Op::Advance { ms } => {
+                    now += u64::from(ms) * 1_000_000;
+                    clock.advance(u32::from(ms) * MS);
+                }
             }
             // Collect every answer this step produced: the arrival's first (asking is what
             // evicts a waiter or expires one), then those it woke.
@@ -661,6 +833,15 @@ proptest! {
             }
             still.sort_by_key(|w| w.arrival);
             waiting = still;
+            for (w, answer) in &answers {
+                if answer.is_err()
+                    && arrived.is_none_or(|(_, id, _)| id != w.arrival)
+                    && congested(w.since, now)
+                    && !can_finish(w.deadline, now, min)
+                {
+                    timed_out = timed_out.max(Some(w.ask.level));
+                }
+            }
             for (w, answer) in answers {
                 let level = w.ask.level;
                 match answer {
@@ -672,23 +853,43 @@ proptest! {
                                     "{level} admitted at {now} within the hold of a {higher} refusal at {t}");
                             }
                         }
-                        // The highest waiting level, then the earliest, gets a freed slot.
+                        // The highest waiting level gets a freed slot; within it the earliest, or
+                        // the newest once the earliest has waited longer than `lifo`.
+                        let same = || waiting.iter().filter(|p| p.ask.level == level);
+                        let oldest = same().map(|p| p.since).fold(w.since, u64::min);
+                        let newest_first = congested(oldest, now);
                         for p in &waiting {
                             prop_assert!(
-                                p.ask.level < level || (p.ask.level == level && p.arrival > w.arrival),
-                                "{level} #{} admitted ahead of waiting {} #{}",
+                                p.ask.level < level
+                                    || (p.ask.level == level && (p.arrival > w.arrival) != newest_first),
+                                "{level} #{} admitted ahead of waiting {} #{} (newest first: {newest_first})",
                                 w.arrival, p.ask.level, p.arrival
                             );
                         }
+                        // Admitted from the queue only with at least `min` left.
+                        let waited = arrived.is_none_or(|(_, id, _)| id != w.arrival);
+                        prop_assert!(!waited || can_finish(w.deadline, now, min),
+                            "{level} #{} admitted from the queue with too little time left", w.arrival);
                         held.push((permit, level));
                     }
                     Err(refusal) => {
                         prop_assert_eq!(refusal.by, "criticality limit");
                         prop_assert!(refusal.retry_after.is_some_and(|d| !d.is_zero()));
                         let arrival = arrived.filter(|(_, id, _)| *id == w.arrival);
-                        let shed = arrival.is_some_and(|(_, _, floor)| floor);
-                        if !shed && w.deadline.is_some_and(|d| d <= now) {
-                            continue; // out of time: dropped for its ceiling, not shed
+                        let below_timed_out = timed_out.is_some_and(|t| t > level);
+                        let shed = arrival.is_some_and(|(_, _, floor)| floor) || below_timed_out;
+                        if !shed && !can_finish(w.deadline, now, min) {
+                            // Out of time: dropped for its ceiling; shed only after a congested
+                            // wait (an arrival never waited).
+                            if arrival.is_none() && congested(w.since, now) {
+                                last_refusal[level as usize] = Some(now);
+                            }
+                            continue;
+                        }
+                        if below_timed_out {
+                            // Shed with the levels below a congested level that timed out.
+                            last_refusal[level as usize] = Some(now);
+                            continue;
                         }
                         // A refusal never leaves a lower level waiting.
                         for p in &waiting {

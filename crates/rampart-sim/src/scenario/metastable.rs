@@ -334,7 +334,7 @@ fn summarize(
             goal("budgeted"),
         ),
         format!(
-            "Far from the ideal (1.0): during the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}): within one level the CriticalityLimit serves in arrival order and admits a queued request whenever a permit frees, however little of its deadline is left (reject_expired is checked on arrival only, enforce is off), so most of its work finishes after the caller gave up. Its breaker then opens on the attempt timeouts: without the breaker rampart {}.",
+            "During the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}; the ideal 1.0): within the level the CriticalityLimit serves newest first once its oldest waiter has waited over 100 ms (adaptive LIFO) and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits. Without the breaker rampart {}.",
             during("rampart"),
             during("naive"),
             during("budgeted"),

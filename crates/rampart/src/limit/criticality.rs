@@ -10,24 +10,45 @@ use tokio::sync::oneshot;
 
 use super::{InFlight, TimeBase, held_retry_after};
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
-use crate::clock::Instant;
+use crate::clock::{Clock, Instant};
 use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::latency::TypicalLatency;
 
 const BY: &str = "criticality limit";
 const MAX_HOLD: Duration = Duration::from_secs(3600);
+const LIFO_AFTER: Duration = Duration::from_millis(100);
 
 /// A criticality-aware limit: one capacity shared by the four levels, lower levels shed first.
 ///
 /// Under overload something must be refused, and it should be the backfill rather than the
 /// checkout. [`CriticalityLimit`] holds `capacity` attempts in flight across every
-/// [`Criticality`] level. When it is full, arrivals wait in a bounded queue ordered by level,
-/// then arrival; a freed slot goes to the highest waiting level. When the queue is full, a
+/// [`Criticality`] level. When it is full, arrivals wait in a bounded queue ordered by level;
+/// a freed slot goes to the highest waiting level. When the queue is full, a
 /// higher-level arrival evicts the lowest-level waiter (refusing it) to take its place; an
 /// arrival that nothing below it can make room for is refused. Once a level has been refused,
 /// every level below it is refused at once for `hold`, so that lower levels do not slip in while
 /// a higher one is being turned away.
+///
+/// Under sustained overload one level alone can offer more than the capacity (the checkout
+/// itself at three times the load). Served in arrival order, its queue then grows until every
+/// waiter has spent most of its deadline in it, and the work admitted is work whose caller is
+/// about to give up: busy and useless. So, as careful servers do (Facebook's adaptive LIFO
+/// with CoDel-style queue-delay targets):
+///
+/// - **Adaptive LIFO.** Within a level, waiters are served oldest first while the level's
+///   oldest waiter has waited at most `lifo_after`, newest first once it has waited longer:
+///   the capacity goes to requests with their deadline still ahead, and the backlog's old
+///   waiters run out of time instead. When the backlog is gone the level is in arrival order
+///   again.
+/// - **Work that cannot finish is not admitted from the queue.** A waiter whose ceiling
+///   ([`AdmitContext::deadline`]) leaves less than `min_time_left` when a slot is handed to it
+///   is refused instead, and the slot goes to the next; an arrival that would have to wait
+///   with less than that left is refused at once.
+/// - **A congested level running out of time is a refused level.** A waiter that waited
+///   longer than `lifo_after` and then ran out of time (refused for it, or its caller gave up
+///   at its ceiling) shows that its level's demand was not met: it counts as a refusal of its
+///   level, so the waiters below it are shed with it and lower arrivals are refused for `hold`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -53,6 +74,9 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 /// | `capacity` | given | attempts in flight, every level together (at least 1) |
 /// | `queue` | `capacity / 2`, at least 1 | waiters; `CriticalPlus` may wait beyond it (below) |
 /// | `hold` | 1 s | how long a refusal of a level keeps the levels below it refused (at most 1 h) |
+/// | `lifo_after` | 100 ms | a level is served newest first once its oldest waiter has waited longer; `None`: always in arrival order |
+/// | `min_time_left` | the measured mean time a permit is held (0 until measured) | the least time before its ceiling a waiter must have left to be admitted from the queue |
+/// | `clock` | [`Clock::system`] (tokio's) | read when a released permit hands its slot to a waiter; give it the policy's clock |
 ///
 /// # Guarantees
 ///
@@ -60,20 +84,30 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 ///   evict, and after a level is refused, no lower level is admitted for `hold`: at no time is
 ///   a higher level refused while a lower one is being let in. (Work already admitted is not
 ///   pre-empted.)
-/// - **The highest level waiting gets the next slot**, and within a level the earliest.
+/// - **The highest level waiting gets the next slot**; within a level the earliest, or the
+///   newest while the level's earliest has waited longer than `lifo_after`.
+/// - **Admitted from the queue only with `min_time_left` to spare**: a waiter granted a slot
+///   has at least `min_time_left` before its ceiling. (An arrival admitted at once, with
+///   nobody waiting, is admitted whatever its time left: the slot would otherwise be idle.)
 /// - **`CriticalPlus` is never refused while its own demand fits**: it evicts any lower waiter,
 ///   waits beyond the queue bound, and is refused only when `CriticalPlus` attempts alone (in
 ///   flight and waiting) already fill the capacity.
-/// - **Expired waiters go first.** When a request arrives, waiters whose ceiling
-///   ([`AdmitContext::deadline`]) has passed are dropped (refused) before anything else is
-///   decided, so they neither hold queue places nor cause evictions; an arrival whose ceiling
-///   has already passed is admitted if there is room at once, and otherwise refused without
-///   shedding anything. (Inside a policy the executor stops waiting at the ceiling anyway, and
-///   the waiter leaves at once.)
+/// - **Expired waiters go first.** When a request arrives, waiters that can no longer finish
+///   (their ceiling ([`AdmitContext::deadline`]) has passed or leaves less than
+///   `min_time_left`) are dropped (refused) before anything else is decided, so they neither
+///   hold queue places nor cause evictions; one that waited longer than `lifo_after` is a
+///   refusal of its level (above). An arrival with too little time left is admitted if there
+///   is room at once, and otherwise refused without shedding anything. (Inside a policy the
+///   executor stops waiting at the ceiling anyway, and the waiter leaves at once.)
 /// - **Work-conserving**: while anyone waits, the capacity is full.
 ///
 /// A refusal's retry-after is the measured mean time a permit is held (10 ms until measured),
 /// or, for a level refused because a higher one was, the time until that `hold` ends.
+///
+/// Time is the caller's: the instant in the [`AdmitContext`] when a request asks, and the
+/// limit's `clock` when a released permit hands its slot on (no caller's instant is at hand
+/// there). A limit asked by a policy on a [`ManualClock`](crate::clock::ManualClock) must be
+/// given that clock.
 ///
 /// The level is the attempt's [`AdmitContext::level`]: the caller's ambient level when the
 /// policy reads it ([`use_ambient_criticality`](crate::PolicyBuilder::use_ambient_criticality)),
@@ -92,7 +126,8 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 ///
 /// A wait is cancel-safe: a dropped wait leaves the queue at once, and a slot handed to a
 /// waiter that has just left is handed on to the next. A permit frees its slot when dropped,
-/// on every path.
+/// on every path. A wait dropped after a congested wait once its time ran out counts as a
+/// refusal of its level (see above); any other dropped wait changes nothing.
 ///
 /// # Events
 ///
@@ -107,6 +142,12 @@ struct Inner {
     capacity: usize,
     queue: usize,
     hold: Duration,
+    /// Nanoseconds a level's oldest waiter may wait before that level is served newest first.
+    lifo_after: Option<u64>,
+    /// The least time left a waiter must have to be admitted; `None`: the measured hold.
+    min_time_left: Option<Duration>,
+    /// Read when a released permit hands its slot on (no caller's instant is at hand there).
+    clock: Clock,
     in_flight: InFlight,
     /// `CriticalPlus` permits held.
     critical_plus: AtomicUsize,
@@ -131,13 +172,15 @@ enum Queued {
 
 #[derive(Default)]
 struct Waiters {
-    /// One FIFO per level.
+    /// One queue per level, oldest first.
     levels: [VecDeque<Waiter>; 4],
     next_id: u64,
 }
 
 struct Waiter {
     id: u64,
+    /// When it began to wait, in nanoseconds since the base.
+    since: u64,
     /// Nanoseconds since the base; `None` when unbounded.
     deadline: Option<u64>,
     answer: oneshot::Sender<Answer>,
@@ -160,6 +203,9 @@ pub struct CriticalityLimitBuilder {
     capacity: usize,
     queue: Option<usize>,
     hold: Duration,
+    lifo_after: Option<Duration>,
+    min_time_left: Option<Duration>,
+    clock: Clock,
 }
 
 impl CriticalityLimit {
@@ -174,6 +220,9 @@ impl CriticalityLimit {
             capacity,
             queue: None,
             hold: Duration::from_secs(1),
+            lifo_after: Some(LIFO_AFTER),
+            min_time_left: None,
+            clock: Clock::system(),
         }
     }
 
@@ -253,15 +302,82 @@ impl Inner {
         self.in_flight.leave();
     }
 
-    /// Hands free slots to the highest waiters until the capacity or the queue runs out.
-    fn pump(self: &Arc<Self>, waiters: &mut Waiters) {
-        while let Some(level) = waiters.highest() {
-            if !self.in_flight.try_enter(self.capacity) {
-                return;
+    /// Whether `waiter`'s level is congested at `now`: it has waited longer than `lifo_after`.
+    fn congested(&self, waiter: &Waiter, now: u64) -> bool {
+        self.lifo_after
+            .is_some_and(|after| now.saturating_sub(waiter.since) > after)
+    }
+
+    /// Refuses a waiter that can no longer finish; returns whether it waited longer than
+    /// `lifo_after`. Then its level was congested, not merely short of time: the caller must
+    /// treat it as a refusal of the level ([`Inner::shed_below`]).
+    fn out_of_time(&self, waiter: Waiter, now: u64) -> bool {
+        let congested = self.congested(&waiter, now);
+        let _ = waiter.answer.send(Err(self.full()));
+        congested
+    }
+
+    /// Records a refusal of `level` at `now` and sheds every waiter below it, as the hold
+    /// would refuse them on arrival.
+    fn shed_below(&self, waiters: &mut Waiters, level: Criticality, now: u64) {
+        self.refused(level, now);
+        for lower in Criticality::ALL.into_iter().filter(|&l| l < level) {
+            for waiter in waiters.levels[lower as usize].drain(..) {
+                self.refused(lower, now);
+                let until = self.shed(lower, now).unwrap_or(now);
+                let _ = waiter.answer.send(Err(Refusal {
+                    retry_after: Some(
+                        Duration::from_nanos(until - now).max(Duration::from_nanos(1)),
+                    ),
+                    by: BY,
+                }));
             }
-            let Some(waiter) = waiters.levels[level as usize].pop_front() else {
+        }
+        self.waiting.store(waiters.len(), SeqCst);
+    }
+
+    /// The least time left that a waiter must have to be admitted from the queue.
+    fn min_time_left(&self) -> u64 {
+        let min = self.min_time_left.unwrap_or_else(|| self.held.get());
+        u64::try_from(min.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Hands free slots to the highest waiters at `now` until the capacity or the queue runs
+    /// out. Within a level the oldest goes first, or the newest once the oldest has waited
+    /// longer than `lifo_after`; a waiter picked that can no longer finish (less than
+    /// `min_time_left` left) is refused instead, and the slot goes to the next.
+    fn pump(self: &Arc<Self>, waiters: &mut Waiters, now: u64) {
+        let min = self.min_time_left();
+        while let Some(level) = waiters.highest() {
+            let queue = &mut waiters.levels[level as usize];
+            let newest = queue
+                .front()
+                .is_some_and(|oldest| self.congested(oldest, now));
+            let picked = if newest {
+                queue.pop_back()
+            } else {
+                queue.pop_front()
+            };
+            let Some(waiter) = picked else {
                 return;
             };
+            if !can_finish(waiter.deadline, now, min) {
+                self.waiting.store(waiters.len(), SeqCst);
+                if self.out_of_time(waiter, now) {
+                    self.shed_below(waiters, level, now);
+                }
+                continue;
+            }
+            if !self.in_flight.try_enter(self.capacity) {
+                // No slot: it goes back where it was.
+                let queue = &mut waiters.levels[level as usize];
+                if newest {
+                    queue.push_back(waiter);
+                } else {
+                    queue.push_front(waiter);
+                }
+                return;
+            }
             self.waiting.store(waiters.len(), SeqCst);
             if let Err(Ok(mut permit)) = waiter.answer.send(Ok(self.permit(level))) {
                 // The waiter left just now: take the slot back and offer it to the next one.
@@ -275,17 +391,32 @@ impl Inner {
     /// queue or refuse `level`.
     fn enqueue(self: &Arc<Self>, level: Criticality, now: u64, deadline: Option<u64>) -> Queued {
         let mut waiters = self.lock();
-        waiters.expire(now, |expired| {
-            let _ = expired.answer.send(Err(self.full()));
+        let min = self.min_time_left();
+        let mut congested = None;
+        waiters.expire(now, min, |level, expired| {
+            if self.out_of_time(expired, now) {
+                congested = congested.max(Some(level));
+            }
         });
+        if let Some(congested) = congested {
+            self.shed_below(&mut waiters, congested, now);
+        }
         self.waiting.store(waiters.len(), SeqCst);
-        self.pump(&mut waiters);
+        if let Some(until) = self.shed(level, now) {
+            // A level above it has just been refused.
+            self.refused(level, now);
+            return Queued::Answered(Err(Refusal {
+                retry_after: Some(Duration::from_nanos(until - now)),
+                by: BY,
+            }));
+        }
+        self.pump(&mut waiters, now);
         if waiters.is_empty() && self.in_flight.try_enter(self.capacity) {
             return Queued::Answered(Ok(self.permit(level)));
         }
-        if deadline.is_some_and(|d| d <= now) {
-            // Out of time already: it would only wait to be dropped. Not shed: nothing else
-            // is refused for it, and it evicts nobody.
+        if !can_finish(deadline, now, min) {
+            // Too little time left already: it would only wait to be dropped. Not shed:
+            // nothing else is refused for it, and it evicts nobody.
             return Queued::Answered(Err(self.full()));
         }
         if waiters.len() >= self.queue {
@@ -310,13 +441,14 @@ impl Inner {
         waiters.next_id += 1;
         waiters.levels[level as usize].push_back(Waiter {
             id,
+            since: now,
             deadline,
             answer,
         });
         self.waiting.store(waiters.len(), SeqCst);
         // A permit given back between the capacity check above and the store just made saw
         // nobody waiting and freed its slot without serving the queue: serve it now.
-        self.pump(&mut waiters);
+        self.pump(&mut waiters, now);
         Queued::Waiting(id, receiver)
     }
 }
@@ -343,13 +475,16 @@ impl Waiters {
             .find(|&level| !self.levels[level as usize].is_empty())
     }
 
-    /// Takes out every waiter whose deadline is at or before `now`, handing each to `gone`.
-    fn expire(&mut self, now: u64, mut gone: impl FnMut(Waiter)) {
-        for queue in &mut self.levels {
+    /// Takes out every waiter that can no longer finish at `now` (less than `min` left),
+    /// handing each to `gone`.
+    fn expire(&mut self, now: u64, min: u64, mut gone: impl FnMut(Criticality, Waiter)) {
+        for (level, queue) in Criticality::ALL.into_iter().zip(&mut self.levels) {
             let mut at = 0;
             while at < queue.len() {
-                if queue[at].deadline.is_some_and(|d| d <= now) {
-                    queue.remove(at).into_iter().for_each(&mut gone);
+                if !can_finish(queue[at].deadline, now, min) {
+                    if let Some(waiter) = queue.remove(at) {
+                        gone(level, waiter);
+                    }
                 } else {
                     at += 1;
                 }
@@ -358,12 +493,16 @@ impl Waiters {
     }
 
     /// Removes waiter `id` of `level`, if it is still waiting.
-    fn remove(&mut self, level: Criticality, id: u64) {
+    fn remove(&mut self, level: Criticality, id: u64) -> Option<Waiter> {
         let queue = &mut self.levels[level as usize];
-        if let Some(at) = queue.iter().position(|w| w.id == id) {
-            queue.remove(at);
-        }
+        let at = queue.iter().position(|w| w.id == id)?;
+        queue.remove(at)
     }
+}
+
+/// Whether work with `deadline` still has at least `min` left at `now` (and any time at all).
+fn can_finish(deadline: Option<u64>, now: u64, min: u64) -> bool {
+    deadline.is_none_or(|d| d > now && d - now >= min)
 }
 
 /// Takes a waiter out of the queue if its wait is dropped before it is answered.
@@ -377,9 +516,20 @@ struct Leave<'a> {
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         if !self.answered {
-            let mut waiters = self.inner.lock();
-            waiters.remove(self.level, self.id);
-            self.inner.waiting.store(waiters.len(), SeqCst);
+            let inner = self.inner;
+            let mut waiters = inner.lock();
+            let left = waiters.remove(self.level, self.id);
+            inner.waiting.store(waiters.len(), SeqCst);
+            // A waiter that gives up at its ceiling after a congested wait was turned away by
+            // its level's demand, as if the limit had refused it.
+            if let Some(waiter) = left {
+                let now = inner.time.nanos(inner.clock.now());
+                if inner.congested(&waiter, now)
+                    && !can_finish(waiter.deadline, now, inner.min_time_left())
+                {
+                    inner.shed_below(&mut waiters, self.level, now);
+                }
+            }
         }
     }
 }
@@ -392,7 +542,8 @@ impl Drop for CriticalityPermit {
         let inner = &self.inner;
         inner.free(self.level);
         if inner.waiting.load(SeqCst) > 0 {
-            inner.pump(&mut inner.lock());
+            let now = inner.time.nanos(inner.clock.now());
+            inner.pump(&mut inner.lock(), now);
         }
     }
 }
@@ -461,6 +612,32 @@ impl CriticalityLimitBuilder {
         CriticalityLimitBuilder { hold, ..self }
     }
 
+    /// Serve a level newest first once its oldest waiter has waited longer than this
+    /// (adaptive LIFO); `None` keeps every level in arrival order. Default 100 ms.
+    pub fn lifo_after(self, lifo_after: Option<Duration>) -> Self {
+        CriticalityLimitBuilder { lifo_after, ..self }
+    }
+
+    /// The least time before its ceiling that a waiter must have left to be admitted from the
+    /// queue; one with less is refused. Default: the measured mean time a permit is held (zero
+    /// until measured).
+    pub fn min_time_left(self, min_time_left: Duration) -> Self {
+        CriticalityLimitBuilder {
+            min_time_left: Some(min_time_left),
+            ..self
+        }
+    }
+
+    /// The clock read when a released permit hands its slot to a waiter: give it the policy's
+    /// clock (a [`ManualClock`](crate::clock::ManualClock) in tests). Default
+    /// [`Clock::system`], tokio's clock.
+    pub fn clock(self, clock: impl Into<Clock>) -> Self {
+        CriticalityLimitBuilder {
+            clock: clock.into(),
+            ..self
+        }
+    }
+
     /// The limit; or every invalid setting at once.
     pub fn build(self) -> Result<CriticalityLimit, ConfigError> {
         let mut problems = Vec::new();
@@ -484,6 +661,11 @@ impl CriticalityLimitBuilder {
                 capacity: self.capacity,
                 queue: self.queue.unwrap_or((self.capacity / 2).max(1)),
                 hold: self.hold,
+                lifo_after: self
+                    .lifo_after
+                    .map(|after| u64::try_from(after.as_nanos()).unwrap_or(u64::MAX)),
+                min_time_left: self.min_time_left,
+                clock: self.clock,
                 in_flight: InFlight::default(),
                 critical_plus: AtomicUsize::new(0),
                 waiting: AtomicUsize::new(0),
@@ -502,6 +684,11 @@ impl fmt::Debug for CriticalityLimit {
             .field("capacity", &self.inner.capacity)
             .field("queue", &self.inner.queue)
             .field("hold", &self.inner.hold)
+            .field(
+                "lifo_after",
+                &self.inner.lifo_after.map(Duration::from_nanos),
+            )
+            .field("min_time_left", &self.inner.min_time_left)
             .field("in_flight", &self.in_flight())
             .field("queued", &self.queued())
             .finish()
