@@ -145,7 +145,7 @@ impl ServerSide {
         let admission = match self.admission {
             Admission::Fifo => "one FIFO queue of the service's queue length in front of its workers, 503 without Retry-After when full".to_owned(),
             Admission::Criticality { hold } => format!(
-                "rampart's CriticalityLimit (capacity = workers, queue = the service's queue, hold {} s, adaptive LIFO after 100 ms, min_time_left the measured hold: the limit's defaults), refusals and queue waits past the deadline answered 503 with Retry-After (whole seconds, at least 1)",
+                "rampart's CriticalityLimit (capacity = workers, queue = the service's queue, hold {} s, arrival order within a level, min_time_left the measured hold: the limit's defaults), refusals and queue waits past the deadline answered 503 with Retry-After (whole seconds, at least 1)",
                 hold.as_secs_f64()
             ),
         };

@@ -304,6 +304,7 @@ fn release_with_feedback_frees_the_slot_and_measures_the_retry_after() {
 fn a_congested_level_serves_its_newest_waiter_first() {
     let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .lifo_after(Some(100 * MS))
         .queue(4)
         .clock(clock.clone())
         .build()
@@ -403,6 +404,7 @@ fn the_minimum_time_left_defaults_to_the_measured_hold() {
 fn a_congested_level_running_out_of_time_sheds_the_levels_below_it() {
     let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)
+        .lifo_after(Some(100 * MS))
         .queue(4)
         .hold(500 * MS)
         .clock(clock.clone())

@@ -334,7 +334,7 @@ fn summarize(
             goal("budgeted"),
         ),
         format!(
-            "During the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}; the ideal 1.0): within the level the CriticalityLimit serves newest first once its oldest waiter has waited over 100 ms (adaptive LIFO) and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits. Without the breaker rampart {}.",
+            "During the spike (one level, 1.4x capacity) rampart's goodput is {} (baselines {} and {}; the ideal 1.0): within the level the CriticalityLimit serves in arrival order and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits. Without the breaker rampart {}.",
             during("rampart"),
             during("naive"),
             during("budgeted"),

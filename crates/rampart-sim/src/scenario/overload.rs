@@ -422,7 +422,7 @@ fn summarize(
         });
     let findings = vec![
         format!(
-            "Goodput against the better baseline: rampart is below it (by more than 0.02) at {}. Where one level alone offers more than capacity (Critical, 40% of the load, from 2.5x on), the CriticalityLimit serves that level newest first once its oldest waiter has waited over 100 ms (adaptive LIFO) and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits; the old waiters of the backlog run out of time instead.",
+            "Goodput against the better baseline: rampart is below it (by more than 0.02) at {}. Where one level alone offers more than capacity (Critical, 40% of the load, from 2.5x on), the CriticalityLimit serves that level in arrival order and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits (its adaptive LIFO, `lifo_after`, is off by default and not used here).",
             if losses.is_empty() {
                 "no load level".to_owned()
             } else {
@@ -496,7 +496,7 @@ fn summarize(
         setup: vec![
             format!("The edge → api: 10 workers, lognormal median 40 ms, p99 120 ms (capacity {capacity:.0} requests/s), a queue of {careful} places (about {:.2} s of work, under the caller's 1 s), swept from {} to {} at {SWEEP_AT}x. api is a public edge service: it assigns each request's level from its route (local code, so CriticalPlus is reachable).", careful as f64 / capacity, queues.first().copied().unwrap_or(0), queues.last().copied().unwrap_or(0)),
             "Mix: CriticalPlus 10%, Critical 40%, SheddablePlus 30%, Sheddable 20%. The edge waits 1 s per root; its calls: 4 attempts, 500 ms attempt timeout, 20 ms backoff base.".into(),
-            format!("Servers: naive and budgeted, one FIFO queue in front of the workers; rampart, rampart's CriticalityLimit with capacity = the workers, the same queue length, a hold of {:?} and its defaults otherwise (adaptive LIFO after 100 ms, min_time_left the measured hold), asked with each request's level and propagated deadline (a request waits at most until its deadline less the reserve).", contender::SHED_HOLD),
+            format!("Servers: naive and budgeted, one FIFO queue in front of the workers; rampart, rampart's CriticalityLimit with capacity = the workers, the same queue length, a hold of {:?} and its defaults otherwise (arrival order within a level, min_time_left the measured hold), asked with each request's level and propagated deadline (a request waits at most until its deadline less the reserve).", contender::SHED_HOLD),
             "15 s per load level, the first 5 s not measured.".into(),
         ],
         reference: "The ideal: goodput 1.0 at every overload level and zero priority inversions (Google SRE book, ch. 21 'Handling Overload': criticality-aware shedding).".into(),

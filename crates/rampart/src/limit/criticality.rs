@@ -17,7 +17,6 @@ use crate::latency::TypicalLatency;
 
 const BY: &str = "criticality limit";
 const MAX_HOLD: Duration = Duration::from_secs(3600);
-const LIFO_AFTER: Duration = Duration::from_millis(100);
 
 /// A criticality-aware limit: one capacity shared by the four levels, lower levels shed first.
 ///
@@ -33,19 +32,22 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 /// Under sustained overload one level alone can offer more than the capacity (the checkout
 /// itself at three times the load). Served in arrival order, its queue then grows until every
 /// waiter has spent most of its deadline in it, and the work admitted is work whose caller is
-/// about to give up: busy and useless. So, as careful servers do (Facebook's adaptive LIFO
-/// with CoDel-style queue-delay targets):
+/// about to give up: busy and useless. So, as careful servers do:
 ///
-/// - **Adaptive LIFO.** Within a level, waiters are served oldest first while the level's
-///   oldest waiter has waited at most `lifo_after`, newest first once it has waited longer:
-///   the capacity goes to requests with their deadline still ahead, and the backlog's old
-///   waiters run out of time instead. When the backlog is gone the level is in arrival order
-///   again.
-/// - **Work that cannot finish is not admitted from the queue.** A waiter whose ceiling
+/// - **Work that cannot finish is not admitted from the queue** (on by default). A waiter whose ceiling
 ///   ([`AdmitContext::deadline`]) leaves less than `min_time_left` when a slot is handed to it
 ///   is refused instead, and the slot goes to the next; an arrival that would have to wait
 ///   with less than that left is refused at once.
-/// - **A congested level running out of time is a refused level.** A waiter that waited
+/// - **Adaptive LIFO** (Facebook's, with a CoDel-style queue-delay target; off by default, on
+///   with [`lifo_after`](CriticalityLimitBuilder::lifo_after)). Within a level, waiters are
+///   served oldest first while the level's oldest waiter has waited at most `lifo_after`,
+///   newest first once it has waited longer: the capacity goes to requests with their deadline
+///   still ahead, and the backlog's old waiters run out of time instead. When the backlog is
+///   gone the level is in arrival order again. It trades the top level's oldest waiters for
+///   goodput: in the simulator's overload at 3x it lifts goodput from 0.89 to 0.99, but when
+///   the top level alone offers the whole capacity (10x) it loses 6–14% of it where arrival
+///   order loses under 5%, which is why it is not the default.
+/// - **A congested level running out of time is a refused level** (with `lifo_after` set). A waiter that waited
 ///   longer than `lifo_after` and then ran out of time (refused for it, or its caller gave up
 ///   at its ceiling) shows that its level's demand was not met: it counts as a refusal of its
 ///   level, so the waiters below it are shed with it and lower arrivals are refused for `hold`.
@@ -74,7 +76,7 @@ const LIFO_AFTER: Duration = Duration::from_millis(100);
 /// | `capacity` | given | attempts in flight, every level together (at least 1) |
 /// | `queue` | `capacity / 2`, at least 1 | waiters; `CriticalPlus` may wait beyond it (below) |
 /// | `hold` | 1 s | how long a refusal of a level keeps the levels below it refused (at most 1 h) |
-/// | `lifo_after` | 100 ms | a level is served newest first once its oldest waiter has waited longer; `None`: always in arrival order |
+/// | `lifo_after` | `None` (always in arrival order) | with `Some(d)`, a level is served newest first once its oldest waiter has waited longer than `d` (100 ms is a common target) |
 /// | `min_time_left` | the measured mean time a permit is held (0 until measured) | the least time before its ceiling a waiter must have left to be admitted from the queue |
 /// | `clock` | [`Clock::system`] (tokio's) | read when a released permit hands its slot to a waiter; give it the policy's clock |
 ///
@@ -220,7 +222,7 @@ impl CriticalityLimit {
             capacity,
             queue: None,
             hold: Duration::from_secs(1),
-            lifo_after: Some(LIFO_AFTER),
+            lifo_after: None,
             min_time_left: None,
             clock: Clock::system(),
         }
@@ -613,7 +615,7 @@ impl CriticalityLimitBuilder {
     }
 
     /// Serve a level newest first once its oldest waiter has waited longer than this
-    /// (adaptive LIFO); `None` keeps every level in arrival order. Default 100 ms.
+    /// (adaptive LIFO); `None` keeps every level in arrival order. Default `None`; see the type docs.
     pub fn lifo_after(self, lifo_after: Option<Duration>) -> Self {
         CriticalityLimitBuilder { lifo_after, ..self }
     }
