@@ -72,16 +72,27 @@ pub struct Attempt {
 
 impl Attempt {
     pub(crate) fn new(clock: Clock, caller: Option<&CancellationToken>) -> Self {
+        Attempt::first(clock, 0).with_caller(caller)
+    }
+
+    /// Attempt `number` of a call with no ceiling and no caller token, ready to run (what
+    /// `begin` would make of a new handle, without resetting what is already fresh).
+    pub(crate) fn first(clock: Clock, number: u32) -> Self {
         Attempt {
-            number: 0,
+            number,
             ceiling: None,
             began: None,
             clock,
             state: AtomicU8::new(0),
             notify: Notify::const_new(),
-            caller: caller.cloned(),
+            caller: None,
             token: OnceLock::new(),
         }
+    }
+
+    fn with_caller(mut self, caller: Option<&CancellationToken>) -> Self {
+        self.caller = caller.cloned();
+        self
     }
 
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no

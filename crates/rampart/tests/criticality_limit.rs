@@ -717,15 +717,9 @@ struct Waiter {
     deadline: Option<u64>,
 }
 
-/// `default` cases, or as many as `PROPTEST_CASES` says when it is set (as proptest's own
-/// default configuration reads it), so CI can run more and a quick local run fewer.
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
-}
+#[path = "support/cases.rs"]
+mod support;
+use support::cases;
 
 /// Whether work with `deadline` has at least `min` left at `now` (the limiter's rule).
 fn can_finish(deadline: Option<u64>, now: u64, min: u64) -> bool {

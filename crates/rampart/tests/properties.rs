@@ -159,15 +159,9 @@ fn run(case: &Case) -> Observed {
     })
 }
 
-/// `default` cases, or as many as `PROPTEST_CASES` says when it is set (as proptest's own
-/// default configuration reads it), so CI can run more and a quick local run fewer.
-fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(default);
-    ProptestConfig::with_cases(cases)
-}
+#[path = "support/cases.rs"]
+mod support;
+use support::cases;
 
 proptest! {
     #![proptest_config(cases(256))]

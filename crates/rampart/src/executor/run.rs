@@ -92,8 +92,7 @@ where
     F: Callback<T, E>,
     L: Record,
 {
-    let mut attempt = Attempt::new(shared.clock.clone(), None);
-    attempt.begin(1, None, None);
+    let attempt = Attempt::first(shared.clock.clone(), 1);
     let result = op(&attempt).await;
     let verdict = shared.classifier.classify(&result);
     attempt.end(verdict.is_ok());
