@@ -71,13 +71,15 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    #[inline(always)]
     pub(crate) fn new(clock: Clock, caller: Option<&CancellationToken>) -> Self {
-        Attempt::first(clock, 0).with_caller(caller)
+        Attempt::numbered(clock, caller, 0)
     }
 
-    /// Attempt `number` of a call with no ceiling and no caller token, ready to run (what
-    /// `begin` would make of a new handle, without resetting what is already fresh).
-    pub(crate) fn first(clock: Clock, number: u32) -> Self {
+    /// Attempt `number` of a call with no ceiling, ready to run (what `begin` would make of a
+    /// new handle, without resetting what is already fresh).
+    #[inline(always)]
+    pub(crate) fn numbered(clock: Clock, caller: Option<&CancellationToken>, number: u32) -> Self {
         Attempt {
             number,
             ceiling: None,
@@ -85,14 +87,9 @@ impl Attempt {
             clock,
             state: AtomicU8::new(0),
             notify: Notify::const_new(),
-            caller: None,
+            caller: caller.cloned(),
             token: OnceLock::new(),
         }
-    }
-
-    fn with_caller(mut self, caller: Option<&CancellationToken>) -> Self {
-        self.caller = caller.cloned();
-        self
     }
 
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no

@@ -92,7 +92,7 @@ where
     F: Callback<T, E>,
     L: Record,
 {
-    let attempt = Attempt::first(shared.clock.clone(), 1);
+    let attempt = Attempt::numbered(shared.clock.clone(), None, 1);
     let result = op(&attempt).await;
     let verdict = shared.classifier.classify(&result);
     attempt.end(verdict.is_ok());
