@@ -203,7 +203,9 @@ pub enum StateKind {
 pub struct BreakerPermit<'a> {
     breaker: &'a Breaker,
     admitted: Word,
-    transition: Option<Transition>,
+    /// Whether taking this permit turned the breaker open → half-open (kept as a flag, not as
+    /// the `Transition`, so that the permit a call holds across its attempt stays small).
+    opened_probe: bool,
     settled: bool,
 }
 
@@ -216,7 +218,11 @@ impl BreakerPermit<'_> {
     /// The transition taking this permit caused: open → half-open for the first probe after a
     /// break, else `None`.
     pub fn transition(&self) -> Option<Transition> {
-        self.transition
+        self.opened_probe.then_some(Transition {
+            from: StateKind::Open,
+            to: StateKind::HalfOpen,
+            break_duration: None,
+        })
     }
 
     /// Reports the attempt's outcome; `elapsed` is how long it took (for
@@ -246,7 +252,7 @@ impl fmt::Debug for BreakerPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BreakerPermit")
             .field("is_probe", &self.is_probe())
-            .field("transition", &self.transition)
+            .field("transition", &self.transition())
             .finish_non_exhaustive()
     }
 }
@@ -272,8 +278,8 @@ impl Breaker {
         let s = &*self.shared;
         loop {
             let word = s.load();
-            let (admitted, transition) = match word.kind() {
-                StateKind::Closed => (word, None),
+            let (admitted, opened_probe) = match word.kind() {
+                StateKind::Closed => (word, false),
                 StateKind::Isolated => {
                     return Err(Rejected {
                         retry_after: None,
@@ -307,7 +313,7 @@ impl Breaker {
                         continue;
                     }
                     s.probe_admitted(&mut transitions, t);
-                    (next, None)
+                    (next, false)
                 }
                 StateKind::Open => {
                     let t = s.nanos(now);
@@ -324,13 +330,13 @@ impl Breaker {
                         continue;
                     }
                     s.probe_admitted(&mut transitions, t);
-                    (next, Some(s.transition(word, next, None)))
+                    (next, true)
                 }
             };
             return Ok(BreakerPermit {
                 breaker: self,
                 admitted,
-                transition,
+                opened_probe,
                 settled: false,
             });
         }
