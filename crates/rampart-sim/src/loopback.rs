@@ -440,6 +440,33 @@ pub fn table(points: &[Point]) -> Table {
     table
 }
 
+/// The finding in one line, computed from the points: a tie when both contenders answer within
+/// one percentage point of each other in time and waste within one point, else who is ahead.
+pub fn finding(points: &[Point]) -> String {
+    let by = |name: &str| points.iter().find(|p| p.contender == name);
+    let (Some(naive), Some(rampart)) = (by("naive"), by("rampart")) else {
+        return "no finding: a contender is missing from the run".to_owned();
+    };
+    let answered = rampart.in_time - naive.in_time;
+    let wasted = rampart.wasted - naive.wasted;
+    let verdict = if answered.abs() <= 0.01 && wasted.abs() <= 0.01 {
+        "Tie"
+    } else if answered >= -0.01 && wasted <= 0.01 {
+        "Win for rampart"
+    } else if answered <= 0.01 && wasted >= -0.01 {
+        "Loss for rampart"
+    } else {
+        "Mixed"
+    };
+    format!(
+        "{verdict} on real sockets: answered in time {} (naive) against {} (rampart), wasted leaf work {} against {}.",
+        pct(naive.in_time),
+        pct(rampart.in_time),
+        pct(naive.wasted),
+        pct(rampart.wasted)
+    )
+}
+
 /// How wasted leaf work is counted, for the printout.
 pub const COUNTING: &str = "wasted leaf work: leaf handler starts after the root's client gave up (send time + 500 ms, kept in a shared table keyed by an x-root-id header every hop forwards), over all leaf handler starts; counted until no edge or middle handler is still running (at most 5 s after the last root).";
 
@@ -461,4 +488,35 @@ pub fn json(points: &[Point]) -> Value {
             "drained": p.drained,
         })).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(contender: &'static str, in_time: f64, wasted: f64) -> Point {
+        Point {
+            contender,
+            roots: 100,
+            in_time,
+            wasted,
+            per_layer: vec![1.0, 1.0, 1.0],
+            leaf_starts: 100,
+            leaf_wasted: 0,
+            leaf_with_deadline: 0,
+            drained: true,
+        }
+    }
+
+    #[test]
+    fn equal_answers_and_waste_are_reported_as_a_tie() {
+        let line = finding(&[point("naive", 0.95, 0.0), point("rampart", 0.95, 0.004)]);
+        assert!(line.starts_with("Tie on real sockets"), "{line}");
+    }
+
+    #[test]
+    fn fewer_answers_in_time_are_reported_as_a_loss() {
+        let line = finding(&[point("naive", 0.95, 0.0), point("rampart", 0.90, 0.0)]);
+        assert!(line.starts_with("Loss for rampart"), "{line}");
+    }
 }

@@ -75,6 +75,7 @@ fn loopback(options: &cli::Options) -> ExitCode {
     match rampart_sim::loopback::run(roots, options.seed) {
         Ok(points) => {
             println!("{}", rampart_sim::loopback::table(&points).text());
+            println!("> {}", rampart_sim::loopback::finding(&points));
             println!("{}", rampart_sim::loopback::COUNTING);
             println!("note: {}", rampart_sim::loopback::WHY);
             ExitCode::SUCCESS
