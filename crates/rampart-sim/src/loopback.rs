@@ -1,5 +1,7 @@
 //! `--loopback`: the `deadline` scenario on three real axum services on 127.0.0.1
-//! (edge → middle → leaf), in real time, small and quick.
+//! (edge → middle → leaf), in real time, small and quick, in two shapes: every handler calls
+//! downstream itself ([`Shape::Direct`]), or the middle tier queues requests for two workers
+//! ([`Shape::QueuedMiddle`]), where work already queued outlives its caller.
 //!
 //! The leaf answers after a lognormal delay (median 3 ms, p99 10 ms), but 5% of its requests
 //! never answer (they sleep 30 s). The client gives each root request 500 ms. Two contenders:
@@ -33,8 +35,10 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rampart::Ambient;
 use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
 use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 use tower::ServiceExt;
 use tower_layer::Layer;
 
@@ -65,6 +69,33 @@ pub const DRAIN: Duration = Duration::from_secs(5);
 pub const ROOT_HEADER: &str = "x-root-id";
 /// What each rampart server keeps for itself from the deadline it receives.
 const RESERVE: Duration = Duration::from_millis(5);
+
+/// Workers of the middle tier in [`Shape::QueuedMiddle`].
+pub const MIDDLE_WORKERS: usize = 2;
+/// Places in the middle tier's queue in [`Shape::QueuedMiddle`].
+pub const MIDDLE_QUEUE: usize = 256;
+
+/// How the chain's middle tier handles a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Every hop handles its request in the handler: a caller that gives up drops the
+    /// handler, and hyper's connection cancellation reaches the work.
+    Direct,
+    /// The middle tier hands each request to [`MIDDLE_WORKERS`] workers through a bounded
+    /// queue ([`MIDDLE_QUEUE`] places): work already queued outlives its caller, and only a
+    /// deadline that travelled with the request lets a worker skip it.
+    QueuedMiddle,
+}
+
+impl Shape {
+    /// The chain in words, for the table's title.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Shape::Direct => "handlers call downstream themselves",
+            Shape::QueuedMiddle => "the middle tier queues requests for 2 workers",
+        }
+    }
+}
 
 /// The two contenders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,8 +241,17 @@ fn request<B: Default>(uri: &str, root: Option<&HeaderValue>) -> Option<Request<
 async fn relay(State(hop): State<Relay>, headers: HeaderMap) -> Response {
     let _active = Active::new(&hop.record);
     hop.record.starts[hop.layer].fetch_add(1, Ordering::SeqCst);
-    let root = headers.get(ROOT_HEADER);
-    let answered = match &hop.next {
+    let answered = forward(&hop.next, &hop.uri, headers.get(ROOT_HEADER)).await;
+    if answered {
+        "ok".into_response()
+    } else {
+        StatusCode::BAD_GATEWAY.into_response()
+    }
+}
+
+/// Calls the next hop for root `root`: naive's retry loop, or rampart's outbound layer.
+async fn forward(next: &Next, uri: &str, root: Option<&HeaderValue>) -> bool {
+    match next {
         Next::Naive(client) => {
             let mut answered = false;
             for attempt in 0..ATTEMPTS {
@@ -220,7 +260,7 @@ async fn relay(State(hop): State<Relay>, headers: HeaderMap) -> Response {
                     let cap = 20u64 << (attempt - 1);
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(0..=cap))).await;
                 }
-                let Some(req) = request(&hop.uri, root) else {
+                let Some(req) = request(uri, root) else {
                     break;
                 };
                 let call = async {
@@ -238,7 +278,7 @@ async fn relay(State(hop): State<Relay>, headers: HeaderMap) -> Response {
             }
             answered
         }
-        Next::Rampart(client) => match request(&hop.uri, root) {
+        Next::Rampart(client) => match request(uri, root) {
             Some(req) => match client.clone().oneshot(req).await {
                 Ok(resp) if resp.status() == StatusCode::OK => {
                     resp.into_body().collect().await.is_ok()
@@ -247,11 +287,63 @@ async fn relay(State(hop): State<Relay>, headers: HeaderMap) -> Response {
             },
             None => false,
         },
+    }
+}
+
+/// One request waiting for a middle-tier worker.
+struct Job {
+    root: Option<HeaderValue>,
+    /// The request's ambient context (its deadline, under rampart's inbound layer).
+    ambient: Ambient,
+    reply: oneshot::Sender<bool>,
+}
+
+#[derive(Clone)]
+struct Queued {
+    queue: mpsc::Sender<Job>,
+    record: Arc<Record>,
+}
+
+/// The middle tier with bounded workers: the handler only queues the request and waits for a
+/// worker's answer. A caller that gives up drops the handler, not the queued job: the work
+/// already queued goes on, as in a thread-pool server.
+async fn queued(State(middle): State<Queued>, headers: HeaderMap) -> Response {
+    let _active = Active::new(&middle.record);
+    middle.record.starts[1].fetch_add(1, Ordering::SeqCst);
+    let (reply, answer) = oneshot::channel();
+    let job = Job {
+        root: headers.get(ROOT_HEADER).cloned(),
+        ambient: Ambient::current(),
+        reply,
     };
-    if answered {
-        "ok".into_response()
-    } else {
-        StatusCode::BAD_GATEWAY.into_response()
+    if middle.queue.try_send(job).is_err() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    match answer.await {
+        Ok(true) => "ok".into_response(),
+        _ => StatusCode::BAD_GATEWAY.into_response(),
+    }
+}
+
+/// A middle-tier worker: takes the next job and forwards it. Under rampart a job whose
+/// propagated deadline has passed is skipped (the caller is gone), and the forward call runs
+/// in the job's ambient scope, so the outbound layer sends the time it has left.
+async fn worker(jobs: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>, next: Next, uri: String) {
+    loop {
+        let Some(job) = jobs.lock().await.recv().await else {
+            return;
+        };
+        let expired = job
+            .ambient
+            .deadline()
+            .is_some_and(|d| d.remaining().is_zero());
+        let answered = if expired {
+            false
+        } else {
+            let root = job.root.clone();
+            job.ambient.scope(forward(&next, &uri, root.as_ref())).await
+        };
+        let _ = job.reply.send(answered);
     }
 }
 
@@ -287,7 +379,12 @@ fn next(mode: Mode) -> Result<Next, SimError> {
 }
 
 /// Starts the chain; returns the edge's address.
-async fn chain(mode: Mode, seed: u64, record: &Arc<Record>) -> Result<SocketAddr, SimError> {
+async fn chain(
+    mode: Mode,
+    shape: Shape,
+    seed: u64,
+    record: &Arc<Record>,
+) -> Result<SocketAddr, SimError> {
     let layered = |app: Router| match mode {
         Mode::Naive => app,
         Mode::Rampart => app.layer(inbound()),
@@ -301,16 +398,31 @@ async fn chain(mode: Mode, seed: u64, record: &Arc<Record>) -> Result<SocketAddr
     .await?;
     let mut downstream = leaf_addr;
     for layer in [1, 0] {
-        let hop = Relay {
-            layer,
-            next: next(mode)?,
-            uri: format!("http://{downstream}/"),
-            record: Arc::clone(record),
+        let uri = format!("http://{downstream}/");
+        let app = match (shape, layer) {
+            (Shape::QueuedMiddle, 1) => {
+                let (queue, jobs) = mpsc::channel(MIDDLE_QUEUE);
+                let jobs = Arc::new(tokio::sync::Mutex::new(jobs));
+                for _ in 0..MIDDLE_WORKERS {
+                    tokio::spawn(worker(Arc::clone(&jobs), next(mode)?, uri.clone()));
+                }
+                let middle = Queued {
+                    queue,
+                    record: Arc::clone(record),
+                };
+                Router::new().route("/", get(queued)).with_state(middle)
+            }
+            _ => {
+                let hop = Relay {
+                    layer,
+                    next: next(mode)?,
+                    uri,
+                    record: Arc::clone(record),
+                };
+                Router::new().route("/", get(relay)).with_state(hop)
+            }
         };
-        downstream = serve(layered(
-            Router::new().route("/", get(relay)).with_state(hop),
-        ))
-        .await?;
+        downstream = serve(layered(app)).await?;
     }
     Ok(downstream)
 }
@@ -357,14 +469,14 @@ async fn drive(edge: SocketAddr, mode: Mode, roots: usize, record: &Arc<Record>)
 }
 
 /// Runs one contender on its own runtime and its own three services.
-pub fn simulate(mode: Mode, roots: usize, seed: u64) -> Result<Point, SimError> {
+pub fn simulate(mode: Mode, shape: Shape, roots: usize, seed: u64) -> Result<Point, SimError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| SimError::new(format!("cannot start a runtime: {e}")))?;
     let record = Arc::new(Record::default());
     let (in_time, drained) = runtime.block_on(async {
-        let edge = chain(mode, seed, &record).await?;
+        let edge = chain(mode, shape, seed, &record).await?;
         let in_time = drive(edge, mode, roots, &record).await;
         let until = Instant::now() + DRAIN;
         while record.active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
@@ -399,20 +511,21 @@ pub fn simulate(mode: Mode, roots: usize, seed: u64) -> Result<Point, SimError> 
     })
 }
 
-/// Runs both contenders, one after the other.
-pub fn run(roots: usize, seed: u64) -> Result<Vec<Point>, SimError> {
+/// Runs both contenders on the chain of `shape`, one after the other.
+pub fn run(shape: Shape, roots: usize, seed: u64) -> Result<Vec<Point>, SimError> {
     [Mode::Naive, Mode::Rampart]
         .into_iter()
-        .map(|mode| simulate(mode, roots, seed))
+        .map(|mode| simulate(mode, shape, roots, seed))
         .collect()
 }
 
 /// The table, with the same columns as the simulated deadline table's first three.
-pub fn table(points: &[Point]) -> Table {
+pub fn table(shape: Shape, points: &[Point]) -> Table {
     let roots = points.first().map_or(0, |p| p.roots);
     let mut table = Table::new(
         format!(
-            "loopback: 5% of leaf requests never answer; the client waits 500 ms ({roots} roots at {RATE:.0}/s on 127.0.0.1, real time)"
+            "loopback, {}: 5% of leaf requests never answer; the client waits 500 ms ({roots} roots at {RATE:.0}/s on 127.0.0.1, real time)",
+            shape.describe()
         ),
         &[
             "contender",
@@ -472,6 +585,9 @@ pub const COUNTING: &str = "wasted leaf work: leaf handler starts after the root
 
 /// Why the two contenders can come out even here, unlike in the simulation.
 pub const WHY: &str = "unlike the simulation, nothing here holds a worker per request, and over HTTP/1.1 hyper closes the connection of a request whose caller dropped it while axum drops the handler of a closed connection: the client's give-up travels down the chain as cancellation even without a deadline on the wire, so naive's retries after the give-up mostly never start.";
+
+/// Why the queued shape differs, for the printout.
+pub const QUEUED_WHY: &str = "with a queue in the middle tier, the caller's give-up drops the middle handler but not its queued job: naive's two workers go on forwarding requests nobody waits for (and each hanging leaf request holds a worker for its 1 s per-hop timeout, so the queue grows); rampart's workers skip a job whose propagated deadline has passed and cut a hanging call at the time left. A shorter naive per-hop timeout would shorten the hold, not the queued dead work.";
 
 /// The points as JSON.
 pub fn json(points: &[Point]) -> Value {

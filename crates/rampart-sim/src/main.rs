@@ -72,17 +72,22 @@ fn loopback(options: &cli::Options) -> ExitCode {
         "rampart-sim: loopback, seed {}, {roots} roots per contender on 127.0.0.1",
         options.seed
     );
-    match rampart_sim::loopback::run(roots, options.seed) {
-        Ok(points) => {
-            println!("{}", rampart_sim::loopback::table(&points).text());
-            println!("> {}", rampart_sim::loopback::finding(&points));
-            println!("{}", rampart_sim::loopback::COUNTING);
-            println!("note: {}", rampart_sim::loopback::WHY);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("rampart-sim: {e}");
-            ExitCode::FAILURE
+    use rampart_sim::loopback::{self, Shape};
+    for shape in [Shape::Direct, Shape::QueuedMiddle] {
+        match loopback::run(shape, roots, options.seed) {
+            Ok(points) => {
+                println!("{}", loopback::table(shape, &points).text());
+                println!("> {}", loopback::finding(&points));
+                println!();
+            }
+            Err(e) => {
+                eprintln!("rampart-sim: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
+    println!("{}", loopback::COUNTING);
+    println!("note, direct: {}", loopback::WHY);
+    println!("note, queued middle tier: {}", loopback::QUEUED_WHY);
+    ExitCode::SUCCESS
 }
