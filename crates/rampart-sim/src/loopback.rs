@@ -36,6 +36,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rampart::Ambient;
+use rampart::hedge::Hedge;
 use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -97,13 +98,19 @@ impl Shape {
     }
 }
 
-/// The two contenders.
+/// After how long a hedging contender starts a second leg ([`Mode::RampartHedged`]): past
+/// the leaf's p99 (10 ms), far below the client's patience.
+pub const HEDGE_AFTER: Duration = Duration::from_millis(20);
+
+/// The contenders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Plain clients, per-hop timeouts and retries, no propagation.
     Naive,
     /// rampart-http's layers on every server and client.
     Rampart,
+    /// [`Mode::Rampart`] with every client hedging after [`HEDGE_AFTER`] (2 legs at most).
+    RampartHedged,
 }
 
 impl Mode {
@@ -112,6 +119,7 @@ impl Mode {
         match self {
             Mode::Naive => "naive",
             Mode::Rampart => "rampart",
+            Mode::RampartHedged => "rampart+hedge",
         }
     }
 }
@@ -368,11 +376,14 @@ fn inbound() -> InboundLayer {
 fn next(mode: Mode) -> Result<Next, SimError> {
     Ok(match mode {
         Mode::Naive => Next::Naive(Client::builder(TokioExecutor::new()).build_http()),
-        Mode::Rampart => {
-            let layer = OutboundLayer::builder()
+        Mode::Rampart | Mode::RampartHedged => {
+            let mut builder = OutboundLayer::builder()
                 .max_attempts(ATTEMPTS)
-                .policy(|p| p.attempt_timeout(HOP_TIMEOUT))
-                .build()?;
+                .policy(|p| p.attempt_timeout(HOP_TIMEOUT));
+            if mode == Mode::RampartHedged {
+                builder = builder.hedge(Hedge::fixed(HEDGE_AFTER));
+            }
+            let layer = builder.build()?;
             Next::Rampart(layer.layer(Client::builder(TokioExecutor::new()).build_http()))
         }
     })
@@ -387,7 +398,7 @@ async fn chain(
 ) -> Result<SocketAddr, SimError> {
     let layered = |app: Router| match mode {
         Mode::Naive => app,
-        Mode::Rampart => app.layer(inbound()),
+        Mode::Rampart | Mode::RampartHedged => app.layer(inbound()),
     };
     let leaf_addr = serve(layered(Router::new().route("/", get(leaf)).with_state(
         Leaf {
@@ -441,7 +452,7 @@ async fn drive(edge: SocketAddr, mode: Mode, roots: usize, record: &Arc<Record>)
             let Some(mut req) = request::<Full<Bytes>>(&uri, Some(&root)) else {
                 return false;
             };
-            if mode == Mode::Rampart {
+            if mode != Mode::Naive {
                 req.headers_mut().insert(
                     "x-deadline-ms",
                     HeaderValue::from(PATIENCE.as_millis() as u64),
@@ -511,9 +522,9 @@ pub fn simulate(mode: Mode, shape: Shape, roots: usize, seed: u64) -> Result<Poi
     })
 }
 
-/// Runs both contenders on the chain of `shape`, one after the other.
+/// Runs every contender on the chain of `shape`, one after the other.
 pub fn run(shape: Shape, roots: usize, seed: u64) -> Result<Vec<Point>, SimError> {
-    [Mode::Naive, Mode::Rampart]
+    [Mode::Naive, Mode::Rampart, Mode::RampartHedged]
         .into_iter()
         .map(|mode| simulate(mode, shape, roots, seed))
         .collect()
@@ -555,28 +566,31 @@ pub fn table(shape: Shape, points: &[Point]) -> Table {
 
 /// The finding in one line, computed from the points: a tie when both contenders answer within
 /// one percentage point of each other in time and waste within one point, else who is ahead.
-pub fn finding(points: &[Point]) -> String {
+pub fn finding(points: &[Point], contender: &str) -> String {
     let by = |name: &str| points.iter().find(|p| p.contender == name);
-    let (Some(naive), Some(rampart)) = (by("naive"), by("rampart")) else {
-        return "no finding: a contender is missing from the run".to_owned();
+    let (Some(naive), Some(rampart)) = (by("naive"), by(contender)) else {
+        return format!("no finding: naive or {contender} is missing from the run");
     };
     let answered = rampart.in_time - naive.in_time;
     let wasted = rampart.wasted - naive.wasted;
     let verdict = if answered.abs() <= 0.01 && wasted.abs() <= 0.01 {
-        "Tie"
+        format!("Tie for {contender}")
     } else if answered >= -0.01 && wasted <= 0.01 {
-        "Win for rampart"
+        format!("Win for {contender}")
     } else if answered <= 0.01 && wasted >= -0.01 {
-        "Loss for rampart"
+        format!("Loss for {contender}")
     } else {
-        "Mixed"
+        format!("Mixed for {contender}")
     };
+    let leaf = |p: &Point| p.per_layer.get(2).copied().unwrap_or(0.0);
     format!(
-        "{verdict} on real sockets: answered in time {} (naive) against {} (rampart), wasted leaf work {} against {}.",
+        "{verdict} on real sockets: answered in time {} (naive) against {}, wasted leaf work {} against {}, leaf requests per root {:.2} against {:.2}.",
         pct(naive.in_time),
         pct(rampart.in_time),
         pct(naive.wasted),
-        pct(rampart.wasted)
+        pct(rampart.wasted),
+        leaf(naive),
+        leaf(rampart)
     )
 }
 
@@ -626,13 +640,22 @@ mod tests {
 
     #[test]
     fn equal_answers_and_waste_are_reported_as_a_tie() {
-        let line = finding(&[point("naive", 0.95, 0.0), point("rampart", 0.95, 0.004)]);
-        assert!(line.starts_with("Tie on real sockets"), "{line}");
+        let line = finding(
+            &[point("naive", 0.95, 0.0), point("rampart", 0.95, 0.004)],
+            "rampart",
+        );
+        assert!(
+            line.starts_with("Tie for rampart on real sockets"),
+            "{line}"
+        );
     }
 
     #[test]
     fn fewer_answers_in_time_are_reported_as_a_loss() {
-        let line = finding(&[point("naive", 0.95, 0.0), point("rampart", 0.90, 0.0)]);
+        let line = finding(
+            &[point("naive", 0.95, 0.0), point("rampart", 0.90, 0.0)],
+            "rampart",
+        );
         assert!(line.starts_with("Loss for rampart"), "{line}");
     }
 }

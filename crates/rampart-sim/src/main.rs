@@ -77,7 +77,9 @@ fn loopback(options: &cli::Options) -> ExitCode {
         match loopback::run(shape, roots, options.seed) {
             Ok(points) => {
                 println!("{}", loopback::table(shape, &points).text());
-                println!("> {}", loopback::finding(&points));
+                for contender in ["rampart", "rampart+hedge"] {
+                    println!("> {}", loopback::finding(&points, contender));
+                }
                 println!();
             }
             Err(e) => {
