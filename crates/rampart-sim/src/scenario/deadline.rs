@@ -67,21 +67,36 @@ pub fn hop(factor: f64) -> Hop {
     Hop::new(PATIENCE.mul_f64(factor))
 }
 
+/// The chain's length (services, the edge's api and the leaf included) everywhere but the
+/// depth sweep.
+pub const DEPTH: usize = 3;
+/// The depth sweep, at the careful per-hop timeout.
+pub const DEPTHS: [usize; 4] = [2, 3, 4, 6];
+/// The depth sweep when quick.
+pub const QUICK_DEPTHS: [usize; 2] = [3, 6];
+
 /// The services: api (200 workers) → mid (60 workers, about 2.5 times what it needs when
 /// nothing hangs) → leaf (1000 workers, median 20 ms); a fifth of that when quick, for a
 /// fifth of the load.
 pub fn services(hang_rate: f64, quick: bool) -> Vec<ServiceConfig> {
+    services_at(hang_rate, quick, DEPTH)
+}
+
+/// [`services`] with `depth` services in all: api, `depth - 2` mid tiers, the leaf (at least
+/// api and leaf).
+pub fn services_at(hang_rate: f64, quick: bool, depth: usize) -> Vec<ServiceConfig> {
     let scale = if quick { 5 } else { 1 };
     let fast = LogNormal::from_median_p99(Duration::from_millis(2), Duration::from_millis(8));
     let leaf_time =
         LogNormal::from_median_p99(Duration::from_millis(20), Duration::from_millis(80));
     let mut leaf = ServiceConfig::new("leaf", 1_000 / scale, 2_000, leaf_time);
     leaf.faults.hang_rate = hang_rate;
-    vec![
-        ServiceConfig::new("api", 200 / scale, 2_000, fast),
-        ServiceConfig::new("mid", 60 / scale, 2_000, fast),
-        leaf,
-    ]
+    let mut chain = vec![ServiceConfig::new("api", 200 / scale, 2_000, fast)];
+    for _ in 2..depth.max(2) {
+        chain.push(ServiceConfig::new("mid", 60 / scale, 2_000, fast));
+    }
+    chain.push(leaf);
+    chain
 }
 
 /// The load: 1000 roots/s for 12 s (the first 2 s not measured); 200/s for 3 s when quick.
@@ -110,6 +125,8 @@ pub struct Point {
     pub contender: &'static str,
     /// The per-hop timeout over the edge's patience.
     pub factor: f64,
+    /// Services in the chain.
+    pub depth: usize,
     /// Measured roots.
     pub roots: usize,
     /// Share of measured roots answered within the edge's 500 ms.
@@ -129,14 +146,25 @@ impl Point {
     }
 }
 
-/// Runs one chain.
+/// Runs one chain of [`DEPTH`] services.
 pub fn simulate(
     contender: Contender,
     factor: f64,
     quick: bool,
     seed: u64,
 ) -> Result<Point, SimError> {
-    let configs = services(HANG_RATE, quick);
+    simulate_at_depth(contender, factor, DEPTH, quick, seed)
+}
+
+/// Runs one chain of `depth` services.
+pub fn simulate_at_depth(
+    contender: Contender,
+    factor: f64,
+    depth: usize,
+    quick: bool,
+    seed: u64,
+) -> Result<Point, SimError> {
+    let configs = services_at(HANG_RATE, quick, depth);
     let load = load(quick);
     let (roots, stats) = virtual_time(|| async move {
         let (client, services) = chain(contender, configs, hop(factor), seed)?;
@@ -158,6 +186,7 @@ pub fn simulate(
     Ok(Point {
         contender: contender.name,
         factor,
+        depth,
         roots: measured,
         in_time: in_time as f64 / measured as f64,
         wasted,
@@ -190,6 +219,16 @@ pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
             ));
         }
     }
+    let depths: &[usize] = if size.quick { &QUICK_DEPTHS } else { &DEPTHS };
+    for c in contenders() {
+        for &depth in depths.iter().filter(|&&d| d != DEPTH) {
+            let seed = size.seed_for(&format!("deadline/depth/{depth}"));
+            jobs.push(Job::new(
+                format!("{} through {depth} services at {CAREFUL}x", c.name),
+                move || simulate_at_depth(c, CAREFUL, depth, quick, seed),
+            ));
+        }
+    }
     for c in ablations() {
         let seed = size.seed_for(&format!("deadline/{CAREFUL}"));
         jobs.push(Job::new(
@@ -200,7 +239,7 @@ pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
     let points = runner.run("deadline", jobs)?;
     let mut all = contenders();
     all.extend(ablations());
-    summarize(&points, factors, configs(&all, hop(CAREFUL))?)
+    summarize(&points, factors, depths, configs(&all, hop(CAREFUL))?)
 }
 
 /// `a` against `b` on a share where higher is better: "wins", "ties" (within half a point)
@@ -218,12 +257,18 @@ pub fn versus(a: f64, b: f64) -> &'static str {
 fn summarize(
     points: &[Point],
     factors: &[f64],
+    depths: &[usize],
     configs: Vec<(String, String)>,
 ) -> Result<ScenarioReport, SimError> {
     let find = |name: &str, factor: f64| {
         points
             .iter()
-            .find(|p| p.contender == name && p.factor == factor)
+            .find(|p| p.contender == name && p.factor == factor && p.depth == DEPTH)
+    };
+    let at_depth = |name: &str, depth: usize| {
+        points
+            .iter()
+            .find(|p| p.contender == name && p.factor == CAREFUL && p.depth == depth)
     };
     let ms = |factor: f64| PATIENCE.mul_f64(factor).as_millis();
     let mut headline = Table::new(
@@ -269,6 +314,60 @@ fn summarize(
         }
         sweep.row(row);
     }
+    let mut columns = vec!["contender".to_owned()];
+    columns.extend(depths.iter().map(|d| format!("{d} services")));
+    let mut deep = Table {
+        title: format!(
+            "answered in time / wasted leaf work, by call depth, per-hop timeout {} ms ({CAREFUL}x)",
+            ms(CAREFUL)
+        ),
+        columns,
+        rows: Vec::new(),
+    };
+    for c in contenders() {
+        let mut row = vec![c.name.to_owned()];
+        for &d in depths {
+            row.push(at_depth(c.name, d).map_or("-".into(), |p| {
+                format!("{} / {}", pct(p.in_time), pct(p.wasted))
+            }));
+        }
+        deep.row(row);
+    }
+    let deepest = depths.iter().copied().max().unwrap_or(DEPTH);
+    let depth_finding = {
+        let show = |name: &str| {
+            at_depth(name, deepest).map_or("-".into(), |p| {
+                format!("{} in time / {} wasted", pct(p.in_time), pct(p.wasted))
+            })
+        };
+        let (verdict, waste) = match (at_depth("rampart", deepest), at_depth("naive", deepest)) {
+            (Some(r), Some(n)) => {
+                let waste = if n.wasted > r.wasted + 0.005 {
+                    format!(
+                        "naive's wasted leaf work grows with depth (to {} through {deepest} services, against {} for rampart)",
+                        pct(n.wasted),
+                        pct(r.wasted)
+                    )
+                } else {
+                    format!(
+                        "the wasted leaf work is level ({} against {})",
+                        pct(n.wasted),
+                        pct(r.wasted)
+                    )
+                };
+                (versus(r.in_time, n.in_time), waste)
+            }
+            _ => ("-", "-".to_owned()),
+        };
+        format!(
+            "Call depth, with the careful per-hop timeout ({} ms) kept: through {deepest} services naive answers {}, budgeted {}, rampart {}, rampart+hedge {}: on answers rampart {verdict} against naive, and {waste}.",
+            ms(CAREFUL),
+            show("naive"),
+            show("budgeted"),
+            show("rampart"),
+            show(RAMPART_HEDGED.name),
+        )
+    };
     let mut ablation = Table::new(
         format!(
             "ablations at {} ms ({CAREFUL}x): rampart+hedge with one feature removed",
@@ -417,6 +516,7 @@ fn summarize(
             show(Feature::Propagation.ablation_name(), |p| p.wasted),
             show(Feature::RejectExpired.ablation_name(), |p| p.wasted),
         ),
+        depth_finding,
     ];
     let data: Vec<Value> = points
         .iter()
@@ -425,6 +525,7 @@ fn summarize(
                 "contender": p.contender,
                 "hang_rate": HANG_RATE,
                 "timeout_over_patience": p.factor,
+                "services": p.depth,
                 "per_hop_timeout_ms": ms(p.factor) as u64,
                 "measured_roots": p.roots,
                 "answered_in_time": p.in_time,
@@ -446,13 +547,14 @@ fn summarize(
         ],
         reference: "Google SRE book, ch. 22 'Addressing Cascading Failures', bimodal latency: with 5% of requests never completing and a long deadline, hung requests hold every thread and only 19.6% of requests are served.".into(),
         chart,
-        tables: vec![headline, sweep, ablation],
+        tables: vec![headline, sweep, deep, ablation],
         terms: vec![
             ("answered in time".into(), "share of measured root requests answered Ok within the edge's 500 ms".into()),
             ("wasted leaf work".into(), "leaf service time that ended after its root's 500 ms had passed, over all leaf service time (measured roots)".into()),
             ("api / mid / leaf req/root".into(), "requests (every attempt and hedge) that reached that service, over measured roots".into()),
             ("mid max queue".into(), "the longest the mid tier's queue got (FIFO places or CriticalityLimit waiters) during the run".into()),
             ("150 ms (0.3x) … 1000 ms (2x)".into(), "the per-hop per-attempt timeout, the same for every contender and every hop, as a multiple of the edge's patience".into()),
+            ("2 … 6 services".into(), "the chain's length: api, mid tiers (each like the mid above), the leaf; at the careful per-hop timeout".into()),
         ],
         configs,
         findings,
