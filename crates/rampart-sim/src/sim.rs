@@ -51,6 +51,9 @@ pub struct Load {
     pub warmup: Duration,
     /// How long the edge waits for each root (its deadline).
     pub patience: Duration,
+    /// `(from, patience)`: roots sent from that offset on get this patience instead (the
+    /// edge's budget changing at run time).
+    pub patience_change: Option<(Duration, Duration)>,
     /// The level mix.
     pub mix: Mix,
 }
@@ -63,7 +66,16 @@ impl Load {
             duration,
             warmup,
             patience,
+            patience_change: None,
             mix: ALL_CRITICAL,
+        }
+    }
+
+    /// The patience of a root sent at `offset`.
+    pub fn patience_at(&self, offset: Duration) -> Duration {
+        match self.patience_change {
+            Some((from, patience)) if offset >= from => patience,
+            _ => self.patience,
         }
     }
 
@@ -118,17 +130,17 @@ pub async fn drive(client: Rc<Client>, load: &Load, seed: u64, linger: Duration)
             });
             roots.len() - 1
         };
+        let patience = load.patience_at(at);
         let trace = Trace {
             root: id as u64,
-            root_deadline: sent + load.patience,
+            root_deadline: sent + patience,
             measured: at >= load.warmup,
         };
         let ambient = Ambient::new()
-            .with_deadline(Deadline::at(sent + load.patience))
+            .with_deadline(Deadline::at(sent + patience))
             .with_criticality(level);
         let client = Rc::clone(&client);
         let roots = Rc::clone(&roots);
-        let patience = load.patience;
         tokio::task::spawn_local(async move {
             let call = ambient.scope(client.call(trace, level));
             if let Ok(Ok(())) = tokio::time::timeout(patience, call).await

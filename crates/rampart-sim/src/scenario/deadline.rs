@@ -74,6 +74,9 @@ pub const DEPTH: usize = 3;
 pub const DEPTHS: [usize; 4] = [2, 3, 4, 6];
 /// The depth sweep when quick.
 pub const QUICK_DEPTHS: [usize; 2] = [3, 6];
+/// The edge's patience from halfway through the budget-change run (it starts at
+/// [`PATIENCE`]); the per-hop timeout stays the one tuned for [`PATIENCE`].
+pub const BUDGET_CUT: Duration = Duration::from_millis(200);
 
 /// The services: api (200 workers) → mid (60 workers, about 2.5 times what it needs when
 /// nothing hangs) → leaf (1000 workers, median 20 ms); a fifth of that when quick, for a
@@ -127,6 +130,8 @@ pub struct Point {
     pub factor: f64,
     /// Services in the chain.
     pub depth: usize,
+    /// Whether the edge's patience was cut halfway through the run ([`BUDGET_CUT`]).
+    pub cut: bool,
     /// Measured roots.
     pub roots: usize,
     /// Share of measured roots answered within the edge's 500 ms.
@@ -156,6 +161,18 @@ pub fn simulate(
     simulate_at_depth(contender, factor, DEPTH, quick, seed)
 }
 
+/// Runs one chain of [`DEPTH`] services at the careful per-hop timeout while the edge's
+/// patience drops from [`PATIENCE`] to [`BUDGET_CUT`] halfway through the run.
+pub fn simulate_budget_cut(
+    contender: Contender,
+    quick: bool,
+    seed: u64,
+) -> Result<Point, SimError> {
+    let mut load = load(quick);
+    load.patience_change = Some((load.duration / 2, BUDGET_CUT));
+    run_chain(contender, CAREFUL, DEPTH, load, quick, seed, true)
+}
+
 /// Runs one chain of `depth` services.
 pub fn simulate_at_depth(
     contender: Contender,
@@ -164,8 +181,19 @@ pub fn simulate_at_depth(
     quick: bool,
     seed: u64,
 ) -> Result<Point, SimError> {
+    run_chain(contender, factor, depth, load(quick), quick, seed, false)
+}
+
+fn run_chain(
+    contender: Contender,
+    factor: f64,
+    depth: usize,
+    load: Load,
+    quick: bool,
+    seed: u64,
+    cut: bool,
+) -> Result<Point, SimError> {
     let configs = services_at(HANG_RATE, quick, depth);
-    let load = load(quick);
     let (roots, stats) = virtual_time(|| async move {
         let (client, services) = chain(contender, configs, hop(factor), seed)?;
         let roots = drive(client, &load, seed, Duration::from_secs(60)).await;
@@ -187,6 +215,7 @@ pub fn simulate_at_depth(
         contender: contender.name,
         factor,
         depth,
+        cut,
         roots: measured,
         in_time: in_time as f64 / measured as f64,
         wasted,
@@ -229,6 +258,16 @@ pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
             ));
         }
     }
+    for c in contenders() {
+        let seed = size.seed_for("deadline/budget-cut");
+        jobs.push(Job::new(
+            format!(
+                "{} while the edge's patience drops to {BUDGET_CUT:?}",
+                c.name
+            ),
+            move || simulate_budget_cut(c, quick, seed),
+        ));
+    }
     for c in ablations() {
         let seed = size.seed_for(&format!("deadline/{CAREFUL}"));
         jobs.push(Job::new(
@@ -263,13 +302,14 @@ fn summarize(
     let find = |name: &str, factor: f64| {
         points
             .iter()
-            .find(|p| p.contender == name && p.factor == factor && p.depth == DEPTH)
+            .find(|p| p.contender == name && p.factor == factor && p.depth == DEPTH && !p.cut)
     };
     let at_depth = |name: &str, depth: usize| {
         points
             .iter()
-            .find(|p| p.contender == name && p.factor == CAREFUL && p.depth == depth)
+            .find(|p| p.contender == name && p.factor == CAREFUL && p.depth == depth && !p.cut)
     };
+    let cut = |name: &str| points.iter().find(|p| p.contender == name && p.cut);
     let ms = |factor: f64| PATIENCE.mul_f64(factor).as_millis();
     let mut headline = Table::new(
         format!(
@@ -367,6 +407,44 @@ fn summarize(
             show("rampart"),
             show(RAMPART_HEDGED.name),
         )
+    };
+    let mut budget = Table::new(
+        format!(
+            "the edge's patience drops from 500 ms to {} ms halfway through the run; per-hop timeout kept at {} ms (tuned for 500)",
+            BUDGET_CUT.as_millis(),
+            ms(CAREFUL)
+        ),
+        &[
+            "contender",
+            "answered in time",
+            "wasted leaf work",
+            "leaf req/root",
+        ],
+    );
+    for c in contenders() {
+        if let Some(p) = cut(c.name) {
+            budget.row(vec![
+                c.name.to_owned(),
+                pct(p.in_time),
+                pct(p.wasted),
+                format!("{:.2}", p.leaf()),
+            ]);
+        }
+    }
+    let budget_finding = match (cut("naive"), cut("rampart"), cut(RAMPART_HEDGED.name)) {
+        (Some(n), Some(r), Some(h)) => format!(
+            "When the edge's budget drops from 500 ms to {} ms at run time and the per-hop timeout stays tuned for 500 ms: naive answers {} in time and wastes {} of the leaf's work, rampart {} / {}, rampart+hedge {} / {}: on answers rampart {} against naive, and on waste (lower is better) rampart {}.",
+            BUDGET_CUT.as_millis(),
+            pct(n.in_time),
+            pct(n.wasted),
+            pct(r.in_time),
+            pct(r.wasted),
+            pct(h.in_time),
+            pct(h.wasted),
+            versus(r.in_time, n.in_time),
+            versus(n.wasted, r.wasted),
+        ),
+        _ => "The budget-change run is missing a contender.".to_owned(),
     };
     let mut ablation = Table::new(
         format!(
@@ -517,6 +595,7 @@ fn summarize(
             show(Feature::RejectExpired.ablation_name(), |p| p.wasted),
         ),
         depth_finding,
+        budget_finding,
     ];
     let data: Vec<Value> = points
         .iter()
@@ -526,6 +605,7 @@ fn summarize(
                 "hang_rate": HANG_RATE,
                 "timeout_over_patience": p.factor,
                 "services": p.depth,
+                "patience_cut_halfway_ms": p.cut.then(|| BUDGET_CUT.as_millis() as u64),
                 "per_hop_timeout_ms": ms(p.factor) as u64,
                 "measured_roots": p.roots,
                 "answered_in_time": p.in_time,
@@ -547,7 +627,7 @@ fn summarize(
         ],
         reference: "Google SRE book, ch. 22 'Addressing Cascading Failures', bimodal latency: with 5% of requests never completing and a long deadline, hung requests hold every thread and only 19.6% of requests are served.".into(),
         chart,
-        tables: vec![headline, sweep, deep, ablation],
+        tables: vec![headline, sweep, deep, budget, ablation],
         terms: vec![
             ("answered in time".into(), "share of measured root requests answered Ok within the edge's 500 ms".into()),
             ("wasted leaf work".into(), "leaf service time that ended after its root's 500 ms had passed, over all leaf service time (measured roots)".into()),

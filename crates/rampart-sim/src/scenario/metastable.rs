@@ -93,6 +93,7 @@ pub fn simulate(
         duration: Duration::from_secs(total),
         warmup: Duration::from_secs(before + spike),
         patience: PATIENCE,
+        patience_change: None,
         mix: crate::sim::ALL_CRITICAL,
     };
     let (roots, arrivals) = virtual_time(|| async move {
