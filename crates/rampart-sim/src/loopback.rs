@@ -45,7 +45,7 @@ use tower_layer::Layer;
 
 use crate::SimError;
 use crate::dist::{LogNormal, derive_seed};
-use crate::report::Table;
+use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors};
 use crate::scenario::pct;
 
 /// Root requests in a full run.
@@ -602,6 +602,83 @@ pub const WHY: &str = "unlike the simulation, nothing here holds a worker per re
 
 /// Why the queued shape differs, for the printout.
 pub const QUEUED_WHY: &str = "with a queue in the middle tier, the caller's give-up drops the middle handler but not its queued job: naive's two workers go on forwarding requests nobody waits for (and each hanging leaf request holds a worker for its 1 s per-hop timeout, so the queue grows); rampart's workers skip a job whose propagated deadline has passed and cut a hanging call at the time left. A shorter naive per-hop timeout would shorten the hold, not the queued dead work.";
+
+/// Both shapes as a section of the report: their tables, a chart of answered in time, the
+/// computed findings, and every number.
+pub fn scenario(roots: usize, seed: u64) -> Result<ScenarioReport, SimError> {
+    let shapes = [Shape::Direct, Shape::QueuedMiddle];
+    let mut tables = Vec::new();
+    let mut findings = Vec::new();
+    let mut data = Vec::new();
+    let mut runs = Vec::new();
+    for shape in shapes {
+        let points = run(shape, roots, seed)?;
+        tables.push(table(shape, &points));
+        for contender in ["rampart", "rampart+hedge"] {
+            findings.push(format!(
+                "{}: {}",
+                shape.describe(),
+                finding(&points, contender)
+            ));
+        }
+        data.push(json!({ "shape": format!("{shape:?}"), "points": json(&points) }));
+        runs.push(points);
+    }
+    findings.push(QUEUED_WHY.to_owned());
+    findings.push(format!("Handlers that call downstream themselves: {WHY}"));
+    let mut series = Vec::new();
+    for mode in [Mode::Naive, Mode::Rampart, Mode::RampartHedged] {
+        let points: Vec<(f64, f64)> = runs
+            .iter()
+            .enumerate()
+            .map(|(x, points)| {
+                let y = points
+                    .iter()
+                    .find(|p| p.contender == mode.name())
+                    .map_or(f64::NAN, |p| p.in_time * 100.0);
+                (x as f64, y)
+            })
+            .collect();
+        series.push(Series::sweep(
+            format!("{}: answered in time", mode.name()),
+            colors::of(mode.name()),
+            points,
+        ));
+    }
+    Ok(ScenarioReport {
+        name: "loopback",
+        title: "the deadline on real sockets".into(),
+        question: "On three real axum services on 127.0.0.1 through rampart-http, with 5% of leaf requests never answering and a client that waits 500 ms: does the propagated deadline matter once hyper's own connection cancellation is there?".into(),
+        setup: vec![
+            format!("{roots} roots at {RATE:.0}/s per contender and shape, real time; edge → middle → leaf; the leaf answers in a lognormal 3 ms (p99 10 ms), 5% of its requests sleep 30 s."),
+            format!("naive: hyper-util clients, {ATTEMPTS} attempts of at most {HOP_TIMEOUT:?} per hop, no deadline on the wire. rampart: rampart-http's InboundLayer (reserve {RESERVE:?}, reject_expired, enforce) and OutboundLayer (the same attempts); rampart+hedge: the same, every client hedging after {HEDGE_AFTER:?}."),
+            format!("Two shapes: every handler calls downstream itself; or the middle tier queues requests ({MIDDLE_QUEUE} places) for {MIDDLE_WORKERS} workers, so queued work outlives its caller."),
+        ],
+        reference: "Google SRE book, ch. 22 'Addressing Cascading Failures': propagate deadlines, and do not do work for a caller that has given up.".into(),
+        chart: Chart {
+            title: "Answered within 500 ms: handlers calling downstream (0) and a queued middle tier (1)".into(),
+            x: Axis::linear("shape (0: direct, 1: queued middle tier)", -0.2, 1.2),
+            y: Axis::linear("% of roots answered in time", 0.0, 102.0),
+            series,
+            bands: Vec::new(),
+        },
+        tables,
+        terms: vec![
+            ("answered in time".into(), "share of roots answered 200 within the client's 500 ms".into()),
+            ("wasted leaf work".into(), COUNTING.into()),
+            ("edge / middle / leaf runs/root".into(), "handler runs at that service over roots (hedges and retries included)".into()),
+            ("leaf saw deadline".into(), "leaf handler runs that received an X-Deadline-Ms header".into()),
+        ],
+        configs: vec![
+            ("naive".into(), format!("hyper-util client per hop; {ATTEMPTS} attempts, tokio::time::timeout({HOP_TIMEOUT:?}) each, full-jitter backoff from 20 ms; no deadline on the wire; plain axum servers")),
+            ("rampart".into(), format!("rampart-http OutboundLayer per hop (max_attempts {ATTEMPTS}, attempt_timeout {HOP_TIMEOUT:?}, the rest its defaults), InboundLayer on every server (reserve {RESERVE:?}, reject_expired, enforce); the client sends X-Deadline-Ms 500")),
+            ("rampart+hedge".into(), format!("rampart, every OutboundLayer with hedge(Hedge::fixed({HEDGE_AFTER:?}))")),
+        ],
+        findings,
+        notes: vec!["Real time on a shared machine: the shares move by a point or two between runs; the directions do not.".into()],
+        data: Value::Array(data),
+    })
+}
 
 /// The points as JSON.
 pub fn json(points: &[Point]) -> Value {

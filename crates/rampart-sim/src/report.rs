@@ -289,7 +289,7 @@ pub struct Report {
 }
 
 /// Work not done yet, named in the report.
-pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (--loopback runs only the deadline scenario, on three axum services on 127.0.0.1 through rampart-http's layers, and prints its table); a real-socket middle tier with bounded workers whose queue outlives the edge's patience; hedging on loopback; a call-depth sweep of the deadline scenario; an edge budget that changes at run time.";
+pub const FUTURE_WORK: &str = "Future work: the other scenarios over real HTTP (the loopback section runs only the deadline scenario, on three axum services on 127.0.0.1 through rampart-http's layers); the inbound edge of the simulated services is still a stand-in for rampart-http's InboundLayer.";
 
 /// What in this simulator is the real component and what is a stand-in written here, with
 /// what each stand-in simplifies.
