@@ -47,3 +47,16 @@ fn queued_middle_tier_runs_and_every_rampart_leaf_request_carries_its_deadline()
         "a queued job runs in its request's ambient scope, so its deadline travels on"
     );
 }
+
+#[test]
+fn loopback_section_of_the_report_has_both_shapes_and_a_finding_for_each_contender() {
+    let section = loopback::scenario(10, 1).expect("the loopback section");
+    assert_eq!(section.tables.len(), 2, "one table per shape");
+    let computed = section
+        .findings
+        .iter()
+        .filter(|f| f.contains("on real sockets"))
+        .count();
+    assert_eq!(computed, 4, "rampart and rampart+hedge against naive, per shape");
+    assert_eq!(section.configs.len(), 3);
+}
