@@ -32,6 +32,7 @@ pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
 pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
 pub use gradient::{Gradient, GradientBuilder, GradientPermit};
+pub(crate) use rate::BY as RATE_LIMIT_BY;
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
 
