@@ -25,14 +25,13 @@ mod aimd;
 mod concurrency;
 mod criticality;
 mod gradient;
-mod rate;
+pub(crate) mod rate;
 mod throttle;
 
 pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
 pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
 pub use gradient::{Gradient, GradientBuilder, GradientPermit};
-pub(crate) use rate::BY as RATE_LIMIT_BY;
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
 

@@ -145,7 +145,7 @@ impl Handles {
             Event::AttemptAbandoned { .. } => {}
             Event::AttemptRefused { by, .. } => {
                 let reason = match by {
-                    crate::limit::RATE_LIMIT_BY => RATE,
+                    crate::limit::rate::BY => RATE,
                     _ => OVERLOADED,
                 };
                 self.rejections[reason].increment(1);

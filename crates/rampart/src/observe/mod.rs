@@ -44,6 +44,11 @@
 //! event's name as its message and its fields as fields: `TimeoutIgnored` and `OrphanedWork`
 //! at `WARN`, `Retrying` and `BreakerTransition` at `INFO`, the rest at `DEBUG`.
 //!
+//! Each call runs in an `INFO` span `rampart.call` with the fields `policy`, `deadline` (the
+//! effective one, recorded when the call starts, if it has one), `attempts` and `stop_reason`
+//! (recorded when it ends); each attempt's callback runs in a child span `rampart.attempt`
+//! with `number` and `ceiling`. The events above happen inside the call span.
+//!
 //! # Cost
 //!
 //! Without the features: none (the empty twins compile to nothing, and the zero-allocation
@@ -58,6 +63,8 @@
 //! [`StateKind::as_str`]: crate::breaker::StateKind::as_str
 //! [`RateLimit`]: crate::limit::RateLimit
 
+use std::time::Duration;
+
 use crate::event::Event;
 
 #[cfg_attr(feature = "metrics", path = "metrics.rs")]
@@ -66,6 +73,21 @@ mod metrics;
 #[cfg_attr(feature = "tracing", path = "tracing.rs")]
 #[cfg_attr(not(feature = "tracing"), path = "tracing_off.rs")]
 mod tracing;
+
+pub(crate) use self::tracing::Span;
+
+/// The span of one call of policy `policy` (`rampart.call`); nothing without `tracing`.
+#[inline(always)]
+pub(crate) fn call_span(policy: &str) -> Span {
+    tracing::call(policy)
+}
+
+/// The span of attempt `number` with ceiling `ceiling` (`rampart.attempt`); nothing without
+/// `tracing`.
+#[inline(always)]
+pub(crate) fn attempt_span(number: u32, ceiling: Option<Duration>) -> Span {
+    tracing::attempt(number, ceiling)
+}
 
 /// What one policy reports to `tracing` and `metrics`, built with the policy.
 #[derive(Clone, Default)]
@@ -84,6 +106,12 @@ impl Observer {
         Observer {
             metrics: metrics::Handles::new(policy),
         }
+    }
+
+    /// The call began with the effective deadline `deadline` (from its start), if any.
+    #[inline(always)]
+    pub(crate) fn call_began(&self, deadline: Option<Duration>) {
+        tracing::call_began(deadline);
     }
 
     /// Reports `event`.

@@ -1,8 +1,66 @@
 //! The `tracing` feature: each event as a `tracing` event, target `rampart`, at its level.
 
-use tracing::{debug, info, warn};
+use std::future::Future;
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::{debug, info, info_span, warn};
 
 use crate::event::Event;
+
+const CALL: &str = "rampart.call";
+
+/// A call's or an attempt's span.
+pub(crate) struct Span(tracing::Span);
+
+impl Span {
+    /// `future`, polled inside this span.
+    #[inline]
+    pub(crate) fn instrument<F: Future>(self, future: F) -> tracing::instrument::Instrumented<F> {
+        tracing::Instrument::instrument(future, self.0)
+    }
+
+    /// Runs `f` inside this span.
+    #[inline]
+    pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.0.in_scope(f)
+    }
+}
+
+#[inline]
+pub(super) fn call(policy: &str) -> Span {
+    Span(info_span!(
+        target: "rampart",
+        "rampart.call",
+        policy,
+        deadline = Empty,
+        attempts = Empty,
+        stop_reason = Empty
+    ))
+}
+
+#[inline]
+pub(super) fn attempt(number: u32, ceiling: Option<Duration>) -> Span {
+    Span(info_span!(
+        target: "rampart",
+        "rampart.attempt",
+        number,
+        ceiling = ceiling.map(tracing::field::debug)
+    ))
+}
+
+/// The current span, if it is a call's (the machine runs inside it).
+fn current_call() -> Option<tracing::Span> {
+    let span = tracing::Span::current();
+    (span.metadata().map(|m| m.name()) == Some(CALL)).then_some(span)
+}
+
+#[inline]
+pub(super) fn call_began(deadline: Option<Duration>) {
+    if let (Some(deadline), Some(span)) = (deadline, current_call()) {
+        span.record("deadline", tracing::field::debug(deadline));
+    }
+}
 
 /// Logs `event`: timeout diagnostics warn, retries and breaker transitions inform, the rest
 /// is debug detail.
@@ -119,13 +177,19 @@ pub(super) fn event(event: &Event<'_>) {
             stop,
             attempts,
             elapsed,
-        } => debug!(
-            target: "rampart",
-            policy,
-            stop_reason = stop.as_str(),
-            attempts,
-            elapsed = ?elapsed,
-            "call ended"
-        ),
+        } => {
+            if let Some(span) = current_call() {
+                span.record("attempts", attempts);
+                span.record("stop_reason", stop.as_str());
+            }
+            debug!(
+                target: "rampart",
+                policy,
+                stop_reason = stop.as_str(),
+                attempts,
+                elapsed = ?elapsed,
+                "call ended"
+            );
+        }
     }
 }
