@@ -54,8 +54,8 @@
 //! Without the features: none (the empty twins compile to nothing, and the zero-allocation
 //! and future-size budgets hold). With either feature on, a call reads the clock and builds
 //! its events even without listeners, and `Policy::none()` no longer takes the pass-through
-//! shortcut; the success path still allocates nothing. `BENCHMARKS.md` gives the measured
-//! per-call cost.
+//! shortcut; the success path still allocates nothing. `bench/benches/observability.rs`
+//! measures the per-call cost of each feature.
 //!
 //! [`name`]: crate::PolicyBuilder::name
 //! [`StopReason::as_str`]: crate::StopReason::as_str
