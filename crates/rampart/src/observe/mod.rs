@@ -1,7 +1,7 @@
 //! Observability without glue: `tracing` events and `metrics` counters and histograms, each
 //! behind its own optional feature.
 //!
-//! Why here and not at the call sites: every [`Event`](crate::Event) of a call already leaves
+//! Why here and not at the call sites: every [`Event`] of a call already leaves
 //! the executor's state machine through one function (the policy's telemetry), so this module
 //! is the one place that turns events into log lines and metrics. Each feature's emitting
 //! functions are defined twice, once real and once empty, so no call site carries a `cfg`
@@ -14,7 +14,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `metrics` | the counters and histograms below, through the [`metrics`](https://docs.rs/metrics) facade (any exporter) |
-//! | `tracing` | one event per [`Event`](crate::Event) at the level below, through [`tracing`](https://docs.rs/tracing) |
+//! | `tracing` | one event per [`Event`] at the level below, through [`tracing`](https://docs.rs/tracing) |
 //!
 //! # Metrics
 //!
@@ -40,7 +40,7 @@
 //!
 //! # Tracing
 //!
-//! Every [`Event`](crate::Event) is also a `tracing` event with target `rampart`, the
+//! Every [`Event`] is also a `tracing` event with target `rampart`, the
 //! event's name as its message and its fields as fields: `TimeoutIgnored` and `OrphanedWork`
 //! at `WARN`, `Retrying` and `BreakerTransition` at `INFO`, the rest at `DEBUG`.
 //!
