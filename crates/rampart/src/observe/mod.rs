@@ -35,8 +35,8 @@
 //! | `rampart.breaker.transitions` | counter | `{transition}` | `policy`, `from`, `to` ([`StateKind::as_str`]) | the policy's breaker changed state |
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
 //!
-//! Durations are zero for a policy that reads no clock; with either feature on, every policy
-//! reads the clock (see the cost below).
+//! Durations come from the policy's [`Clock`](crate::Clock) (so paused and manual time work);
+//! with either feature on, every call reads it (see the cost below).
 //!
 //! # Tracing
 //!
