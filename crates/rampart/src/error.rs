@@ -347,6 +347,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reject_reasons_have_label_names_apart_from_their_messages() {
+        let labels = [
+            RejectReason::BudgetExhausted,
+            RejectReason::DependencyUnavailable,
+            RejectReason::Overloaded,
+            RejectReason::Draining,
+        ]
+        .map(RejectReason::as_str);
+        assert_eq!(
+            labels,
+            [
+                "budget_exhausted",
+                "dependency_unavailable",
+                "overloaded",
+                "draining"
+            ]
+        );
+        assert_eq!(RejectReason::Overloaded.to_string(), "admission refused");
+    }
+
+    #[test]
     fn deadline_message_names_the_deadline_and_attempts_and_the_source_is_the_last_failure() {
         let e: Error<&str> = Error::DeadlineExceeded {
             deadline: Duration::from_millis(200),
