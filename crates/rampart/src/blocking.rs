@@ -99,6 +99,22 @@ impl<C, A> Call<'_, C, A> {
 fn execute_blocking<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
+    op: F,
+    log: L,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    F: FnMut(&Attempt) -> Result<T, E>,
+    L: Record,
+{
+    crate::observe::call_span(&shared.name).in_scope(|| drive(shared, caller, op, log))
+}
+
+/// The blocking loop, inside the call's span.
+fn drive<T, E, C, A, F, L>(
+    shared: &Shared<C, A>,
+    caller: Option<&CancellationToken>,
     mut op: F,
     log: L,
 ) -> Result<T, Error<E>>
@@ -148,7 +164,8 @@ where
                     let timer = attempt
                         .deadline()
                         .map(|at| clock.cancel_at(at, attempt.arm_token()));
-                    let result = op(&attempt);
+                    let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
+                    let result = span.in_scope(|| op(&attempt));
                     drop(timer);
                     let now = read(clock, timed);
                     if attempt.fired().is_none() {

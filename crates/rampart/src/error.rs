@@ -92,7 +92,7 @@ pub enum DeadlineSource {
 }
 
 /// The component that refused a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectReason {
     /// The retry budget had no token for this retry.
@@ -105,6 +105,23 @@ pub enum RejectReason {
     Draining,
 }
 
+impl RejectReason {
+    /// A stable lowercase name for logs and metric labels: `budget_exhausted`,
+    /// `dependency_unavailable`, `overloaded`, `draining` (the [`StopReason`] of the call it
+    /// ends has the same name).
+    ///
+    /// [`StopReason`]: crate::StopReason
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::BudgetExhausted => "budget_exhausted",
+            RejectReason::DependencyUnavailable => "dependency_unavailable",
+            RejectReason::Overloaded => "overloaded",
+            RejectReason::Draining => "draining",
+        }
+    }
+}
+
+/// In words, for messages (`circuit breaker open`); [`RejectReason::as_str`] is the label form.
 impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -328,6 +345,27 @@ impl StdError for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reject_reasons_have_label_names_apart_from_their_messages() {
+        let labels = [
+            RejectReason::BudgetExhausted,
+            RejectReason::DependencyUnavailable,
+            RejectReason::Overloaded,
+            RejectReason::Draining,
+        ]
+        .map(RejectReason::as_str);
+        assert_eq!(
+            labels,
+            [
+                "budget_exhausted",
+                "dependency_unavailable",
+                "overloaded",
+                "draining"
+            ]
+        );
+        assert_eq!(RejectReason::Overloaded.to_string(), "admission refused");
+    }
 
     #[test]
     fn deadline_message_names_the_deadline_and_attempts_and_the_source_is_the_last_failure() {

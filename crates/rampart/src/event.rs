@@ -52,6 +52,7 @@ use std::time::Duration;
 
 use crate::breaker::StateKind;
 use crate::hedge::Suppressed;
+use crate::observe::Observer;
 pub use crate::outcome::{AttemptOutcome, StopReason};
 
 /// Something a policy did, handed to its listeners.
@@ -231,17 +232,21 @@ pub(crate) struct Telemetry {
     pub(crate) on_retry: Option<RetryHook>,
     pub(crate) on_timeout: Option<TimeoutHook>,
     pub(crate) diagnostics: Option<Diagnostics>,
+    /// The `tracing` and `metrics` features' view of the events (nothing without them).
+    pub(crate) observer: Observer,
 }
 
 impl Telemetry {
-    /// Whether anyone listens to events (and so wants their durations measured).
+    /// Whether anyone listens to events (and so wants their durations measured): a listener,
+    /// or an observability feature.
     #[inline]
     pub(crate) fn is_listened(&self) -> bool {
-        !self.listeners.is_empty()
+        Observer::ENABLED || !self.listeners.is_empty()
     }
 
     #[inline]
     pub(crate) fn emit(&self, event: Event<'_>) {
+        self.observer.event(&event);
         for listener in &self.listeners {
             self.guard(policy_of(&event), "listener", || listener(&event));
         }

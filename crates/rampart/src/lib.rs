@@ -62,6 +62,7 @@
 //! | [`ambient`] | the deadline and criticality of the current request, across tasks |
 //! | [`drain`] | graceful shutdown: no retries, deadlines clamped to the grace |
 //! | [`event`] | events, listeners and hooks |
+//! | [`observe`] | the optional `tracing` and `metrics` features: the metric table |
 //! | [`error`] | `Error<E>` and `ConfigError` |
 //! | [`latency`] | latency histograms behind hedging and adaptive ceilings |
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
@@ -87,6 +88,7 @@ pub mod executor;
 pub mod hedge;
 pub mod latency;
 pub mod limit;
+pub mod observe;
 pub mod outcome;
 pub mod policy;
 pub mod result;

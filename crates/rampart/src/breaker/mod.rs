@@ -186,7 +186,7 @@ pub struct Transition {
 }
 
 /// The states, without their details.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StateKind {
     /// Calls go through.
     Closed,
@@ -196,6 +196,26 @@ pub enum StateKind {
     HalfOpen,
     /// Held open until reset.
     Isolated,
+}
+
+impl StateKind {
+    /// A stable lowercase name for logs and metric labels: `closed`, `open`, `half_open`,
+    /// `isolated`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StateKind::Closed => "closed",
+            StateKind::Open => "open",
+            StateKind::HalfOpen => "half_open",
+            StateKind::Isolated => "isolated",
+        }
+    }
+}
+
+/// The [`as_str`](StateKind::as_str) name.
+impl fmt::Display for StateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Held for one attempt. Dropping it without [`record`](Self::record) counts as

@@ -180,3 +180,21 @@ fn debug_shows_the_settings_and_the_state_kind() {
         "BreakerPermit { is_probe: false, transition: None, .. }"
     );
 }
+
+#[test]
+fn state_kinds_have_stable_label_names_and_display_them() {
+    let names = [
+        StateKind::Closed,
+        StateKind::Open,
+        StateKind::HalfOpen,
+        StateKind::Isolated,
+    ]
+    .map(|kind| (kind.as_str(), kind.to_string()));
+    assert_eq!(
+        names.map(|(label, shown)| {
+            assert_eq!(label, shown);
+            label
+        }),
+        ["closed", "open", "half_open", "isolated"]
+    );
+}

@@ -88,7 +88,14 @@ where
                 match refused {
                     Some(next) => next,
                     None => {
-                        let race = Race::new(op(attempt), attempt, caller, clock, shared.mode);
+                        let race = Race::new(
+                            crate::observe::attempt_span(ticket.number, ticket.ceiling)
+                                .instrument(op(attempt)),
+                            attempt,
+                            caller,
+                            clock,
+                            shared.mode,
+                        );
                         if leg == 0 {
                             primary.set(Some(race));
                         } else {

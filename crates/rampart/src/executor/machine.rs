@@ -233,6 +233,10 @@ where
                 clamp(grace, Source::Drain);
             }
         }
+        shared
+            .telemetry
+            .observer
+            .call_began(deadline.map(|b| b.span));
         Machine {
             shared,
             log,

@@ -150,13 +150,14 @@ where
     F: Callback<T, E>,
     L: Record,
 {
+    let span = crate::observe::call_span(&shared.name);
     if shared.hedge.is_some() {
         Execute::Hedged {
-            call: Box::pin(hedged::drive(shared, caller, op, log)),
+            call: Box::pin(span.instrument(hedged::drive(shared, caller, op, log))),
         }
     } else {
         Execute::Plain {
-            call: run::drive(shared, caller, op, log),
+            call: span.instrument(run::drive(shared, caller, op, log)),
         }
     }
 }

@@ -54,7 +54,9 @@ where
                 if let Some(next) = refused {
                     next
                 } else {
-                    let race = Race::new(op(&attempt), &attempt, caller, clock, shared.mode);
+                    let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
+                    let callback = span.instrument(op(&attempt));
+                    let race = Race::new(callback, &attempt, caller, clock, shared.mode);
                     let (returned, suspended) = race.await;
                     // An attempt that succeeded on its first poll took no time the call must
                     // account for: the clock is read again only when the reading will be used.

@@ -25,7 +25,7 @@ mod aimd;
 mod concurrency;
 mod criticality;
 mod gradient;
-mod rate;
+pub(crate) mod rate;
 mod throttle;
 
 pub use aimd::{Aimd, AimdBuilder, AimdPermit};

@@ -217,6 +217,9 @@ impl RateLimitBuilder {
     }
 }
 
+/// What a rate limit's refusal is reported as (`Event::AttemptRefused { by, .. }`).
+pub(crate) const BY: &str = "rate limit";
+
 impl Admit for RateLimit {
     type Permit = ();
 
@@ -227,7 +230,7 @@ impl Admit for RateLimit {
     ) -> impl std::future::Future<Output = Result<(), Refusal>> + Send {
         std::future::ready(self.try_acquire(cx.now).map_err(|after| Refusal {
             retry_after: Some(after),
-            by: "rate limit",
+            by: BY,
         }))
     }
 }

@@ -347,6 +347,8 @@ impl<C, A> PolicyBuilder<C, A> {
             // Admission is told the time and each attempt's duration (adaptive limiters learn
             // from it).
             || !A::ALWAYS_ADMITS;
+        let mut telemetry = s.telemetry;
+        telemetry.observer = crate::observe::Observer::new(&s.name);
         let now = s.clock.now();
         let hedge_estimate = s.hedge.and_then(|hedge| match hedge.delay {
             crate::hedge::Delay::Adaptive {
@@ -372,7 +374,7 @@ impl<C, A> PolicyBuilder<C, A> {
                 backoff: s.backoff,
                 classifier: self.classifier,
                 admit: self.admit,
-                telemetry: s.telemetry,
+                telemetry,
                 clock: s.clock,
                 ambient_deadline: s.ambient_deadline,
                 ambient_criticality: s.ambient_criticality,

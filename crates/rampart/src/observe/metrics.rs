@@ -1,0 +1,239 @@
+//! The `metrics` feature: every handle registered once per policy, recorded per event.
+//!
+//! A label set is static per policy (its name and an enum's stable name), so each
+//! combination gets its own handle at build time, indexed by the enum; recording is an index
+//! and a call into the recorder's handle, with no key built and nothing allocated.
+
+use std::time::Duration;
+
+use metrics::{Counter, Histogram, Unit};
+
+use crate::breaker::StateKind;
+use crate::event::Event;
+use crate::outcome::{AttemptOutcome, StopReason};
+
+const STOPS: [StopReason; 10] = [
+    StopReason::Succeeded,
+    StopReason::Permanent,
+    StopReason::AttemptsExhausted,
+    StopReason::DeadlineExceeded,
+    StopReason::BudgetExhausted,
+    StopReason::DependencyUnavailable,
+    StopReason::Overloaded,
+    StopReason::Draining,
+    StopReason::Cancelled,
+    StopReason::Config,
+];
+
+const OUTCOMES: [AttemptOutcome; 7] = [
+    AttemptOutcome::Ok,
+    AttemptOutcome::Transient,
+    AttemptOutcome::Throttled,
+    AttemptOutcome::Permanent,
+    AttemptOutcome::Refused,
+    AttemptOutcome::TimedOut,
+    AttemptOutcome::Cancelled,
+];
+
+const STATES: [StateKind; 4] = [
+    StateKind::Closed,
+    StateKind::Open,
+    StateKind::HalfOpen,
+    StateKind::Isolated,
+];
+
+const TIMEOUTS: [&str; 3] = ["timed_out", "ignored", "orphaned"];
+const REJECTIONS: [&str; 5] = ["breaker", "budget", "overloaded", "rate", "draining"];
+const HEDGES: [&str; 4] = ["started", "won", "discarded", "suppressed"];
+
+const TIMED_OUT: usize = 0;
+const IGNORED: usize = 1;
+const ORPHANED: usize = 2;
+const BREAKER: usize = 0;
+const BUDGET: usize = 1;
+const OVERLOADED: usize = 2;
+const RATE: usize = 3;
+const DRAINING: usize = 4;
+const STARTED: usize = 0;
+const WON: usize = 1;
+const DISCARDED: usize = 2;
+const SUPPRESSED: usize = 3;
+
+/// The handles of one policy.
+#[derive(Clone)]
+pub(super) struct Handles {
+    calls: [Counter; STOPS.len()],
+    call_duration: [Histogram; STOPS.len()],
+    attempts: [Counter; OUTCOMES.len()],
+    attempt_duration: [Histogram; OUTCOMES.len()],
+    timeouts: [Counter; TIMEOUTS.len()],
+    retries: Counter,
+    rejections: [Counter; REJECTIONS.len()],
+    transitions: [[Counter; STATES.len()]; STATES.len()],
+    hedges: [Counter; HEDGES.len()],
+}
+
+/// A policy built before (or without) a name: handles that record nothing.
+impl Default for Handles {
+    fn default() -> Self {
+        Handles {
+            calls: std::array::from_fn(|_| Counter::noop()),
+            call_duration: std::array::from_fn(|_| Histogram::noop()),
+            attempts: std::array::from_fn(|_| Counter::noop()),
+            attempt_duration: std::array::from_fn(|_| Histogram::noop()),
+            timeouts: std::array::from_fn(|_| Counter::noop()),
+            retries: Counter::noop(),
+            rejections: std::array::from_fn(|_| Counter::noop()),
+            transitions: std::array::from_fn(|_| std::array::from_fn(|_| Counter::noop())),
+            hedges: std::array::from_fn(|_| Counter::noop()),
+        }
+    }
+}
+
+impl Handles {
+    /// Registers every handle of policy `policy` with the current recorder.
+    pub(super) fn new(policy: &str) -> Self {
+        describe();
+        let policy = policy.to_owned();
+        let p = || policy.clone();
+        Handles {
+            calls: STOPS.map(|s| metrics::counter!("rampart.calls", "policy" => p(), "stop_reason" => s.as_str())),
+            call_duration: STOPS.map(|s| {
+                metrics::histogram!("rampart.call.duration", "policy" => p(), "stop_reason" => s.as_str())
+            }),
+            attempts: OUTCOMES
+                .map(|o| metrics::counter!("rampart.attempts", "policy" => p(), "outcome" => o.as_str())),
+            attempt_duration: OUTCOMES.map(|o| {
+                metrics::histogram!("rampart.attempt.duration", "policy" => p(), "outcome" => o.as_str())
+            }),
+            timeouts: TIMEOUTS
+                .map(|o| metrics::counter!("rampart.timeouts", "policy" => p(), "outcome" => o)),
+            retries: metrics::counter!("rampart.retries", "policy" => p()),
+            rejections: REJECTIONS
+                .map(|r| metrics::counter!("rampart.rejections", "policy" => p(), "reason" => r)),
+            transitions: STATES.map(|from| {
+                STATES.map(|to| {
+                    metrics::counter!(
+                        "rampart.breaker.transitions",
+                        "policy" => p(),
+                        "from" => from.as_str(),
+                        "to" => to.as_str()
+                    )
+                })
+            }),
+            hedges: HEDGES.map(|e| metrics::counter!("rampart.hedges", "policy" => p(), "event" => e)),
+        }
+    }
+
+    /// Moves the metrics `event` moves.
+    #[inline]
+    pub(super) fn event(&self, event: &Event<'_>) {
+        match *event {
+            Event::AttemptEnded {
+                outcome, elapsed, ..
+            } => {
+                let i = outcome as usize;
+                self.attempts[i].increment(1);
+                self.attempt_duration[i].record(seconds(elapsed));
+                if outcome == AttemptOutcome::TimedOut {
+                    self.timeouts[TIMED_OUT].increment(1);
+                }
+            }
+            Event::Retrying { .. } => self.retries.increment(1),
+            Event::TimeoutIgnored { .. } => self.timeouts[IGNORED].increment(1),
+            Event::OrphanedWork { .. } => self.timeouts[ORPHANED].increment(1),
+            Event::AttemptAbandoned { .. } => {}
+            Event::AttemptRefused { by, .. } => {
+                let reason = match by {
+                    crate::limit::rate::BY => RATE,
+                    _ => OVERLOADED,
+                };
+                self.rejections[reason].increment(1);
+            }
+            Event::BreakerTransition { from, to, .. } => {
+                self.transitions[from as usize][to as usize].increment(1);
+            }
+            Event::HedgeStarted { .. } => self.hedges[STARTED].increment(1),
+            Event::HedgeWon { .. } => self.hedges[WON].increment(1),
+            Event::HedgeDiscarded { .. } => self.hedges[DISCARDED].increment(1),
+            Event::HedgeSuppressed { .. } => self.hedges[SUPPRESSED].increment(1),
+            Event::CallEnded { stop, elapsed, .. } => {
+                let i = stop as usize;
+                self.calls[i].increment(1);
+                self.call_duration[i].record(seconds(elapsed));
+                let rejected = match stop {
+                    StopReason::DependencyUnavailable => Some(BREAKER),
+                    StopReason::BudgetExhausted => Some(BUDGET),
+                    StopReason::Draining => Some(DRAINING),
+                    _ => None,
+                };
+                if let Some(reason) = rejected {
+                    self.rejections[reason].increment(1);
+                }
+            }
+        }
+    }
+}
+
+fn seconds(elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64()
+}
+
+/// Tells the recorder each metric's unit and meaning (recorders keep the first description).
+fn describe() {
+    metrics::describe_counter!("rampart.calls", Unit::Count, "Calls ended, by stop reason.");
+    metrics::describe_histogram!(
+        "rampart.call.duration",
+        Unit::Seconds,
+        "Time from the start of a call to its end."
+    );
+    metrics::describe_counter!(
+        "rampart.attempts",
+        Unit::Count,
+        "Attempts ended, by outcome."
+    );
+    metrics::describe_histogram!(
+        "rampart.attempt.duration",
+        Unit::Seconds,
+        "How long each attempt ran."
+    );
+    metrics::describe_counter!(
+        "rampart.timeouts",
+        Unit::Count,
+        "Attempt ceilings: decided (timed_out), ignored by a late result, or overrun (orphaned)."
+    );
+    metrics::describe_counter!("rampart.retries", Unit::Count, "Retries about to be slept.");
+    metrics::describe_counter!(
+        "rampart.rejections",
+        Unit::Count,
+        "Refusals: by the breaker, the retry budget, admission (overloaded, rate) or a drain."
+    );
+    metrics::describe_counter!(
+        "rampart.breaker.transitions",
+        Unit::Count,
+        "Circuit breaker state changes."
+    );
+    metrics::describe_counter!(
+        "rampart.hedges",
+        Unit::Count,
+        "Hedged legs started, won, discarded, and hedges suppressed."
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_label_tables_are_in_the_enums_order() {
+        for (i, s) in STOPS.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+        }
+        for (i, o) in OUTCOMES.iter().enumerate() {
+            assert_eq!(*o as usize, i);
+        }
+        for (i, k) in STATES.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The `tracing` feature: each event as a `tracing` event, target `rampart`, at its level.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::{debug, info, info_span, warn};
+
+use crate::event::Event;
+
+const CALL: &str = "rampart.call";
+
+/// A call's or an attempt's span.
+pub(crate) struct Span(tracing::Span);
+
+impl Span {
+    /// `future`, polled inside this span.
+    #[inline]
+    pub(crate) fn instrument<F: Future>(self, future: F) -> tracing::instrument::Instrumented<F> {
+        tracing::Instrument::instrument(future, self.0)
+    }
+
+    /// Runs `f` inside this span.
+    #[inline]
+    pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.0.in_scope(f)
+    }
+}
+
+#[inline]
+pub(super) fn call(policy: &str) -> Span {
+    Span(info_span!(
+        target: "rampart",
+        "rampart.call",
+        policy,
+        deadline = Empty,
+        attempts = Empty,
+        stop_reason = Empty
+    ))
+}
+
+#[inline]
+pub(super) fn attempt(number: u32, ceiling: Option<Duration>) -> Span {
+    Span(info_span!(
+        target: "rampart",
+        "rampart.attempt",
+        number,
+        ceiling = ceiling.map(tracing::field::debug)
+    ))
+}
+
+/// The current span, if it is a call's (the machine runs inside it).
+fn current_call() -> Option<tracing::Span> {
+    let span = tracing::Span::current();
+    (span.metadata().map(|m| m.name()) == Some(CALL)).then_some(span)
+}
+
+#[inline]
+pub(super) fn call_began(deadline: Option<Duration>) {
+    if let (Some(deadline), Some(span)) = (deadline, current_call()) {
+        span.record("deadline", tracing::field::debug(deadline));
+    }
+}
+
+/// Logs `event`: timeout diagnostics warn, retries and breaker transitions inform, the rest
+/// is debug detail.
+#[inline]
+pub(super) fn event(event: &Event<'_>) {
+    match *event {
+        Event::AttemptEnded {
+            policy,
+            attempt,
+            outcome,
+            elapsed,
+        } => debug!(
+            target: "rampart",
+            policy,
+            attempt,
+            outcome = outcome.as_str(),
+            elapsed = ?elapsed,
+            "attempt ended"
+        ),
+        Event::Retrying {
+            policy,
+            attempt,
+            outcome,
+            delay,
+        } => info!(
+            target: "rampart",
+            policy,
+            attempt,
+            outcome = outcome.as_str(),
+            delay = ?delay,
+            "retrying"
+        ),
+        Event::TimeoutIgnored {
+            policy,
+            attempt,
+            ceiling,
+            elapsed,
+        } => warn!(
+            target: "rampart",
+            policy,
+            attempt,
+            ceiling = ?ceiling,
+            elapsed = ?elapsed,
+            "timeout ignored: the attempt returned after its ceiling and its result was kept"
+        ),
+        Event::OrphanedWork {
+            policy,
+            attempt,
+            ceiling,
+            overrun,
+        } => warn!(
+            target: "rampart",
+            policy,
+            attempt,
+            ceiling = ?ceiling,
+            overrun = ?overrun,
+            "orphaned work: the attempt ignored its cancellation and overran its ceiling"
+        ),
+        Event::AttemptAbandoned {
+            policy,
+            attempt,
+            ceiling,
+            grace,
+        } => debug!(
+            target: "rampart",
+            policy,
+            attempt,
+            ceiling = ?ceiling,
+            grace = ?grace,
+            "attempt abandoned"
+        ),
+        Event::AttemptRefused {
+            policy,
+            attempt,
+            by,
+            retry_after,
+        } => debug!(
+            target: "rampart",
+            policy,
+            attempt,
+            by,
+            retry_after = ?retry_after,
+            "attempt refused"
+        ),
+        Event::BreakerTransition {
+            policy,
+            from,
+            to,
+            break_duration,
+        } => info!(
+            target: "rampart",
+            policy,
+            from = from.as_str(),
+            to = to.as_str(),
+            break_duration = ?break_duration,
+            "breaker transition"
+        ),
+        Event::HedgeStarted {
+            policy,
+            attempt,
+            after,
+        } => debug!(target: "rampart", policy, attempt, after = ?after, "hedge started"),
+        Event::HedgeWon { policy, attempt } => {
+            debug!(target: "rampart", policy, attempt, "hedge won");
+        }
+        Event::HedgeDiscarded { policy, attempt } => {
+            debug!(target: "rampart", policy, attempt, "hedge discarded");
+        }
+        Event::HedgeSuppressed { policy, reason } => {
+            debug!(target: "rampart", policy, reason = ?reason, "hedge suppressed");
+        }
+        Event::CallEnded {
+            policy,
+            stop,
+            attempts,
+            elapsed,
+        } => {
+            if let Some(span) = current_call() {
+                span.record("attempts", attempts);
+                span.record("stop_reason", stop.as_str());
+            }
+            debug!(
+                target: "rampart",
+                policy,
+                stop_reason = stop.as_str(),
+                attempts,
+                elapsed = ?elapsed,
+                "call ended"
+            );
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The `metrics` feature (issue 12): each scenario, on paused time, moves exactly the metrics
+//! the table in `rampart::observe` says, with the labels it says. Policies are built inside
+//! `metrics::with_local_recorder`, which is when their handles are registered.
+
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rampart::backoff::Backoff;
+use rampart::breaker::Breaker;
+use rampart::hedge::Hedge;
+use rampart::limit::RateLimit;
+use rampart::{Instant, Policy, PolicyBuilder, RetryBudget, StopReason, TimeoutMode};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[derive(Debug)]
+struct Fail;
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed")
+    }
+}
+
+/// Builds `builder` (named `p`) with a fresh debugging recorder as its recorder.
+fn observed<C, A: rampart::admit::Admit>(builder: PolicyBuilder<C, A>) -> (Policy<C, A>, Metrics) {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let policy = metrics::with_local_recorder(&recorder, || builder.name("p").build())
+        .expect("valid policy");
+    (policy, Metrics(snapshotter, std::cell::OnceCell::new()))
+}
+
+/// One snapshot, taken on first use (a snapshot drains the debugging recorder's histograms).
+struct Metrics(Snapshotter, std::cell::OnceCell<Vec<Entry>>);
+
+type Entry = (String, Vec<(String, String)>, DebugValue);
+
+impl Metrics {
+    /// Every metric with its labels (the `policy` label checked and left out) and value.
+    fn all(&self) -> &[Entry] {
+        self.1.get_or_init(|| self.take())
+    }
+
+    fn take(&self) -> Vec<Entry> {
+        let mut all: Vec<_> = self
+            .0
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let key = key.key();
+                let mut labels = Vec::new();
+                for label in key.labels() {
+                    if label.key() == "policy" {
+                        assert_eq!(label.value(), "p", "every metric names its policy");
+                    } else {
+                        labels.push((label.key().to_owned(), label.value().to_owned()));
+                    }
+                }
+                (key.name().to_owned(), labels, value)
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        all
+    }
+
+    /// The counters that moved, as `name{label=value,..} count`.
+    fn counters(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter_map(|(name, labels, value)| match value {
+                DebugValue::Counter(0) => None,
+                DebugValue::Counter(n) => Some(format!("{name}{{{}}} {n}", braces(labels))),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The values recorded into histogram `name`, as `labels: seconds..`.
+    fn histogram(&self, name: &str) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .filter_map(|(_, labels, value)| match value {
+                DebugValue::Histogram(values) if !values.is_empty() => {
+                    let values: Vec<_> = values.iter().map(|v| v.0.to_string()).collect();
+                    Some(format!("{}: {}", braces(labels), values.join(" ")))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn braces(labels: &[(String, String)]) -> String {
+    let pairs: Vec<_> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_counts_one_call_one_ok_attempt_and_both_durations_in_seconds() {
+    let (policy, metrics) = observed(Policy::builder().attempt_timeout(100 * MS));
+    let outcome = policy
+        .run(async |_a| {
+            tokio::time::sleep(10 * MS).await;
+            Ok::<_, Fail>(1)
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(1));
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.calls{stop_reason=succeeded} 1"
+        ]
+    );
+    assert_eq!(
+        metrics.histogram("rampart.call.duration"),
+        ["stop_reason=succeeded: 0.01"]
+    );
+    assert_eq!(
+        metrics.histogram("rampart.attempt.duration"),
+        ["outcome=ok: 0.01"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_call_counts_each_attempt_by_outcome_and_each_retry() {
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(3)
+            .backoff(Backoff::constant(5 * MS)),
+    );
+    let outcome = policy
+        .run(async |a| match a.number() {
+            3 => Ok(3),
+            _ => Err(Fail),
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(3));
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.attempts{outcome=transient} 2",
+            "rampart.calls{stop_reason=succeeded} 1",
+            "rampart.retries{} 2"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_ignored_moves_timeouts_with_outcome_ignored_not_timed_out() {
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .attempt_timeout(10 * MS)
+            .timeout_mode(TimeoutMode::Cooperative),
+    );
+    let outcome = policy
+        .run(async |_a| {
+            tokio::time::sleep(30 * MS).await; // ignores its token
+            Ok::<_, Fail>(7)
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(7));
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.calls{stop_reason=succeeded} 1",
+            "rampart.timeouts{outcome=ignored} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_ran_a_second_past_its_ceiling_moves_timeouts_with_outcome_orphaned() {
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .attempt_timeout(100 * MS)
+            .timeout_mode(TimeoutMode::Cooperative),
+    );
+    let outcome = policy
+        .run(async |_a| {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert!(outcome.is_ok());
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.calls{stop_reason=succeeded} 1",
+            "rampart.timeouts{outcome=ignored} 1",
+            "rampart.timeouts{outcome=orphaned} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_its_ceiling_decided_moves_timeouts_with_outcome_timed_out() {
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1).attempt_timeout(10 * MS));
+    let outcome = policy
+        .run(async |a| {
+            a.cancelled().await;
+            Err::<(), _>(Fail)
+        })
+        .await;
+    assert!(outcome.is_err());
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=timed_out} 1",
+            "rampart.calls{stop_reason=attempts_exhausted} 1",
+            "rampart.timeouts{outcome=timed_out} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opening_moves_its_transition_and_the_retry_it_refuses_is_a_breaker_rejection() {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker");
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(3)
+            .backoff(Backoff::none())
+            .breaker(breaker),
+    );
+    let result = policy
+        .try_run(async |_a| Err::<(), _>(Fail))
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::DependencyUnavailable);
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=transient} 1",
+            "rampart.breaker.transitions{from=closed,to=open} 1",
+            "rampart.calls{stop_reason=dependency_unavailable} 1",
+            "rampart.rejections{reason=breaker} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_budget_refuses_is_a_budget_rejection() {
+    let budget = RetryBudget::builder()
+        .min_per_sec(2.0)
+        .build()
+        .expect("valid budget");
+    let now = Instant::now();
+    while budget.try_spend(now, 0.0).is_ok() {}
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(3)
+            .backoff(Backoff::none())
+            .budget(budget),
+    );
+    let result = policy
+        .try_run(async |_a| Err::<(), _>(Fail))
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::BudgetExhausted);
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=transient} 1",
+            "rampart.calls{stop_reason=budget_exhausted} 1",
+            "rampart.rejections{reason=budget} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_that_wins_moves_hedges_started_won_and_discarded() {
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(3)
+            .deadline(Duration::from_secs(10))
+            .backoff(Backoff::none())
+            .hedge(Hedge::fixed(100 * MS)),
+    );
+    let outcome = policy
+        .run(async |a| {
+            let took = if a.number() == 1 { 1_000 * MS } else { 50 * MS };
+            tokio::time::sleep(took).await;
+            Ok::<_, Fail>(a.number())
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(2));
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.calls{stop_reason=succeeded} 1",
+            "rampart.hedges{event=discarded} 1",
+            "rampart.hedges{event=started} 1",
+            "rampart.hedges{event=won} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_a_rate_limit_sheds_is_a_rate_rejection_and_the_call_is_overloaded() {
+    let limit = RateLimit::builder(1, Duration::from_secs(1))
+        .burst(1)
+        .build()
+        .expect("valid limit");
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1).admit(limit));
+    let first = policy.run(async |_a| Ok::<_, Fail>(())).await;
+    assert!(first.is_ok());
+    let second = policy
+        .try_run(async |_a| Ok::<_, Fail>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(second.stop(), StopReason::Overloaded);
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=ok} 1",
+            "rampart.attempts{outcome=refused} 1",
+            "rampart.calls{stop_reason=overloaded} 1",
+            "rampart.calls{stop_reason=succeeded} 1",
+            "rampart.rejections{reason=rate} 1"
+        ]
+    );
+}
+
+#[test]
+fn a_policy_built_without_a_recorder_records_nothing_and_runs() {
+    let policy = Policy::builder().name("p").build().expect("valid policy");
+    let outcome = policy.run_blocking(|_a| Ok::<_, Fail>(5));
+    assert_eq!(outcome.ok(), Some(5));
+}

@@ -1,0 +1,192 @@
+//! The `tracing` feature (issue 12): a capturing subscriber sees one `rampart.call` span per
+//! call with its fields, a `rampart.attempt` span per attempt, and each event at its level.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rampart::backoff::Backoff;
+use rampart::breaker::Breaker;
+use rampart::{Policy, TimeoutMode};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::{LookupSpan, Registry};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[derive(Debug)]
+struct Fail;
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failed")
+    }
+}
+
+/// Lines: `LEVEL message {fields} in span` for events, `span name {fields}` when a span closes.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+/// A span's fields so far.
+struct Fields(String);
+
+struct Writer<'a>(&'a mut String, &'a mut String);
+
+impl Visit for Writer<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.1, "{value:?}");
+        } else if field.name() != "elapsed" {
+            let _ = write!(self.0, " {}={value:?}", field.name());
+        }
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = String::new();
+        attrs.record(&mut Writer(&mut fields, &mut String::new()));
+        let span = ctx.span(id).expect("span");
+        span.extensions_mut().insert(Fields(fields));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let span = ctx.span(id).expect("span");
+        let mut extensions = span.extensions_mut();
+        let fields = extensions.get_mut::<Fields>().expect("fields");
+        values.record(&mut Writer(&mut fields.0, &mut String::new()));
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let (mut fields, mut message) = (String::new(), String::new());
+        event.record(&mut Writer(&mut fields, &mut message));
+        let within = ctx
+            .event_span(event)
+            .map_or_else(|| "none".to_owned(), |s| s.name().to_owned());
+        let level = event.metadata().level();
+        let line = format!("{level} {message}{fields} in {within}");
+        self.0.lock().expect("lines").push(line);
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let span = ctx.span(&id).expect("span");
+        let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
+        let line = format!("span {}{fields}", span.name());
+        self.0.lock().expect("lines").push(line);
+    }
+}
+
+impl Capture {
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("lines").clone()
+    }
+}
+
+fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
+    let capture = Capture::default();
+    let guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
+    (capture, guard)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_call_has_one_call_span_an_attempt_span_each_and_retries_at_info() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(2)
+        .deadline(Duration::from_secs(1))
+        .backoff(Backoff::constant(5 * MS))
+        .build()
+        .expect("valid policy");
+    let outcome = policy
+        .run(async |a| match a.number() {
+            2 => Ok(2),
+            _ => Err(Fail),
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(2));
+    assert_eq!(
+        capture.lines(),
+        [
+            "span rampart.attempt number=1 ceiling=1s",
+            "DEBUG attempt ended policy=\"p\" attempt=1 outcome=\"transient\" in rampart.call",
+            "INFO retrying policy=\"p\" attempt=1 outcome=\"transient\" delay=5ms in rampart.call",
+            "span rampart.attempt number=2 ceiling=995ms",
+            "DEBUG attempt ended policy=\"p\" attempt=2 outcome=\"ok\" in rampart.call",
+            "DEBUG call ended policy=\"p\" stop_reason=\"succeeded\" attempts=2 in rampart.call",
+            "span rampart.call policy=\"p\" deadline=1s attempts=2 stop_reason=\"succeeded\"",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_ignored_and_orphaned_work_are_warnings() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .timeout_mode(TimeoutMode::Cooperative)
+        .build()
+        .expect("valid policy");
+    let outcome = policy
+        .run(async |_a| {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert!(outcome.is_ok());
+    let warnings: Vec<_> = capture
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("WARN"))
+        .map(|l| l.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(warnings, ["WARN orphaned work", "WARN timeout ignored"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_transition_is_logged_at_info_with_its_states() {
+    let (capture, _guard) = capture();
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker");
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(1)
+        .breaker(breaker)
+        .build()
+        .expect("valid policy");
+    let _ = policy.run(async |_a| Err::<(), _>(Fail)).await;
+    let infos: Vec<_> = capture
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("INFO"))
+        .collect();
+    assert_eq!(
+        infos,
+        [
+            "INFO breaker transition policy=\"p\" from=\"closed\" to=\"open\" break_duration=Some(15s) in rampart.call"
+        ]
+    );
+}
+
+#[test]
+fn a_blocking_call_runs_in_its_call_span_too() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(1)
+        .build()
+        .expect("valid policy");
+    assert_eq!(policy.run_blocking(|_a| Ok::<_, Fail>(1)).ok(), Some(1));
+    let lines = capture.lines();
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("span rampart.call policy=\"p\" deadline=30s attempts=1 stop_reason=\"succeeded\"")
+    );
+}
