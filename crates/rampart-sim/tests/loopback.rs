@@ -57,6 +57,9 @@ fn loopback_section_of_the_report_has_both_shapes_and_a_finding_for_each_contend
         .iter()
         .filter(|f| f.contains("on real sockets"))
         .count();
-    assert_eq!(computed, 4, "rampart and rampart+hedge against naive, per shape");
+    assert_eq!(
+        computed, 4,
+        "rampart and rampart+hedge against naive, per shape"
+    );
     assert_eq!(section.configs.len(), 3);
 }

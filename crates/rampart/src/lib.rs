@@ -2,8 +2,8 @@
 //!
 //! Services call services. rampart runs each such call under one [`Policy`]: retries with
 //! [backoff], a per-attempt timeout and a total deadline with exact arithmetic between
-//! them, and a precise cancellation contract. The whole life of a call is one loop in
-//! [`executor`]; strategies are data it consults.
+//! them, and a precise cancellation contract. The whole life of a call is one state
+//! machine in [`executor`]; strategies are data it consults.
 //!
 //! ```
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -48,7 +48,7 @@
 //! | [`admit`] | admission: may this attempt start at all |
 //! | [`limit`] | ready-made admission components: limiters |
 //! | [`policy`] | `Policy`, its builder and defaults |
-//! | [`executor`] | the loop that runs a call |
+//! | [`executor`] | the call state machine and the drivers that run it |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`blocking`] | the same policy for a synchronous callback |
 //! | [`attempt`] | the handle a callback receives |
