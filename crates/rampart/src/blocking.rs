@@ -134,52 +134,44 @@ where
     let mut next = machine.start(is_cancelled(caller));
     loop {
         next = match next {
-            Next::Attempt(mut ticket) => {
+            Next::Attempt(ticket) => 'attempt: {
                 attempt.begin(ticket.number, ticket.ceiling, ticket.began);
-                let refused = match ticket.admitted {
-                    true => None,
-                    false => {
-                        let cx =
-                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
-                        let answer = match clock.block_on(
-                            shared.admit.acquire(&cx),
-                            attempt.deadline(),
-                            caller,
-                        ) {
-                            Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
-                            Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
-                            Blocked::TimedOut => Admitted::TimedOut,
-                            Blocked::Cancelled => Admitted::Cancelled,
-                        };
-                        machine
-                            .admitted(&mut ticket, answer, read(clock, timed))
-                            .err()
+                let ticket = if ticket.admitted {
+                    ticket
+                } else {
+                    let cx = machine.ticket_context(&ticket, &attempt);
+                    let deadline = attempt.deadline();
+                    let answer = match clock.block_on(shared.admit.acquire(&cx), deadline, caller) {
+                        Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
+                        Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
+                        Blocked::TimedOut => Admitted::TimedOut,
+                        Blocked::Cancelled => Admitted::Cancelled,
+                    };
+                    match machine.admitted(ticket, answer, read(clock, timed)) {
+                        Ok(ticket) => ticket,
+                        Err(next) => break 'attempt next,
                     }
                 };
-                if let Some(next) = refused {
-                    next
-                } else {
-                    // The attempt is always awaited; its token fires at the ceiling from the
-                    // shared timer thread (or the manual clock).
-                    let timer = attempt
+                // The attempt is always awaited; its token fires at the ceiling from the shared
+                // timer thread (or the manual clock).
+                let timer = attempt
+                    .deadline()
+                    .map(|at| clock.cancel_at(at, attempt.arm_token()));
+                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
+                let result = span.in_scope(|| op(&attempt));
+                drop(timer);
+                let now = read(clock, timed);
+                if attempt.fired().is_none() {
+                    if is_cancelled(caller) {
+                        attempt.fire(Fired::Caller);
+                    } else if attempt
                         .deadline()
-                        .map(|at| clock.cancel_at(at, attempt.arm_token()));
-                    let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
-                    let result = span.in_scope(|| op(&attempt));
-                    drop(timer);
-                    let now = read(clock, timed);
-                    if attempt.fired().is_none() {
-                        if is_cancelled(caller) {
-                            attempt.fire(Fired::Caller);
-                        } else if attempt
-                            .deadline()
-                            .is_some_and(|at| now.is_some_and(|n| n >= at))
-                        {
-                            attempt.fire(Fired::Ceiling);
-                        }
+                        .is_some_and(|at| now.is_some_and(|n| n >= at))
+                    {
+                        attempt.fire(Fired::Ceiling);
                     }
-                    machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now)
                 }
+                machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now)
             }
             Next::Sleep { from, delay } => {
                 let cancelled = clock.block_until(later(clock, from, delay), caller);

@@ -64,7 +64,7 @@ where
     let mut next = machine.start(is_cancelled(caller));
     let finish = loop {
         next = match next {
-            Next::Attempt(mut ticket) => {
+            Next::Attempt(ticket) => 'attempt: {
                 let leg = ticket.number.saturating_sub(1) as usize;
                 let Some(slot) = attempts.get(leg) else {
                     unreachable!("validation caps a hedging policy's attempts at {MAX_LEGS}")
@@ -74,37 +74,26 @@ where
                     attempt.begin(ticket.number, ticket.ceiling, ticket.began);
                     attempt
                 });
-                let refused = match ticket.admitted {
-                    true => None,
-                    false => {
-                        let cx =
-                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
-                        let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
-                        machine
-                            .admitted(&mut ticket, answer, read(clock, timed))
-                            .err()
+                let ticket = if ticket.admitted {
+                    ticket
+                } else {
+                    let cx = machine.ticket_context(&ticket, attempt);
+                    let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
+                    match machine.admitted(ticket, answer, read(clock, timed)) {
+                        Ok(ticket) => ticket,
+                        Err(next) => break 'attempt next,
                     }
                 };
-                match refused {
-                    Some(next) => next,
-                    None => {
-                        let race = Race::new(
-                            crate::observe::attempt_span(ticket.number, ticket.ceiling)
-                                .instrument(op(attempt)),
-                            attempt,
-                            caller,
-                            clock,
-                            shared.mode,
-                        );
-                        if leg == 0 {
-                            primary.set(Some(race));
-                        } else {
-                            hedges[leg] = Some(Box::pin(race));
-                        }
-                        tickets[leg] = Some(ticket);
-                        Next::Wait
-                    }
+                let callback = crate::observe::attempt_span(ticket.number, ticket.ceiling)
+                    .instrument(op(attempt));
+                let race = Race::new(callback, attempt, caller, clock, shared.mode);
+                if leg == 0 {
+                    primary.set(Some(race));
+                } else {
+                    hedges[leg] = Some(Box::pin(race));
                 }
+                tickets[leg] = Some(ticket);
+                Next::Wait
             }
             Next::Wait => {
                 let due = machine.hedge_due();

@@ -281,18 +281,19 @@ where
         self.next_attempt(now)
     }
 
-    /// Rule 3: admission answered for the attempt of `ticket`. `Ok` means run the callback.
+    /// Rule 3: admission answered for the attempt of `ticket`. `Ok` hands the ticket back,
+    /// holding its permit: run the callback.
     pub(crate) fn admitted(
         &mut self,
-        ticket: &mut Ticket<'p, A::Permit>,
+        mut ticket: Ticket<'p, A::Permit>,
         answer: Admitted<A::Permit>,
         now: Option<Instant>,
-    ) -> Result<(), Next<'p, T, E, A::Permit>> {
+    ) -> Result<Ticket<'p, A::Permit>, Next<'p, T, E, A::Permit>> {
         let (outcome, retry_after) = match answer {
             Admitted::Permit(permit) => {
                 ticket.permit = permit;
                 ticket.admitted = true;
-                return Ok(());
+                return Ok(ticket);
             }
             Admitted::Cancelled => return Err(Next::Done(self.cancelled(now))),
             Admitted::Refused(refusal) => {
@@ -309,7 +310,6 @@ where
                 (Outcome::Unadmitted { ceiling }, None)
             }
         };
-        let ticket = std::mem::replace(ticket, self.void_ticket());
         Err(self.ended(None, ticket, outcome, Verdict::Refused { retry_after }, now))
     }
 
@@ -448,6 +448,15 @@ where
         });
     }
 
+    /// What an admission component is told about the attempt of `ticket`, begun as `attempt`.
+    pub(crate) fn ticket_context(
+        &self,
+        ticket: &Ticket<'p, A::Permit>,
+        attempt: &Attempt,
+    ) -> AdmitContext<'p> {
+        self.admit_context(ticket.number, attempt.deadline(), ticket.began)
+    }
+
     /// What an admission component is told about attempt `number` with ceiling `deadline`.
     pub(crate) fn admit_context(
         &self,
@@ -525,18 +534,6 @@ where
             admitted,
             breaker,
             permit,
-        }
-    }
-
-    /// A ticket standing for nothing, left behind when a real one is taken out of a `&mut`.
-    fn void_ticket(&self) -> Ticket<'p, A::Permit> {
-        Ticket {
-            number: 0,
-            ceiling: None,
-            began: None,
-            admitted: false,
-            breaker: None,
-            permit: None,
         }
     }
 

@@ -327,9 +327,9 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
         retry_after: Some(50 * MS),
         by: "test limit",
     };
-    let mut first = attempt(machine.start(false));
+    let first = attempt(machine.start(false));
     let now = Some(clock.now());
-    let Err(next) = machine.admitted(&mut first, Admitted::Refused(refusal), now) else {
+    let Err(next) = machine.admitted(first, Admitted::Refused(refusal), now) else {
         panic!("a refusal does not run the callback");
     };
     assert_eq!(
@@ -339,8 +339,8 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
     );
     clock.advance(50 * MS);
     let now = Some(clock.now());
-    let mut second = attempt(machine.woke(now, false));
-    let Err(next) = machine.admitted(&mut second, Admitted::Refused(refusal), now) else {
+    let second = attempt(machine.woke(now, false));
+    let Err(next) = machine.admitted(second, Admitted::Refused(refusal), now) else {
         panic!("a refusal does not run the callback");
     };
     let Err(Error::Rejected {

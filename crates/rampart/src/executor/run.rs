@@ -38,36 +38,31 @@ where
     let mut next = machine.start(is_cancelled(caller));
     loop {
         next = match next {
-            Next::Attempt(mut ticket) => {
+            Next::Attempt(ticket) => 'attempt: {
                 attempt.begin(ticket.number, ticket.ceiling, ticket.began);
-                let refused = match ticket.admitted {
-                    true => None,
-                    false => {
-                        let cx =
-                            machine.admit_context(ticket.number, attempt.deadline(), ticket.began);
-                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                        machine
-                            .admitted(&mut ticket, answer, read(clock, timed))
-                            .err()
+                let ticket = if ticket.admitted {
+                    ticket
+                } else {
+                    let cx = machine.ticket_context(&ticket, &attempt);
+                    let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                    match machine.admitted(ticket, answer, read(clock, timed)) {
+                        Ok(ticket) => ticket,
+                        Err(next) => break 'attempt next,
                     }
                 };
-                if let Some(next) = refused {
-                    next
+                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
+                let callback = span.instrument(op(&attempt));
+                let race = Race::new(callback, &attempt, caller, clock, shared.mode);
+                let (returned, suspended) = race.await;
+                // An attempt that succeeded on its first poll took no time the call must account
+                // for: the clock is read again only when the reading will be used.
+                let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+                let now = if fresh {
+                    read(clock, timed)
                 } else {
-                    let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
-                    let callback = span.instrument(op(&attempt));
-                    let race = Race::new(callback, &attempt, caller, clock, shared.mode);
-                    let (returned, suspended) = race.await;
-                    // An attempt that succeeded on its first poll took no time the call must
-                    // account for: the clock is read again only when the reading will be used.
-                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                    let now = if fresh {
-                        read(clock, timed)
-                    } else {
-                        ticket.began
-                    };
-                    machine.returned(&attempt, ticket, returned, is_cancelled(caller), now)
-                }
+                    ticket.began
+                };
+                machine.returned(&attempt, ticket, returned, is_cancelled(caller), now)
             }
             Next::Sleep { from, delay } => {
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
