@@ -382,6 +382,14 @@ fn summarize(
     };
     let lost =
         |name: &str, level: usize| find(name, max).map_or("-".into(), |p| pct(p.levels[level].1));
+    // Win when rampart loses less of both top levels than each baseline does.
+    let top = |name: &str| find(name, max).map(|p| (p.levels[2].1, p.levels[3].1));
+    let top_verdict = match (top("rampart"), top("naive"), top("budgeted")) {
+        (Some(r), Some(n), Some(b)) if r.0 < n.0.min(b.0) && r.1 < n.1.min(b.1) => "Win",
+        (Some(r), Some(n), Some(b)) if r.0 > n.0.max(b.0) && r.1 > n.1.max(b.1) => "Loss",
+        (Some(_), Some(_), Some(_)) => "Mixed",
+        _ => "Missing",
+    };
     let qrange = |name: &str| {
         let values: Vec<f64> = queues
             .iter()
@@ -421,14 +429,14 @@ fn summarize(
             " (it sent almost nothing: the FIFO's 503s carry no Retry-After, so the shared classifier calls them transient, and rampart's breaker opened on them)".to_owned()
         });
     let findings = vec![
-        format!(
-            "Goodput against the better baseline: rampart is below it (by more than 0.02) at {}. Where one level alone offers more than capacity (Critical, 40% of the load, from 2.5x on), the CriticalityLimit serves that level in arrival order and refuses a waiter left with less than a permit's mean hold, so the capacity goes to requests whose caller still waits (its adaptive LIFO, `lifo_after`, is off by default and not used here).",
-            if losses.is_empty() {
-                "no load level".to_owned()
-            } else {
+        if losses.is_empty() {
+            "Goodput against the better baseline: rampart is below it (by more than 0.02) at no load level.".to_owned()
+        } else {
+            format!(
+                "Loss: rampart's goodput is below the better baseline's (by more than 0.02) at {}. Above 2.5x one level alone (Critical) offers more than the capacity; the CriticalityLimit serves a level in arrival order and refuses a waiter left with less than a permit's mean hold (its adaptive LIFO, `lifo_after`, is off by default and not used here).",
                 losses.join(", ")
-            }
-        ),
+            )
+        },
         format!(
             "Lowest goodput from 2x to {max}x with the queue sized to the latency target ({careful} places): {}, {}, {}. Goal (at least 0.95 with zero inversions): rampart {}, naive {}, budgeted {}.",
             summary("naive"),
@@ -438,16 +446,18 @@ fn summarize(
             goal("naive"),
             goal("budgeted"),
         ),
-        format!(
-            "Tie on goodput (within 0.02 of rampart for both baselines) at {}: a right-sized FIFO queue keeps goodput too; what it cannot do is choose whom to serve.",
-            if ties.is_empty() {
-                "no load level".to_owned()
-            } else {
+        if ties.is_empty() {
+            "Tie on goodput (within 0.02 of rampart for both baselines) at no load level."
+                .to_owned()
+        } else {
+            format!(
+                "Tie on goodput (within 0.02 of rampart for both baselines) at {}: a right-sized FIFO queue keeps goodput there; what it cannot do is choose whom to serve.",
                 ties.join(", ")
-            }
-        ),
+            )
+        },
         format!(
-            "Win: at {max}x rampart loses {} of Critical and {} of CriticalPlus roots, against {} and {} (naive) and {} and {} (budgeted): the FIFO sheds by arrival, whatever the level.",
+            "{}: at {max}x rampart loses {} of Critical and {} of CriticalPlus roots, against {} and {} (naive) and {} and {} (budgeted): the FIFO sheds by arrival, whatever the level.",
+            top_verdict,
             lost("rampart", 2),
             lost("rampart", 3),
             lost("naive", 2),

@@ -325,7 +325,7 @@ fn summarize(
             at("rampart", 5)
         ),
         format!(
-            "Loss: budgets and breakers cost availability at middling error rates. At 50% leaf errors, depth 3, naive answers {}, budgeted {}, rampart without its breaker {} (its budget funds 10% of successes, so fewer retries than tower's per-request-funded budget at the same 10%), and rampart {}: with half the calls failing, the failure-ratio breaker (50% of at least 20 calls in 10 s) opens on every hop and refuses calls for its 15 s break and more.",
+            "Loss: budgets and breakers cost availability at middling error rates. At 50% leaf errors, depth 3, naive answers {}, budgeted {}, rampart without its breaker {}, and rampart {}: with half the calls failing, the failure-ratio breaker (50% of at least 20 calls in 10 s) opens on every hop and refuses calls for its 15 s break and more.",
             ok("naive", 3, 0.5),
             ok("budgeted", 3, 0.5),
             ok(nb, 3, 0.5),

@@ -44,11 +44,11 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 ///   newest first once it has waited longer: the capacity goes to requests with their deadline
 ///   still ahead, and the backlog's old waiters run out of time instead. When the backlog is
 ///   gone the level is in arrival order again. It trades the top level's oldest waiters for
-///   goodput: in the simulator's overload at 3x it lifts goodput from 0.89 to 0.99, but when
-///   the top level alone offers the whole capacity (10x) it loses 6–14% of it where arrival
-///   order loses under 5%, which is why it is not the default.
-/// - **A congested level running out of time is a refused level** (with `lifo_after` set). A waiter that waited
-///   longer than `lifo_after` and then ran out of time (refused for it, or its caller gave up
+///   goodput: when the top level alone offers about the whole capacity, newest-first lets
+///   more of that level's backlog run out of time than arrival order does, which is why it is
+///   not the default (the CHANGELOG gives the simulator runs behind this choice).
+/// - **A congested level running out of time is a refused level** (with `lifo_after` set). A
+///   waiter that waited longer than `lifo_after` and then ran out of time (refused for it, or its caller gave up
 ///   at its ceiling) shows that its level's demand was not met: it counts as a refusal of its
 ///   level, so the waiters below it are shed with it and lower arrivals are refused for `hold`.
 ///

@@ -42,6 +42,46 @@ const STATES: [StateKind; 4] = [
     StateKind::Isolated,
 ];
 
+// The tables above are indexed by `variant as usize` (in order, pinned by the test below).
+// These matches list every variant with no wildcard, so adding one fails to compile here until
+// its table gains it; the assertions check the tables' lengths against them.
+const fn every_stop(s: StopReason) -> usize {
+    match s {
+        StopReason::Succeeded
+        | StopReason::Permanent
+        | StopReason::AttemptsExhausted
+        | StopReason::DeadlineExceeded
+        | StopReason::BudgetExhausted
+        | StopReason::DependencyUnavailable
+        | StopReason::Overloaded
+        | StopReason::Draining
+        | StopReason::Cancelled
+        | StopReason::Config => 10,
+    }
+}
+
+const fn every_outcome(o: AttemptOutcome) -> usize {
+    match o {
+        AttemptOutcome::Ok
+        | AttemptOutcome::Transient
+        | AttemptOutcome::Throttled
+        | AttemptOutcome::Permanent
+        | AttemptOutcome::Refused
+        | AttemptOutcome::TimedOut
+        | AttemptOutcome::Cancelled => 7,
+    }
+}
+
+const fn every_state(k: StateKind) -> usize {
+    match k {
+        StateKind::Closed | StateKind::Open | StateKind::HalfOpen | StateKind::Isolated => 4,
+    }
+}
+
+const _: () = assert!(STOPS.len() == every_stop(StopReason::Succeeded));
+const _: () = assert!(OUTCOMES.len() == every_outcome(AttemptOutcome::Ok));
+const _: () = assert!(STATES.len() == every_state(StateKind::Closed));
+
 const TIMEOUTS: [&str; 3] = ["timed_out", "ignored", "orphaned"];
 const REJECTIONS: [&str; 5] = ["breaker", "budget", "overloaded", "rate", "draining"];
 const HEDGES: [&str; 4] = ["started", "won", "discarded", "suppressed"];

@@ -23,6 +23,9 @@
 //! recorder installed when the policy is **built** (one per label set), so a call allocates
 //! nothing for its metrics: install the recorder before building policies.
 //!
+//! The unit column gives OpenTelemetry's annotation; counters are registered with the `metrics`
+//! facade as `Unit::Count` and histograms as `Unit::Seconds`.
+//!
 //! | name | kind | unit | attributes | when it moves |
 //! |---|---|---|---|---|
 //! | `rampart.calls` | counter | `{call}` | `policy`, `stop_reason` ([`StopReason::as_str`]) | once per call, when it ends |
@@ -40,8 +43,8 @@
 //!
 //! # Tracing
 //!
-//! Every [`Event`] is also a `tracing` event with target `rampart`, the
-//! event's name as its message and its fields as fields: `TimeoutIgnored` and `OrphanedWork`
+//! Every [`Event`] is also a `tracing` event with target `rampart`, a short phrase as its
+//! message ("attempt ended", "timeout ignored: ...") and the event's fields as fields: `TimeoutIgnored` and `OrphanedWork`
 //! at `WARN`, `Retrying` and `BreakerTransition` at `INFO`, the rest at `DEBUG`.
 //!
 //! Each call runs in an `INFO` span `rampart.call` with the fields `policy`, `deadline` (the
