@@ -110,7 +110,7 @@ fn the_full_policys_success_path_allocates_nothing_with_a_recorder_installed() {
 }
 
 #[test]
-fn the_pass_through_policys_success_path_allocates_nothing_with_a_recorder_installed() {
+fn a_one_attempt_policys_success_path_allocates_nothing_with_a_recorder_installed_and_is_counted() {
     let recorder = Atomics::default();
     let policy = metrics::with_local_recorder(&recorder, || {
         Policy::builder().name("none").max_attempts(1).build()

@@ -338,3 +338,56 @@ fn a_policy_built_without_a_recorder_records_nothing_and_runs() {
     let outcome = policy.run_blocking(|_a| Ok::<_, Fail>(5));
     assert_eq!(outcome.ok(), Some(5));
 }
+
+/// An admission component that refuses every attempt (not a rate limit).
+struct Closed;
+
+impl rampart::admit::Admit for Closed {
+    type Permit = ();
+
+    fn acquire(
+        &self,
+        _: &rampart::admit::AdmitContext<'_>,
+    ) -> impl std::future::Future<Output = Result<(), rampart::admit::Refusal>> + Send {
+        std::future::ready(Err(rampart::admit::Refusal {
+            retry_after: None,
+            by: "closed for the test",
+        }))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_by_an_admission_component_that_is_not_a_rate_limit_is_overloaded() {
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1).admit(Closed));
+    let result = policy
+        .try_run(async |_a| Ok::<_, Fail>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::Overloaded);
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=refused} 1",
+            "rampart.calls{stop_reason=overloaded} 1",
+            "rampart.rejections{reason=overloaded} 1"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_before_it_ends_counts_as_cancelled() {
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1));
+    let call = policy.run(async |_a| {
+        std::future::pending::<()>().await;
+        Ok::<_, Fail>(())
+    });
+    // Dropped while its attempt is pending (as a caller that stops waiting drops it).
+    assert!(
+        tokio::time::timeout(10 * MS, call).await.is_err(),
+        "the attempt never ends"
+    );
+    assert_eq!(
+        metrics.counters(),
+        ["rampart.calls{stop_reason=cancelled} 1"]
+    );
+}
