@@ -147,6 +147,39 @@ pub trait Admit: Send + Sync + 'static {
         let _ = feedback;
         drop(permit);
     }
+
+    /// How many attempts the component holds and queues now, for the
+    /// `rampart.limiter.in_flight` and `rampart.limiter.queued` gauges of
+    /// [`observe`](crate::observe). The default tracks neither.
+    fn load(&self) -> Load {
+        Load::default()
+    }
+}
+
+/// How many attempts an admission component holds and queues at one moment
+/// ([`Admit::load`]); `None` for what it does not track.
+///
+/// ```
+/// use rampart::admit::{Admit, Load};
+/// use rampart::limit::ConcurrencyLimit;
+///
+/// let limit = ConcurrencyLimit::new(8).queue(4);
+/// assert_eq!(limit.load(), Load::new(Some(0), Some(0)));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Load {
+    /// Attempts admitted and not yet released.
+    pub in_flight: Option<usize>,
+    /// Attempts waiting in the component's queue.
+    pub queued: Option<usize>,
+}
+
+impl Load {
+    /// A load of `in_flight` held and `queued` waiting attempts.
+    pub const fn new(in_flight: Option<usize>, queued: Option<usize>) -> Self {
+        Load { in_flight, queued }
+    }
 }
 
 /// Admits everything at once; the default.
@@ -177,6 +210,10 @@ impl<T: Admit> Admit for std::sync::Arc<T> {
     fn release(&self, permit: Self::Permit, feedback: Feedback) {
         T::release(self, permit, feedback);
     }
+
+    fn load(&self) -> Load {
+        T::load(self)
+    }
 }
 
 /// Two components, both asked: `A` first, then `B` (a refusal by `B` gives `A`'s permit back).
@@ -206,5 +243,15 @@ impl<A: Admit, B: Admit> Admit for (A, B) {
     fn release(&self, (first, second): Self::Permit, feedback: Feedback) {
         self.0.release(first, feedback);
         self.1.release(second, feedback);
+    }
+
+    /// `A`'s counts where it tracks them, else `B`'s (a rate limit in front of a
+    /// concurrency limit reports the concurrency limit's).
+    fn load(&self) -> Load {
+        let (a, b) = (self.0.load(), self.1.load());
+        Load {
+            in_flight: a.in_flight.or(b.in_flight),
+            queued: a.queued.or(b.queued),
+        }
     }
 }

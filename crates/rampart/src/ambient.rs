@@ -136,12 +136,15 @@ impl Ambient {
         AMBIENT.sync_scope(Ambient::current().merge(self), f)
     }
 
-    /// `future` bound to the current context, to hand to an executor yourself.
+    /// `future` bound to the current context, to hand to an executor yourself. With the
+    /// `tracing` feature, it also runs inside the current `tracing` span, so a call made in it
+    /// is a child of the span that spawned it.
     pub fn bind<F: Future>(future: F) -> impl Future<Output = F::Output> {
-        AMBIENT.scope(Ambient::current(), future)
+        crate::observe::current_span().instrument(AMBIENT.scope(Ambient::current(), future))
     }
 
-    /// `tokio::spawn`, carrying the current context into the new task.
+    /// `tokio::spawn`, carrying the current context (and, with the `tracing` feature, the
+    /// current span) into the new task.
     ///
     /// # Panics
     ///
@@ -154,7 +157,8 @@ impl Ambient {
         tokio::spawn(Ambient::bind(future))
     }
 
-    /// `tokio::task::spawn_blocking`, carrying the current context onto the blocking thread.
+    /// `tokio::task::spawn_blocking`, carrying the current context (and span) onto the
+    /// blocking thread.
     ///
     /// # Panics
     ///
@@ -164,17 +168,18 @@ impl Ambient {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let ambient = Ambient::current();
-        tokio::task::spawn_blocking(move || ambient.sync_scope(f))
+        tokio::task::spawn_blocking(Ambient::carry(f))
     }
 
-    /// A closure for a plain `std::thread::spawn` that runs `f` in the current context.
+    /// A closure for a plain `std::thread::spawn` that runs `f` in the current context (and
+    /// span).
     pub fn carry<F, R>(f: F) -> impl FnOnce() -> R + Send + 'static
     where
         F: FnOnce() -> R + Send + 'static,
     {
         let ambient = Ambient::current();
-        move || ambient.sync_scope(f)
+        let span = crate::observe::current_span();
+        move || span.in_scope(|| ambient.sync_scope(f))
     }
 
     fn merge(self, inner: Ambient) -> Ambient {

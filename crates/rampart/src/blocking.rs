@@ -41,7 +41,7 @@ use crate::classify::Classify;
 use crate::clock::Blocked;
 use crate::error::Error;
 use crate::executor::{
-    Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read,
+    Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read, waited,
 };
 use crate::policy::Policy;
 use crate::result::{CallResult, Cancelled};
@@ -136,8 +136,8 @@ where
         next = match next {
             Next::Attempt(ticket) => 'attempt: {
                 attempt.begin(ticket.number, ticket.ceiling, ticket.began);
-                let ticket = if ticket.admitted {
-                    ticket
+                let (ticket, waited) = if ticket.admitted {
+                    (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, &attempt);
                     let deadline = attempt.deadline();
@@ -147,8 +147,10 @@ where
                         Blocked::TimedOut => Admitted::TimedOut,
                         Blocked::Cancelled => Admitted::Cancelled,
                     };
-                    match machine.admitted(ticket, answer, read(clock, timed)) {
-                        Ok(ticket) => ticket,
+                    let now = read(clock, timed);
+                    let waited = waited(ticket.began, now);
+                    match machine.admitted(ticket, answer, now) {
+                        Ok(ticket) => (ticket, waited),
                         Err(next) => break 'attempt next,
                     }
                 };
@@ -157,7 +159,7 @@ where
                 let timer = attempt
                     .deadline()
                     .map(|at| clock.cancel_at(at, attempt.arm_token()));
-                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
+                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling, waited);
                 let result = span.in_scope(|| op(&attempt));
                 drop(timer);
                 let now = read(clock, timed);
@@ -171,7 +173,10 @@ where
                         attempt.fire(Fired::Ceiling);
                     }
                 }
-                machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now)
+                let next =
+                    machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now);
+                span.record_outcome(machine.attempt_outcome());
+                next
             }
             Next::Sleep { from, delay } => {
                 let cancelled = clock.block_until(later(clock, from, delay), caller);

@@ -238,10 +238,10 @@ pub(crate) struct Telemetry {
 
 impl Telemetry {
     /// Whether anyone listens to events (and so wants their durations measured): a listener,
-    /// or an observability feature.
+    /// or an observability feature that is listened to (see [`Observer::is_active`]).
     #[inline]
     pub(crate) fn is_listened(&self) -> bool {
-        Observer::ENABLED || !self.listeners.is_empty()
+        !self.listeners.is_empty() || self.observer.is_active()
     }
 
     #[inline]

@@ -391,3 +391,94 @@ async fn a_call_dropped_before_it_ends_counts_as_cancelled() {
         ["rampart.calls{stop_reason=cancelled} 1"]
     );
 }
+
+impl Metrics {
+    /// The gauges, as `name{label=value,..} value`.
+    fn gauges(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter_map(|(name, labels, value)| match value {
+                DebugValue::Gauge(v) => Some(format!("{name}{{{}}} {}", braces(labels), v.0)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_state_and_budget_token_gauges_follow_the_calls() {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker");
+    let budget = RetryBudget::builder()
+        .min_per_sec(2.0)
+        .build()
+        .expect("valid budget");
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(2)
+            .backoff(Backoff::none())
+            .breaker(breaker)
+            .budget(budget.clone()),
+    );
+    assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
+    let result = policy
+        .try_run(async |_a| Err::<(), _>(Fail))
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::DependencyUnavailable);
+    let tokens = budget.balance(Instant::now());
+    assert_eq!(
+        metrics.gauges(),
+        [
+            "rampart.breaker.state{state=closed} 0".to_owned(),
+            "rampart.breaker.state{state=half_open} 0".to_owned(),
+            "rampart.breaker.state{state=isolated} 0".to_owned(),
+            "rampart.breaker.state{state=open} 1".to_owned(),
+            format!("rampart.budget.tokens{{}} {tokens}"),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_limiter_gauges_count_held_and_queued_attempts_when_a_call_ends() {
+    let limit = rampart::limit::ConcurrencyLimit::new(1).queue(1);
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1).admit(limit));
+    let slow = |policy: Policy<_, _>| {
+        tokio::spawn(async move {
+            policy
+                .run(async |_a| {
+                    tokio::time::sleep(100 * MS).await;
+                    Ok::<_, Fail>(())
+                })
+                .await
+        })
+    };
+    let (holding, queued) = (slow(policy.clone()), slow(policy.clone()));
+    tokio::time::sleep(MS).await;
+    // The slot is held and the queue is full: this call is refused, and its end samples both.
+    let refused = policy
+        .try_run(async |_a| Ok::<_, Fail>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(refused.stop(), StopReason::Overloaded);
+    assert_eq!(
+        metrics.gauges(),
+        [
+            "rampart.limiter.in_flight{} 1",
+            "rampart.limiter.queued{} 1"
+        ]
+    );
+    for call in [holding, queued] {
+        assert!(call.await.expect("no panic").is_ok());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_policy_without_a_breaker_budget_or_limiter_registers_no_gauges() {
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1));
+    assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
+    assert!(metrics.gauges().is_empty(), "{:?}", metrics.gauges());
+}

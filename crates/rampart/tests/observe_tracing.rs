@@ -25,9 +25,10 @@ impl std::fmt::Display for Fail {
     }
 }
 
-/// Lines: `LEVEL message {fields} in span` for events, `span name {fields}` when a span closes.
+/// Lines: `LEVEL message {fields} in span` for events, `span name {fields}` when a span closes;
+/// and each new span as `name in parent`.
 #[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
+struct Capture(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>);
 
 /// A span's fields so far.
 struct Fields(String);
@@ -49,6 +50,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let mut fields = String::new();
         attrs.record(&mut Writer(&mut fields, &mut String::new()));
         let span = ctx.span(id).expect("span");
+        let parent = span.parent().map_or("none", |p| p.name());
+        let line = format!("{} in {parent}", span.name());
+        self.1.lock().expect("parents").push(line);
         span.extensions_mut().insert(Fields(fields));
     }
 
@@ -82,6 +86,10 @@ impl Capture {
     fn lines(&self) -> Vec<String> {
         self.0.lock().expect("lines").clone()
     }
+
+    fn parents(&self) -> Vec<String> {
+        self.1.lock().expect("parents").clone()
+    }
 }
 
 fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
@@ -110,12 +118,12 @@ async fn a_retried_call_has_one_call_span_an_attempt_span_each_and_retries_at_in
     assert_eq!(
         capture.lines(),
         [
-            "span rampart.attempt number=1 ceiling=1s",
             "DEBUG attempt ended policy=\"p\" attempt=1 outcome=\"transient\" in rampart.call",
             "INFO retrying policy=\"p\" attempt=1 outcome=\"transient\" delay=5ms in rampart.call",
-            "span rampart.attempt number=2 ceiling=995ms",
+            "span rampart.attempt number=1 ceiling=1s outcome=\"transient\"",
             "DEBUG attempt ended policy=\"p\" attempt=2 outcome=\"ok\" in rampart.call",
             "DEBUG call ended policy=\"p\" stop_reason=\"succeeded\" attempts=2 in rampart.call",
+            "span rampart.attempt number=2 ceiling=995ms outcome=\"ok\"",
             "span rampart.call policy=\"p\" deadline=1s attempts=2 stop_reason=\"succeeded\"",
         ]
     );
@@ -188,5 +196,58 @@ fn a_blocking_call_runs_in_its_call_span_too() {
     assert_eq!(
         lines.last().map(String::as_str),
         Some("span rampart.call policy=\"p\" deadline=30s attempts=1 stop_reason=\"succeeded\"")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_span_records_its_admission_wait_and_its_outcome() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(1)
+        .admit(rampart::limit::ConcurrencyLimit::new(1).queue(1))
+        .build()
+        .expect("valid policy");
+    let hold = policy.run(async |_a| {
+        tokio::time::sleep(30 * MS).await;
+        Ok::<_, Fail>(())
+    });
+    let wait = policy.run(async |_a| Err::<(), _>(Fail));
+    let (held, waited) = tokio::join!(hold, wait);
+    assert!(held.is_ok() && waited.is_err());
+    let spans: Vec<_> = capture
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("span rampart.attempt"))
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            "span rampart.attempt number=1 ceiling=10s admission_wait=0ns outcome=\"ok\"",
+            "span rampart.attempt number=1 ceiling=10s admission_wait=30ms outcome=\"transient\"",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_in_a_task_from_ambient_spawn_is_a_child_of_the_spawning_span() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(1)
+        .build()
+        .expect("valid policy");
+    let request = tracing::info_span!("request");
+    let task = request.in_scope(|| {
+        rampart::Ambient::spawn(async move { policy.run(async |_a| Ok::<_, Fail>(1)).await })
+    });
+    assert_eq!(task.await.expect("no panic").ok(), Some(1));
+    assert_eq!(
+        capture.parents(),
+        [
+            "request in none",
+            "rampart.call in request",
+            "rampart.attempt in rampart.call"
+        ]
     );
 }

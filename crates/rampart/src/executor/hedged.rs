@@ -27,7 +27,7 @@ use crate::hedge::MAX_LEGS;
 use super::machine::Ticket;
 use super::race::{Race, admission};
 use super::run::sleep_or_cancel;
-use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read};
+use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// What woke the driver while legs were in flight.
 enum Wake<O> {
@@ -58,6 +58,7 @@ where
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);
     let mut primary = pin!(None);
     let mut hedges: [Option<Pin<Box<_>>>; MAX_LEGS] = array::from_fn(|_| None);
+    let mut spans: [Option<crate::observe::Span>; MAX_LEGS] = array::from_fn(|_| None);
     let mut timer = pin!(None::<Sleep>);
     let mut timer_at = None;
 
@@ -74,18 +75,21 @@ where
                     attempt.begin(ticket.number, ticket.ceiling, ticket.began);
                     attempt
                 });
-                let ticket = if ticket.admitted {
-                    ticket
+                let (ticket, waited) = if ticket.admitted {
+                    (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, attempt);
                     let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
-                    match machine.admitted(ticket, answer, read(clock, timed)) {
-                        Ok(ticket) => ticket,
+                    let now = read(clock, timed);
+                    let waited = waited(ticket.began, now);
+                    match machine.admitted(ticket, answer, now) {
+                        Ok(ticket) => (ticket, waited),
                         Err(next) => break 'attempt next,
                     }
                 };
-                let callback = crate::observe::attempt_span(ticket.number, ticket.ceiling)
-                    .instrument(op(attempt));
+                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling, waited);
+                let callback = span.clone().instrument(op(attempt));
+                spans[leg] = Some(span);
                 let race = Race::new(callback, attempt, caller, clock, shared.mode);
                 if leg == 0 {
                     primary.set(Some(race));
@@ -147,13 +151,17 @@ where
                         else {
                             unreachable!("a leg that finished was started")
                         };
-                        machine.returned(
+                        let next = machine.returned(
                             attempt,
                             ticket,
                             returned,
                             is_cancelled(caller),
                             read(clock, timed),
-                        )
+                        );
+                        if let Some(span) = spans[leg].take() {
+                            span.record_outcome(machine.attempt_outcome());
+                        }
+                        next
                     }
                 }
             }

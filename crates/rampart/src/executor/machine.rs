@@ -55,6 +55,7 @@ use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
+use crate::observe::{Gauges, LastOutcome};
 use crate::outcome::StopReason;
 use crate::result::AttemptRecord;
 use crate::timeout::{TimeoutContext, TimeoutMode};
@@ -160,6 +161,8 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// The last failed attempt's outcome, kept for the error that ends the call.
     last: Option<Outcome<T, E>>,
     legs: Legs,
+    /// How the attempt that ended last ended, for its span (nothing without `tracing`).
+    outcome: LastOutcome,
     /// Whether the terminal event went out; if not when the machine is dropped (the call's
     /// future was dropped, or a callback panicked), the drop sends it.
     ended: bool,
@@ -188,7 +191,11 @@ where
     /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them).
     #[inline(always)]
     pub(crate) fn timed(shared: &Shared<C, A>, wanted: bool) -> bool {
-        wanted || L::TIMED || shared.reads_clock || shared.drain.is_draining()
+        wanted
+            || L::TIMED
+            || shared.reads_clock
+            || shared.drain.is_draining()
+            || shared.telemetry.is_listened()
     }
 
     /// A call of `shared` beginning at `now` (`Some` exactly when [`timed`](Self::timed)).
@@ -250,8 +257,15 @@ where
             rng: None,
             last: None,
             legs: Legs::default(),
+            outcome: LastOutcome::default(),
             ended: false,
         }
+    }
+
+    /// How the attempt that ended last ended, for its span.
+    #[inline(always)]
+    pub(crate) fn attempt_outcome(&self) -> Option<AttemptOutcome> {
+        self.outcome.get()
     }
 
     /// Whether attempt durations are wanted even for an attempt that finished on its first
@@ -762,6 +776,7 @@ where
     ) {
         let policy = &*self.shared.name;
         let telemetry = &self.shared.telemetry;
+        self.outcome.set(kind);
         if telemetry.is_listened() {
             telemetry.emit(Event::AttemptEnded {
                 policy,
@@ -1034,12 +1049,19 @@ where
     ) -> Finish<T, E> {
         self.ended = true;
         self.log.stop(stop);
-        if self.shared.telemetry.is_listened() {
-            self.shared.telemetry.emit(Event::CallEnded {
-                policy: &self.shared.name,
+        let shared = self.shared;
+        if shared.telemetry.is_listened() {
+            shared.telemetry.emit(Event::CallEnded {
+                policy: &shared.name,
                 stop,
                 attempts: self.attempts,
                 elapsed: self.elapsed(now),
+            });
+            shared.telemetry.observer.sample(&Gauges {
+                breaker: shared.breaker.as_ref(),
+                budget: shared.budget.as_ref(),
+                admit: &shared.admit,
+                now,
             });
         }
         Finish { outcome }

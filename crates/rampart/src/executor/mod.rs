@@ -247,6 +247,13 @@ pub(crate) fn read(clock: &Clock, timed: bool) -> Option<Instant> {
     timed.then(|| clock.now())
 }
 
+/// How long an attempt that began at `began` waited for admission, answered at `now`
+/// (`None` when the call takes no readings).
+#[inline(always)]
+pub(crate) fn waited(began: Option<Instant>, now: Option<Instant>) -> Option<Duration> {
+    Some(now?.saturating_duration_since(began?))
+}
+
 /// `delay` after `from` (read from `clock` if the call took no reading). Delays are bounded by
 /// validation (a day at most), so this saturates only on a clock near the end of time, and
 /// then at the latest instant (never at `from`, which would turn a long delay into none).

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::outcome::StopReason;
 
 use super::race::{Race, admission};
-use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read};
+use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// Runs `op` under `shared`, one attempt at a time.
 pub(crate) async fn drive<T, E, C, A, F, L>(
@@ -28,7 +28,12 @@ where
     F: Callback<T, E>,
     L: Record,
 {
-    if shared.pass_through && caller.is_none() && !L::TIMED && !shared.drain.is_draining() {
+    if shared.pass_through
+        && caller.is_none()
+        && !L::TIMED
+        && !shared.drain.is_draining()
+        && !shared.telemetry.observer.is_active()
+    {
         return pass_through(shared, op, &mut log).await;
     }
     let clock = &shared.clock;
@@ -40,18 +45,20 @@ where
         next = match next {
             Next::Attempt(ticket) => 'attempt: {
                 attempt.begin(ticket.number, ticket.ceiling, ticket.began);
-                let ticket = if ticket.admitted {
-                    ticket
+                let (ticket, waited) = if ticket.admitted {
+                    (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, &attempt);
                     let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                    match machine.admitted(ticket, answer, read(clock, timed)) {
-                        Ok(ticket) => ticket,
+                    let now = read(clock, timed);
+                    let waited = waited(ticket.began, now);
+                    match machine.admitted(ticket, answer, now) {
+                        Ok(ticket) => (ticket, waited),
                         Err(next) => break 'attempt next,
                     }
                 };
-                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling);
-                let callback = span.instrument(op(&attempt));
+                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling, waited);
+                let callback = span.clone().instrument(op(&attempt));
                 let race = Race::new(callback, &attempt, caller, clock, shared.mode);
                 let (returned, suspended) = race.await;
                 // An attempt that succeeded on its first poll took no time the call must account
@@ -62,7 +69,9 @@ where
                 } else {
                     ticket.began
                 };
-                machine.returned(&attempt, ticket, returned, is_cancelled(caller), now)
+                let next = machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
+                span.record_outcome(machine.attempt_outcome());
+                next
             }
             Next::Sleep { from, delay } => {
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;

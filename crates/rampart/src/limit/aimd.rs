@@ -300,6 +300,10 @@ pub(super) fn bounds_problems(
 impl Admit for Aimd {
     type Permit = AimdPermit;
 
+    fn load(&self) -> crate::admit::Load {
+        crate::admit::Load::new(Some(self.in_flight()), None)
+    }
+
     #[inline]
     fn acquire(
         &self,

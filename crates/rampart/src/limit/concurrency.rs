@@ -127,6 +127,10 @@ impl Drop for Queued<'_> {
 impl Admit for ConcurrencyLimit {
     type Permit = OwnedSemaphorePermit;
 
+    fn load(&self) -> crate::admit::Load {
+        crate::admit::Load::new(Some(self.in_flight()), Some(self.queued()))
+    }
+
     async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
         let inner = &self.inner;
         if let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {

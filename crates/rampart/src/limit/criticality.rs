@@ -561,6 +561,10 @@ impl fmt::Debug for CriticalityPermit {
 impl Admit for CriticalityLimit {
     type Permit = CriticalityPermit;
 
+    fn load(&self) -> crate::admit::Load {
+        crate::admit::Load::new(Some(self.in_flight()), Some(self.queued()))
+    }
+
     async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<CriticalityPermit, Refusal> {
         let inner = &self.inner;
         let level = cx.level;

@@ -326,6 +326,10 @@ impl GradientBuilder {
 impl Admit for Gradient {
     type Permit = GradientPermit;
 
+    fn load(&self) -> crate::admit::Load {
+        crate::admit::Load::new(Some(self.in_flight()), None)
+    }
+
     #[inline]
     fn acquire(
         &self,

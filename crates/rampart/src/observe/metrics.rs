@@ -4,9 +4,13 @@
 //! combination gets its own handle at build time, indexed by the enum; recording is an index
 //! and a call into the recorder's handle, with no key built and nothing allocated.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::time::Duration;
 
-use metrics::{Counter, Histogram, Unit};
+use metrics::{Counter, Gauge, Histogram, Unit};
+
+use super::{Gauges, Parts};
 
 use crate::breaker::StateKind;
 use crate::event::Event;
@@ -99,9 +103,27 @@ const WON: usize = 1;
 const DISCARDED: usize = 2;
 const SUPPRESSED: usize = 3;
 
+/// With `metrics` compiled in, every call builds its events: the facade cannot tell whether a
+/// recorder is installed.
+pub(super) const ACTIVE: bool = true;
+
+/// No state recorded in the breaker gauge yet.
+const UNSET: u8 = u8::MAX;
+
+/// The gauges of one policy: only those of the parts it has.
+#[derive(Clone, Default)]
+struct Levels {
+    /// `rampart.breaker.state`, one per state, and the state last set (`UNSET` at first).
+    breaker: Option<([Gauge; STATES.len()], Arc<AtomicU8>)>,
+    budget: Option<Gauge>,
+    in_flight: Option<Gauge>,
+    queued: Option<Gauge>,
+}
+
 /// The handles of one policy.
 #[derive(Clone)]
 pub(super) struct Handles {
+    levels: Levels,
     calls: [Counter; STOPS.len()],
     call_duration: [Histogram; STOPS.len()],
     attempts: [Counter; OUTCOMES.len()],
@@ -117,6 +139,7 @@ pub(super) struct Handles {
 impl Default for Handles {
     fn default() -> Self {
         Handles {
+            levels: Levels::default(),
             calls: std::array::from_fn(|_| Counter::noop()),
             call_duration: std::array::from_fn(|_| Histogram::noop()),
             attempts: std::array::from_fn(|_| Counter::noop()),
@@ -131,12 +154,33 @@ impl Default for Handles {
 }
 
 impl Handles {
-    /// Registers every handle of policy `policy` with the current recorder.
-    pub(super) fn new(policy: &str) -> Self {
+    /// Registers every handle of policy `policy`, which has `parts`, with the current
+    /// recorder.
+    pub(super) fn new(policy: &str, parts: Parts) -> Self {
         describe();
         let policy = policy.to_owned();
         let p = || policy.clone();
+        let levels = Levels {
+            breaker: parts.breaker.then(|| {
+                let gauges = STATES.map(
+                    |k| metrics::gauge!("rampart.breaker.state", "policy" => p(), "state" => k.as_str()),
+                );
+                (gauges, Arc::new(AtomicU8::new(UNSET)))
+            }),
+            budget: parts
+                .budget
+                .then(|| metrics::gauge!("rampart.budget.tokens", "policy" => p())),
+            in_flight: parts
+                .load
+                .in_flight
+                .map(|_| metrics::gauge!("rampart.limiter.in_flight", "policy" => p())),
+            queued: parts
+                .load
+                .queued
+                .map(|_| metrics::gauge!("rampart.limiter.queued", "policy" => p())),
+        };
         Handles {
+            levels,
             calls: STOPS.map(|s| metrics::counter!("rampart.calls", "policy" => p(), "stop_reason" => s.as_str())),
             call_duration: STOPS.map(|s| {
                 metrics::histogram!("rampart.call.duration", "policy" => p(), "stop_reason" => s.as_str())
@@ -215,6 +259,39 @@ impl Handles {
     }
 }
 
+impl Handles {
+    /// Sets the gauges of the parts this policy has from `gauges`.
+    #[inline]
+    pub(super) fn sample<A: crate::admit::Admit>(&self, gauges: &Gauges<'_, A>) {
+        let levels = &self.levels;
+        if let (Some((states, last)), Some(breaker), Some(now)) =
+            (&levels.breaker, gauges.breaker, gauges.now)
+        {
+            let kind = breaker.state(now).kind() as u8;
+            let was = last.swap(kind, Relaxed);
+            if was != kind {
+                if let Some(old) = states.get(usize::from(was)) {
+                    old.set(0.0);
+                }
+                states[usize::from(kind)].set(1.0);
+            }
+        }
+        if let (Some(gauge), Some(budget), Some(now)) = (&levels.budget, gauges.budget, gauges.now)
+        {
+            gauge.set(budget.balance(now));
+        }
+        if levels.in_flight.is_some() || levels.queued.is_some() {
+            let load = gauges.admit.load();
+            if let (Some(gauge), Some(n)) = (&levels.in_flight, load.in_flight) {
+                gauge.set(n as f64);
+            }
+            if let (Some(gauge), Some(n)) = (&levels.queued, load.queued) {
+                gauge.set(n as f64);
+            }
+        }
+    }
+}
+
 fn seconds(elapsed: Duration) -> f64 {
     elapsed.as_secs_f64()
 }
@@ -252,6 +329,26 @@ fn describe() {
         "rampart.breaker.transitions",
         Unit::Count,
         "Circuit breaker state changes."
+    );
+    metrics::describe_gauge!(
+        "rampart.breaker.state",
+        Unit::Count,
+        "1 for the breaker's current state, 0 for the others (set when a call ends)."
+    );
+    metrics::describe_gauge!(
+        "rampart.budget.tokens",
+        Unit::Count,
+        "Retry budget tokens left (set when a call ends)."
+    );
+    metrics::describe_gauge!(
+        "rampart.limiter.in_flight",
+        Unit::Count,
+        "Attempts holding an admission permit (set when a call ends)."
+    );
+    metrics::describe_gauge!(
+        "rampart.limiter.queued",
+        Unit::Count,
+        "Attempts waiting in the admission queue (set when a call ends)."
     );
     metrics::describe_counter!(
         "rampart.hedges",

@@ -1,5 +1,5 @@
-//! Observability without glue: `tracing` events and `metrics` counters and histograms, each
-//! behind its own optional feature.
+//! Observability without glue: `tracing` spans and events, and `metrics` counters,
+//! histograms and gauges, each behind its own optional feature.
 //!
 //! Why here and not at the call sites: every [`Event`] of a call already leaves
 //! the executor's state machine through one function (the policy's telemetry), so this module
@@ -13,8 +13,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `metrics` | the counters and histograms below, through the [`metrics`](https://docs.rs/metrics) facade (any exporter) |
-//! | `tracing` | one event per [`Event`] at the level below, through [`tracing`](https://docs.rs/tracing) |
+//! | `metrics` | the counters, histograms and gauges below, through the [`metrics`](https://docs.rs/metrics) facade (any exporter) |
+//! | `tracing` | the spans below, and one event per [`Event`] at the level below, through [`tracing`](https://docs.rs/tracing) |
 //!
 //! # Metrics
 //!
@@ -23,8 +23,8 @@
 //! recorder installed when the policy is **built** (one per label set), so a call allocates
 //! nothing for its metrics: install the recorder before building policies.
 //!
-//! The unit column gives OpenTelemetry's annotation; counters are registered with the `metrics`
-//! facade as `Unit::Count` and histograms as `Unit::Seconds`.
+//! The unit column gives OpenTelemetry's annotation; counters and gauges are registered with
+//! the `metrics` facade as `Unit::Count` and histograms as `Unit::Seconds`.
 //!
 //! | name | kind | unit | attributes | when it moves |
 //! |---|---|---|---|---|
@@ -37,34 +37,57 @@
 //! | `rampart.rejections` | counter | `{rejection}` | `policy`, `reason`: `breaker` \| `budget` \| `overloaded` \| `rate` \| `draining` | a call ended rejected by the breaker, the budget or a drain; admission refused an attempt (`rate` for a [`RateLimit`], `overloaded` for any other component) |
 //! | `rampart.breaker.transitions` | counter | `{transition}` | `policy`, `from`, `to` ([`StateKind::as_str`]) | the policy's breaker changed state |
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
+//! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
+//! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |
+//! | `rampart.limiter.in_flight` | gauge | `{attempt}` | `policy` | set when a call ends: attempts holding an admission permit ([`Admit::load`]; limiters that count them) |
+//! | `rampart.limiter.queued` | gauge | `{attempt}` | `policy` | set when a call ends: attempts waiting in admission's queue ([`Admit::load`]) |
 //!
-//! Durations come from the policy's [`Clock`](crate::Clock) (so paused and manual time work);
-//! with either feature on, every call reads it (see the cost below).
+//! Every label combination is registered when the policy is built, so an exporter lists
+//! the combinations that never happened with a value of 0. Gauges are registered only for
+//! the parts a policy has.
+//!
+//! Durations come from the policy's [`Clock`](crate::Clock) (so paused and manual time work).
 //!
 //! # Tracing
 //!
 //! Every [`Event`] is also a `tracing` event with target `rampart`, a short phrase as its
-//! message ("attempt ended", "timeout ignored: ...") and the event's fields as fields: `TimeoutIgnored` and `OrphanedWork`
-//! at `WARN`, `Retrying` and `BreakerTransition` at `INFO`, the rest at `DEBUG`.
+//! message ("attempt ended", "timeout ignored: ...") and the event's fields as fields:
+//! `TimeoutIgnored` and `OrphanedWork` at `WARN`, `Retrying` and `BreakerTransition` at
+//! `INFO`, the rest at `DEBUG`.
 //!
-//! Each call runs in an `INFO` span `rampart.call` with the fields `policy`, `deadline` (the
-//! effective one, recorded when the call starts, if it has one), `attempts` and `stop_reason`
-//! (recorded when it ends); each attempt's callback runs in a child span `rampart.attempt`
-//! with `number` and `ceiling`. The events above happen inside the call span.
+//! | span | level | fields |
+//! |---|---|---|
+//! | `rampart.call` | `INFO` | `policy`; `deadline` (the effective one, recorded when the call starts, if it has one); `attempts` and `stop_reason` (recorded when it ends) |
+//! | `rampart.attempt` | `INFO` | `number`, `ceiling`, `admission_wait` (how long admission kept it waiting, when the call reads the clock), `outcome` ([`AttemptOutcome::as_str`], recorded when it ends) |
+//!
+//! Each attempt's callback runs in its `rampart.attempt` span, a child of the call's; the
+//! events happen inside the call span. A hedged call's legs each have their own attempt span
+//! under the one call span. [`Ambient::spawn`], [`Ambient::spawn_blocking`],
+//! [`Ambient::bind`] and [`Ambient::carry`] carry the current span into the new task, so a
+//! call made there is a child of the span that spawned it.
 //!
 //! # Cost
 //!
 //! Without the features: none (the empty twins compile to nothing, and the zero-allocation
-//! and future-size budgets hold). With either feature on, a call reads the clock and builds
-//! its events even without listeners, and `Policy::none()` no longer takes the pass-through
-//! shortcut; the success path still allocates nothing. `bench/benches/observability.rs`
-//! measures the per-call cost of each feature.
+//! and future-size budgets hold). With `tracing` alone, a call checks once whether a
+//! subscriber listens to target `rampart` (a cached per-callsite check); if none does, it
+//! reads no clock and builds no event, and `Policy::none()` keeps its pass-through
+//! shortcut. With `metrics`, every call reads the clock and builds its events (the `metrics`
+//! facade cannot tell whether a recorder is installed) and `Policy::none()` loses the
+//! shortcut. The success path allocates nothing either way
+//! (`tests/observe_allocations.rs`). `bench/benches/observability.rs` measures the per-call
+//! cost of each feature; BENCHMARKS.md has the numbers.
 //!
 //! [`name`]: crate::PolicyBuilder::name
 //! [`StopReason::as_str`]: crate::StopReason::as_str
 //! [`AttemptOutcome::as_str`]: crate::AttemptOutcome::as_str
 //! [`StateKind::as_str`]: crate::breaker::StateKind::as_str
 //! [`RateLimit`]: crate::limit::RateLimit
+//! [`Admit::load`]: crate::admit::Admit::load
+//! [`Ambient::spawn`]: crate::Ambient::spawn
+//! [`Ambient::spawn_blocking`]: crate::Ambient::spawn_blocking
+//! [`Ambient::bind`]: crate::Ambient::bind
+//! [`Ambient::carry`]: crate::Ambient::carry
 
 use std::time::Duration;
 
@@ -77,7 +100,7 @@ mod metrics;
 #[cfg_attr(not(feature = "tracing"), path = "tracing_off.rs")]
 mod tracing;
 
-pub(crate) use self::tracing::Span;
+pub(crate) use self::tracing::{LastOutcome, Span};
 
 /// The span of one call of policy `policy` (`rampart.call`); nothing without `tracing`.
 #[inline(always)]
@@ -85,11 +108,22 @@ pub(crate) fn call_span(policy: &str) -> Span {
     tracing::call(policy)
 }
 
-/// The span of attempt `number` with ceiling `ceiling` (`rampart.attempt`); nothing without
+/// The span of attempt `number` with ceiling `ceiling`, admitted after waiting
+/// `admission_wait` (`rampart.attempt`); nothing without `tracing`.
+#[inline(always)]
+pub(crate) fn attempt_span(
+    number: u32,
+    ceiling: Option<Duration>,
+    admission_wait: Option<Duration>,
+) -> Span {
+    tracing::attempt(number, ceiling, admission_wait)
+}
+
+/// The span the current code runs in, to carry into a spawned task; nothing without
 /// `tracing`.
 #[inline(always)]
-pub(crate) fn attempt_span(number: u32, ceiling: Option<Duration>) -> Span {
-    tracing::attempt(number, ceiling)
+pub(crate) fn current_span() -> Span {
+    tracing::current()
 }
 
 /// What one policy reports to `tracing` and `metrics`, built with the policy.
@@ -99,16 +133,21 @@ pub(crate) struct Observer {
 }
 
 impl Observer {
-    /// Whether any observability feature is compiled in: then every event is built, and
-    /// every call reads the clock, even without listeners.
-    pub(crate) const ENABLED: bool = cfg!(any(feature = "tracing", feature = "metrics"));
-
-    /// The observer of policy `policy`: registers its metric handles with the current
-    /// recorder.
-    pub(crate) fn new(policy: &str) -> Self {
+    /// The observer of policy `policy`, which has `parts`: registers its metric handles
+    /// with the current recorder.
+    pub(crate) fn new(policy: &str, parts: Parts) -> Self {
         Observer {
-            metrics: metrics::Handles::new(policy),
+            metrics: metrics::Handles::new(policy, parts),
         }
+    }
+
+    /// Whether a call must build its events and read the clock for them: with `metrics`
+    /// compiled in, always (the facade cannot tell whether a recorder listens); with
+    /// `tracing` only, when a subscriber is interested in target `rampart` (a cached
+    /// per-callsite check); never without either.
+    #[inline(always)]
+    pub(crate) fn is_active(&self) -> bool {
+        metrics::ACTIVE || tracing::is_active()
     }
 
     /// The call began with the effective deadline `deadline` (from its start), if any.
@@ -123,4 +162,31 @@ impl Observer {
         self.metrics.event(event);
         tracing::event(event);
     }
+
+    /// Sets the gauges from the state a call just left behind at `now`: the breaker's state,
+    /// the budget's tokens, admission's in-flight and queued attempts.
+    #[inline(always)]
+    pub(crate) fn sample<A: crate::admit::Admit>(&self, gauges: &Gauges<'_, A>) {
+        self.metrics.sample(gauges);
+    }
+}
+
+/// Which stateful parts a policy has, so that only their gauges are registered.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) struct Parts {
+    pub(crate) breaker: bool,
+    pub(crate) budget: bool,
+    /// Admission's load at build time: a count it tracks is `Some`.
+    pub(crate) load: crate::admit::Load,
+}
+
+/// What the gauges read at the end of a call.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) struct Gauges<'a, A> {
+    pub(crate) breaker: Option<&'a crate::Breaker>,
+    pub(crate) budget: Option<&'a crate::RetryBudget>,
+    /// Asked for its [`load`](crate::admit::Admit::load) only when its gauges exist.
+    pub(crate) admit: &'a A,
+    pub(crate) now: Option<crate::clock::Instant>,
 }

@@ -4,13 +4,15 @@ use std::future::Future;
 use std::time::Duration;
 
 use tracing::field::Empty;
-use tracing::{debug, info, info_span, warn};
+use tracing::{Level, debug, info, info_span, warn};
 
 use crate::event::Event;
+use crate::outcome::AttemptOutcome;
 
 const CALL: &str = "rampart.call";
 
 /// A call's or an attempt's span.
+#[derive(Clone)]
 pub(crate) struct Span(tracing::Span);
 
 impl Span {
@@ -25,6 +27,42 @@ impl Span {
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         self.0.in_scope(f)
     }
+
+    /// Records an attempt's `outcome` on its span.
+    #[inline]
+    pub(crate) fn record_outcome(&self, outcome: Option<AttemptOutcome>) {
+        if let Some(outcome) = outcome {
+            self.0.record("outcome", outcome.as_str());
+        }
+    }
+}
+
+/// The outcome of the attempt that ended last, kept for its span.
+#[derive(Default)]
+pub(crate) struct LastOutcome(Option<AttemptOutcome>);
+
+impl LastOutcome {
+    #[inline]
+    pub(crate) fn set(&mut self, outcome: AttemptOutcome) {
+        self.0 = Some(outcome);
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> Option<AttemptOutcome> {
+        self.0
+    }
+}
+
+/// Whether a subscriber listens to target `rampart` at all (its most permissive level
+/// decides; cached per callsite, so a process without a subscriber pays one load).
+#[inline]
+pub(super) fn is_active() -> bool {
+    tracing::enabled!(target: "rampart", Level::ERROR)
+}
+
+#[inline]
+pub(super) fn current() -> Span {
+    Span(tracing::Span::current())
 }
 
 #[inline]
@@ -40,12 +78,18 @@ pub(super) fn call(policy: &str) -> Span {
 }
 
 #[inline]
-pub(super) fn attempt(number: u32, ceiling: Option<Duration>) -> Span {
+pub(super) fn attempt(
+    number: u32,
+    ceiling: Option<Duration>,
+    admission_wait: Option<Duration>,
+) -> Span {
     Span(info_span!(
         target: "rampart",
         "rampart.attempt",
         number,
-        ceiling = ceiling.map(tracing::field::debug)
+        ceiling = ceiling.map(tracing::field::debug),
+        admission_wait = admission_wait.map(tracing::field::debug),
+        outcome = Empty
     ))
 }
 

@@ -4,8 +4,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::event::Event;
+use crate::outcome::AttemptOutcome;
 
 /// No span.
+#[derive(Clone)]
 pub(crate) struct Span;
 
 impl Span {
@@ -20,6 +22,34 @@ impl Span {
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
     }
+
+    /// Nothing to record on.
+    #[inline(always)]
+    pub(crate) fn record_outcome(&self, _outcome: Option<AttemptOutcome>) {}
+}
+
+/// Nothing kept: no span records it (zero-sized, so a call's future does not grow).
+#[derive(Default)]
+pub(crate) struct LastOutcome;
+
+impl LastOutcome {
+    #[inline(always)]
+    pub(crate) fn set(&mut self, _outcome: AttemptOutcome) {}
+
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Option<AttemptOutcome> {
+        None
+    }
+}
+
+#[inline(always)]
+pub(super) fn is_active() -> bool {
+    false
+}
+
+#[inline(always)]
+pub(super) fn current() -> Span {
+    Span
 }
 
 #[inline(always)]
@@ -28,7 +58,11 @@ pub(super) fn call(_policy: &str) -> Span {
 }
 
 #[inline(always)]
-pub(super) fn attempt(_number: u32, _ceiling: Option<Duration>) -> Span {
+pub(super) fn attempt(
+    _number: u32,
+    _ceiling: Option<Duration>,
+    _admission_wait: Option<Duration>,
+) -> Span {
     Span
 }
 

@@ -343,12 +343,19 @@ impl<C, A> PolicyBuilder<C, A> {
             || s.breaker.is_some()
             || s.hedge.is_some()
             || s.adaptive.is_some()
-            || s.telemetry.is_listened()
+            || !s.telemetry.listeners.is_empty()
             // Admission is told the time and each attempt's duration (adaptive limiters learn
             // from it).
             || !A::ALWAYS_ADMITS;
         let mut telemetry = s.telemetry;
-        telemetry.observer = crate::observe::Observer::new(&s.name);
+        telemetry.observer = crate::observe::Observer::new(
+            &s.name,
+            crate::observe::Parts {
+                breaker: s.breaker.is_some(),
+                budget: budget.is_some(),
+                load: self.admit.load(),
+            },
+        );
         let now = s.clock.now();
         let hedge_estimate = s.hedge.and_then(|hedge| match hedge.delay {
             crate::hedge::Delay::Adaptive {
