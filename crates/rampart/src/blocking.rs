@@ -99,22 +99,6 @@ impl<C, A> Call<'_, C, A> {
 fn execute_blocking<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
-    op: F,
-    log: L,
-) -> Result<T, Error<E>>
-where
-    C: Classify<T, E>,
-    A: Admit,
-    F: FnMut(&Attempt) -> Result<T, E>,
-    L: Record,
-{
-    crate::observe::call_span(&shared.name).in_scope(|| drive(shared, caller, op, log))
-}
-
-/// The blocking loop, inside the call's span.
-fn drive<T, E, C, A, F, L>(
-    shared: &Shared<C, A>,
-    caller: Option<&CancellationToken>,
     mut op: F,
     log: L,
 ) -> Result<T, Error<E>>
@@ -159,7 +143,7 @@ where
                 let timer = attempt
                     .deadline()
                     .map(|at| clock.cancel_at(at, attempt.arm_token()));
-                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling, waited);
+                let span = machine.attempt_span(&ticket, waited);
                 let result = span.in_scope(|| op(&attempt));
                 drop(timer);
                 let now = read(clock, timed);

@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use crate::breaker::StateKind;
 use crate::hedge::Suppressed;
-use crate::observe::Observer;
+use crate::observe::{Observer, Span};
 pub use crate::outcome::{AttemptOutcome, StopReason};
 
 /// Something a policy did, handed to its listeners.
@@ -244,24 +244,28 @@ impl Telemetry {
         !self.listeners.is_empty() || self.observer.is_active()
     }
 
+    /// Reports `event` of the call whose span is `span`.
     #[inline]
-    pub(crate) fn emit(&self, event: Event<'_>) {
-        self.observer.event(&event);
+    pub(crate) fn emit(&self, span: &Span, event: Event<'_>) {
+        self.observer.event(span, &event);
         for listener in &self.listeners {
             self.guard(policy_of(&event), "listener", || listener(&event));
         }
     }
 
-    pub(crate) fn retrying(&self, info: RetryInfo<'_>) {
+    pub(crate) fn retrying(&self, span: &Span, info: RetryInfo<'_>) {
         if !self.is_listened() && self.on_retry.is_none() {
             return;
         }
-        self.emit(Event::Retrying {
-            policy: info.policy,
-            attempt: info.attempt,
-            outcome: info.outcome,
-            delay: info.delay,
-        });
+        self.emit(
+            span,
+            Event::Retrying {
+                policy: info.policy,
+                attempt: info.attempt,
+                outcome: info.outcome,
+                delay: info.delay,
+            },
+        );
         if let Some(hook) = &self.on_retry {
             self.guard(info.policy, "on_retry", || hook(&info));
         }

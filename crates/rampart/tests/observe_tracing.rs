@@ -251,3 +251,45 @@ async fn a_call_in_a_task_from_ambient_spawn_is_a_child_of_the_spawning_span() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_calls_legs_each_have_an_attempt_span_under_the_one_call_span() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder()
+        .name("p")
+        .max_attempts(2)
+        .deadline(Duration::from_secs(10))
+        .backoff(Backoff::none())
+        .hedge(rampart::hedge::Hedge::fixed(100 * MS))
+        .build()
+        .expect("valid policy");
+    let outcome = policy
+        .run(async |a| {
+            let took = if a.number() == 1 { 1_000 * MS } else { 50 * MS };
+            tokio::time::sleep(took).await;
+            Ok::<_, Fail>(a.number())
+        })
+        .await;
+    assert_eq!(outcome.ok(), Some(2));
+    assert_eq!(
+        capture.parents(),
+        [
+            "rampart.call in none",
+            "rampart.attempt in rampart.call",
+            "rampart.attempt in rampart.call"
+        ]
+    );
+    let spans: Vec<_> = capture
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("span rampart.attempt"))
+        .collect();
+    // The winner records its outcome; the primary, discarded unfinished, has none.
+    assert_eq!(
+        spans,
+        [
+            "span rampart.attempt number=2 ceiling=9.9s outcome=\"ok\"",
+            "span rampart.attempt number=1 ceiling=10s",
+        ]
+    );
+}

@@ -55,7 +55,7 @@ use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
-use crate::observe::{Gauges, LastOutcome};
+use crate::observe::{Gauges, LastOutcome, Span};
 use crate::outcome::StopReason;
 use crate::result::AttemptRecord;
 use crate::timeout::{TimeoutContext, TimeoutMode};
@@ -161,6 +161,9 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// The last failed attempt's outcome, kept for the error that ends the call.
     last: Option<Outcome<T, E>>,
     legs: Legs,
+    /// The call's `rampart.call` span: the parent of its attempts' spans and of its events
+    /// (nothing without `tracing`).
+    span: Span,
     /// How the attempt that ended last ended, for its span (nothing without `tracing`).
     outcome: LastOutcome,
     /// Whether the terminal event went out; if not when the machine is dropped (the call's
@@ -172,12 +175,15 @@ impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
     fn drop(&mut self) {
         if !self.ended && self.shared.telemetry.is_listened() {
             let now = self.timed.then(|| self.shared.clock.now());
-            self.shared.telemetry.emit(Event::CallEnded {
-                policy: &self.shared.name,
-                stop: StopReason::Cancelled,
-                attempts: self.attempts,
-                elapsed: self.elapsed(now),
-            });
+            self.shared.telemetry.emit(
+                &self.span,
+                Event::CallEnded {
+                    policy: &self.shared.name,
+                    stop: StopReason::Cancelled,
+                    attempts: self.attempts,
+                    elapsed: self.elapsed(now),
+                },
+            );
         }
     }
 }
@@ -240,11 +246,13 @@ where
                 clamp(grace, Source::Drain);
             }
         }
+        let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
             .observer
-            .call_began(deadline.map(|b| b.span));
+            .call_began(&span, deadline.map(|b| b.span));
         Machine {
+            span,
             shared,
             log,
             timed: now.is_some(),
@@ -257,7 +265,7 @@ where
             rng: None,
             last: None,
             legs: Legs::default(),
-            outcome: LastOutcome::default(),
+            outcome: LastOutcome::new(),
             ended: false,
         }
     }
@@ -266,6 +274,16 @@ where
     #[inline(always)]
     pub(crate) fn attempt_outcome(&self) -> Option<AttemptOutcome> {
         self.outcome.get()
+    }
+
+    /// The span of `ticket`'s attempt, a child of the call's, admitted after `waited`.
+    #[inline(always)]
+    pub(crate) fn attempt_span(
+        &self,
+        ticket: &Ticket<'p, A::Permit>,
+        waited: Option<Duration>,
+    ) -> Span {
+        crate::observe::attempt_span(&self.span, ticket.number, ticket.ceiling, waited)
     }
 
     /// Whether attempt durations are wanted even for an attempt that finished on its first
@@ -311,12 +329,15 @@ where
             }
             Admitted::Cancelled => return Err(Next::Done(self.cancelled(now))),
             Admitted::Refused(refusal) => {
-                self.shared.telemetry.emit(Event::AttemptRefused {
-                    policy: &self.shared.name,
-                    attempt: ticket.number,
-                    by: refusal.by,
-                    retry_after: refusal.retry_after,
-                });
+                self.shared.telemetry.emit(
+                    &self.span,
+                    Event::AttemptRefused {
+                        policy: &self.shared.name,
+                        attempt: ticket.number,
+                        by: refusal.by,
+                        retry_after: refusal.retry_after,
+                    },
+                );
                 (Outcome::Refused(refusal), refusal.retry_after)
             }
             Admitted::TimedOut => {
@@ -344,15 +365,18 @@ where
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         let (outcome, verdict) = match returned {
             None => {
-                self.shared.telemetry.emit(Event::AttemptAbandoned {
-                    policy: &self.shared.name,
-                    attempt: ticket.number,
-                    ceiling,
-                    grace: match self.shared.mode {
-                        TimeoutMode::Abandon { grace } => grace,
-                        TimeoutMode::Cooperative => Duration::ZERO,
+                self.shared.telemetry.emit(
+                    &self.span,
+                    Event::AttemptAbandoned {
+                        policy: &self.shared.name,
+                        attempt: ticket.number,
+                        ceiling,
+                        grace: match self.shared.mode {
+                            TimeoutMode::Abandon { grace } => grace,
+                            TimeoutMode::Cooperative => Duration::ZERO,
+                        },
                     },
-                });
+                );
                 if caller {
                     return self.cancelled_attempt(attempt, now);
                 }
@@ -444,11 +468,14 @@ where
         };
         self.legs.hedged = true;
         let ticket = self.issue(ceiling, breaker, now, true, permit);
-        self.shared.telemetry.emit(Event::HedgeStarted {
-            policy: &self.shared.name,
-            attempt: ticket.number,
-            after: self.elapsed(now),
-        });
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::HedgeStarted {
+                policy: &self.shared.name,
+                attempt: ticket.number,
+                after: self.elapsed(now),
+            },
+        );
         Next::Attempt(ticket)
     }
 
@@ -456,10 +483,13 @@ where
     /// not breaker evidence.
     pub(crate) fn discarded(&self, attempt: &Attempt) {
         attempt.end(false);
-        self.shared.telemetry.emit(Event::HedgeDiscarded {
-            policy: &self.shared.name,
-            attempt: attempt.number(),
-        });
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::HedgeDiscarded {
+                policy: &self.shared.name,
+                attempt: attempt.number(),
+            },
+        );
     }
 
     /// What an admission component is told about the attempt of `ticket`, begun as `attempt`.
@@ -661,10 +691,13 @@ where
 
     #[cold]
     fn suppressed(&self, reason: Suppressed) {
-        self.shared.telemetry.emit(Event::HedgeSuppressed {
-            policy: &self.shared.name,
-            reason,
-        });
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::HedgeSuppressed {
+                policy: &self.shared.name,
+                reason,
+            },
+        );
     }
 
     // ---- rule 4: arbitration ------------------------------------------------------------
@@ -687,12 +720,15 @@ where
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         let overrun = elapsed_since(ticket.began, now).saturating_sub(ceiling);
         if overrun > ORPHAN_THRESHOLD {
-            self.shared.telemetry.emit(Event::OrphanedWork {
-                policy: &self.shared.name,
-                attempt: attempt.number(),
-                ceiling,
-                overrun,
-            });
+            self.shared.telemetry.emit(
+                &self.span,
+                Event::OrphanedWork {
+                    policy: &self.shared.name,
+                    attempt: attempt.number(),
+                    ceiling,
+                    overrun,
+                },
+            );
         }
     }
 
@@ -715,12 +751,15 @@ where
             }
             return (Outcome::TimedOut { ceiling }, Verdict::Transient);
         }
-        self.shared.telemetry.emit(Event::TimeoutIgnored {
-            policy: &self.shared.name,
-            attempt: attempt.number(),
-            ceiling,
-            elapsed: elapsed_since(ticket.began, now),
-        });
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::TimeoutIgnored {
+                policy: &self.shared.name,
+                attempt: attempt.number(),
+                ceiling,
+                elapsed: elapsed_since(ticket.began, now),
+            },
+        );
         (Outcome::Returned(result), verdict)
     }
 
@@ -778,12 +817,15 @@ where
         let telemetry = &self.shared.telemetry;
         self.outcome.set(kind);
         if telemetry.is_listened() {
-            telemetry.emit(Event::AttemptEnded {
-                policy,
-                attempt: number,
-                outcome: kind,
-                elapsed,
-            });
+            telemetry.emit(
+                &self.span,
+                Event::AttemptEnded {
+                    policy,
+                    attempt: number,
+                    outcome: kind,
+                    elapsed,
+                },
+            );
         }
         self.log.record(AttemptRecord {
             number,
@@ -818,10 +860,13 @@ where
         match verdict {
             Verdict::Ok => {
                 if self.legs.hedged {
-                    self.shared.telemetry.emit(Event::HedgeWon {
-                        policy: &self.shared.name,
-                        attempt: number,
-                    });
+                    self.shared.telemetry.emit(
+                        &self.span,
+                        Event::HedgeWon {
+                            policy: &self.shared.name,
+                            attempt: number,
+                        },
+                    );
                 }
                 if let (Some(budget), Some(now)) = (&self.shared.budget, now) {
                     budget.deposit(now);
@@ -891,12 +936,15 @@ where
             let unfit = Unfit { delay, left };
             return Next::Done(self.deadline_exceeded(Some(unfit), now));
         }
-        self.shared.telemetry.retrying(RetryInfo {
-            policy: &self.shared.name,
-            attempt: self.attempts,
-            outcome: kind,
-            delay,
-        });
+        self.shared.telemetry.retrying(
+            &self.span,
+            RetryInfo {
+                policy: &self.shared.name,
+                attempt: self.attempts,
+                outcome: kind,
+                delay,
+            },
+        );
         self.legs.blocked = false;
         if delay.is_zero() {
             return self.next_attempt(now);
@@ -944,12 +992,15 @@ where
 
     #[cold]
     fn breaker_moved(&self, transition: Transition) {
-        self.shared.telemetry.emit(Event::BreakerTransition {
-            policy: &self.shared.name,
-            from: transition.from,
-            to: transition.to,
-            break_duration: transition.break_duration,
-        });
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::BreakerTransition {
+                policy: &self.shared.name,
+                from: transition.from,
+                to: transition.to,
+                break_duration: transition.break_duration,
+            },
+        );
     }
 
     // ---- endings ------------------------------------------------------------------------
@@ -1051,12 +1102,15 @@ where
         self.log.stop(stop);
         let shared = self.shared;
         if shared.telemetry.is_listened() {
-            shared.telemetry.emit(Event::CallEnded {
-                policy: &shared.name,
-                stop,
-                attempts: self.attempts,
-                elapsed: self.elapsed(now),
-            });
+            shared.telemetry.emit(
+                &self.span,
+                Event::CallEnded {
+                    policy: &shared.name,
+                    stop,
+                    attempts: self.attempts,
+                    elapsed: self.elapsed(now),
+                },
+            );
             shared.telemetry.observer.sample(&Gauges {
                 breaker: shared.breaker.as_ref(),
                 budget: shared.budget.as_ref(),

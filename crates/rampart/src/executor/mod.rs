@@ -150,14 +150,15 @@ where
     F: Callback<T, E>,
     L: Record,
 {
-    let span = crate::observe::call_span(&shared.name);
+    // The call's span is made by its state machine when the call starts (a wrapper future
+    // here would be moved with it, and cost a copy of the whole future per call).
     if shared.hedge.is_some() {
         Execute::Hedged {
-            call: Box::pin(span.instrument(hedged::drive(shared, caller, op, log))),
+            call: Box::pin(hedged::drive(shared, caller, op, log)),
         }
     } else {
         Execute::Plain {
-            call: span.instrument(run::drive(shared, caller, op, log)),
+            call: run::drive(shared, caller, op, log),
         }
     }
 }

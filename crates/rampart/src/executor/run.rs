@@ -57,7 +57,7 @@ where
                         Err(next) => break 'attempt next,
                     }
                 };
-                let span = crate::observe::attempt_span(ticket.number, ticket.ceiling, waited);
+                let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(&attempt));
                 let race = Race::new(callback, &attempt, caller, clock, shared.mode);
                 let (returned, suspended) = race.await;

@@ -108,15 +108,16 @@ pub(crate) fn call_span(policy: &str) -> Span {
     tracing::call(policy)
 }
 
-/// The span of attempt `number` with ceiling `ceiling`, admitted after waiting
-/// `admission_wait` (`rampart.attempt`); nothing without `tracing`.
+/// The span of attempt `number` of the call whose span is `call`, with ceiling `ceiling`,
+/// admitted after waiting `admission_wait` (`rampart.attempt`); nothing without `tracing`.
 #[inline(always)]
 pub(crate) fn attempt_span(
+    call: &Span,
     number: u32,
     ceiling: Option<Duration>,
     admission_wait: Option<Duration>,
 ) -> Span {
-    tracing::attempt(number, ceiling, admission_wait)
+    tracing::attempt(call, number, ceiling, admission_wait)
 }
 
 /// The span the current code runs in, to carry into a spawned task; nothing without
@@ -150,17 +151,18 @@ impl Observer {
         metrics::ACTIVE || tracing::is_active()
     }
 
-    /// The call began with the effective deadline `deadline` (from its start), if any.
+    /// The call whose span is `span` began with the effective deadline `deadline` (from its
+    /// start), if any.
     #[inline(always)]
-    pub(crate) fn call_began(&self, deadline: Option<Duration>) {
-        tracing::call_began(deadline);
+    pub(crate) fn call_began(&self, span: &Span, deadline: Option<Duration>) {
+        tracing::call_began(span, deadline);
     }
 
-    /// Reports `event`.
+    /// Reports `event` of the call whose span is `span`.
     #[inline(always)]
-    pub(crate) fn event(&self, event: &Event<'_>) {
+    pub(crate) fn event(&self, span: &Span, event: &Event<'_>) {
         self.metrics.event(event);
-        tracing::event(event);
+        tracing::event(span, event);
     }
 
     /// Sets the gauges from the state a call just left behind at `now`: the breaker's state,

@@ -9,8 +9,6 @@ use tracing::{Level, debug, info, info_span, warn};
 use crate::event::Event;
 use crate::outcome::AttemptOutcome;
 
-const CALL: &str = "rampart.call";
-
 /// A call's or an attempt's span.
 #[derive(Clone)]
 pub(crate) struct Span(tracing::Span);
@@ -38,10 +36,14 @@ impl Span {
 }
 
 /// The outcome of the attempt that ended last, kept for its span.
-#[derive(Default)]
 pub(crate) struct LastOutcome(Option<AttemptOutcome>);
 
 impl LastOutcome {
+    #[inline]
+    pub(crate) fn new() -> Self {
+        LastOutcome(None)
+    }
+
     #[inline]
     pub(crate) fn set(&mut self, outcome: AttemptOutcome) {
         self.0 = Some(outcome);
@@ -79,12 +81,14 @@ pub(super) fn call(policy: &str) -> Span {
 
 #[inline]
 pub(super) fn attempt(
+    call: &Span,
     number: u32,
     ceiling: Option<Duration>,
     admission_wait: Option<Duration>,
 ) -> Span {
     Span(info_span!(
         target: "rampart",
+        parent: &call.0,
         "rampart.attempt",
         number,
         ceiling = ceiling.map(tracing::field::debug),
@@ -93,23 +97,18 @@ pub(super) fn attempt(
     ))
 }
 
-/// The current span, if it is a call's (the machine runs inside it).
-fn current_call() -> Option<tracing::Span> {
-    let span = tracing::Span::current();
-    (span.metadata().map(|m| m.name()) == Some(CALL)).then_some(span)
-}
-
 #[inline]
-pub(super) fn call_began(deadline: Option<Duration>) {
-    if let (Some(deadline), Some(span)) = (deadline, current_call()) {
-        span.record("deadline", tracing::field::debug(deadline));
+pub(super) fn call_began(span: &Span, deadline: Option<Duration>) {
+    if let Some(deadline) = deadline {
+        span.0.record("deadline", tracing::field::debug(deadline));
     }
 }
 
 /// Logs `event`: timeout diagnostics warn, retries and breaker transitions inform, the rest
 /// is debug detail.
 #[inline]
-pub(super) fn event(event: &Event<'_>) {
+pub(super) fn event(span: &Span, event: &Event<'_>) {
+    let call = &span.0;
     match *event {
         Event::AttemptEnded {
             policy,
@@ -118,6 +117,7 @@ pub(super) fn event(event: &Event<'_>) {
             elapsed,
         } => debug!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             outcome = outcome.as_str(),
@@ -131,6 +131,7 @@ pub(super) fn event(event: &Event<'_>) {
             delay,
         } => info!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             outcome = outcome.as_str(),
@@ -144,6 +145,7 @@ pub(super) fn event(event: &Event<'_>) {
             elapsed,
         } => warn!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             ceiling = ?ceiling,
@@ -157,6 +159,7 @@ pub(super) fn event(event: &Event<'_>) {
             overrun,
         } => warn!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             ceiling = ?ceiling,
@@ -170,6 +173,7 @@ pub(super) fn event(event: &Event<'_>) {
             grace,
         } => debug!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             ceiling = ?ceiling,
@@ -183,6 +187,7 @@ pub(super) fn event(event: &Event<'_>) {
             retry_after,
         } => debug!(
             target: "rampart",
+            parent: call,
             policy,
             attempt,
             by,
@@ -196,6 +201,7 @@ pub(super) fn event(event: &Event<'_>) {
             break_duration,
         } => info!(
             target: "rampart",
+            parent: call,
             policy,
             from = from.as_str(),
             to = to.as_str(),
@@ -206,15 +212,23 @@ pub(super) fn event(event: &Event<'_>) {
             policy,
             attempt,
             after,
-        } => debug!(target: "rampart", policy, attempt, after = ?after, "hedge started"),
+        } => debug!(
+            target: "rampart",
+            parent: call, policy, attempt, after = ?after, "hedge started"),
         Event::HedgeWon { policy, attempt } => {
-            debug!(target: "rampart", policy, attempt, "hedge won");
+            debug!(
+            target: "rampart",
+            parent: call, policy, attempt, "hedge won");
         }
         Event::HedgeDiscarded { policy, attempt } => {
-            debug!(target: "rampart", policy, attempt, "hedge discarded");
+            debug!(
+            target: "rampart",
+            parent: call, policy, attempt, "hedge discarded");
         }
         Event::HedgeSuppressed { policy, reason } => {
-            debug!(target: "rampart", policy, reason = ?reason, "hedge suppressed");
+            debug!(
+            target: "rampart",
+            parent: call, policy, reason = ?reason, "hedge suppressed");
         }
         Event::CallEnded {
             policy,
@@ -222,12 +236,11 @@ pub(super) fn event(event: &Event<'_>) {
             attempts,
             elapsed,
         } => {
-            if let Some(span) = current_call() {
-                span.record("attempts", attempts);
-                span.record("stop_reason", stop.as_str());
-            }
+            call.record("attempts", attempts);
+            call.record("stop_reason", stop.as_str());
             debug!(
-                target: "rampart",
+            target: "rampart",
+            parent: call,
                 policy,
                 stop_reason = stop.as_str(),
                 attempts,

@@ -29,10 +29,14 @@ impl Span {
 }
 
 /// Nothing kept: no span records it (zero-sized, so a call's future does not grow).
-#[derive(Default)]
 pub(crate) struct LastOutcome;
 
 impl LastOutcome {
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        LastOutcome
+    }
+
     #[inline(always)]
     pub(crate) fn set(&mut self, _outcome: AttemptOutcome) {}
 
@@ -59,6 +63,7 @@ pub(super) fn call(_policy: &str) -> Span {
 
 #[inline(always)]
 pub(super) fn attempt(
+    _call: &Span,
     _number: u32,
     _ceiling: Option<Duration>,
     _admission_wait: Option<Duration>,
@@ -67,7 +72,7 @@ pub(super) fn attempt(
 }
 
 #[inline(always)]
-pub(super) fn call_began(_deadline: Option<Duration>) {}
+pub(super) fn call_began(_span: &Span, _deadline: Option<Duration>) {}
 
 #[inline(always)]
-pub(super) fn event(_event: &Event<'_>) {}
+pub(super) fn event(_span: &Span, _event: &Event<'_>) {}
