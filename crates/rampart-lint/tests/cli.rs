@@ -64,7 +64,7 @@ fn a_dirty_file_exits_one_with_rustc_style_lines() {
     assert_eq!(
         lines.next(),
         Some(
-            "tests/fixtures/r001.rs:12:16: warning[R001]: callback never uses its attempt handle `_`; the attempt timeout cannot reach this work"
+            "tests/fixtures/r001.rs:13:16: warning[R001]: callback never uses its attempt handle `_`; the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt"
         )
     );
     assert_eq!(
@@ -85,7 +85,7 @@ fn json_output_is_one_array_of_findings() {
     assert!(json.trim_end().ends_with(']'), "{json}");
     assert!(json.contains(r#""code":"R001""#), "{json}");
     assert!(
-        json.contains(r#"{"file":"tests/fixtures/r001.rs","line":12,"column":16,"code":"R001","#),
+        json.contains(r#"{"file":"tests/fixtures/r001.rs","line":13,"column":16,"code":"R001","#),
         "{json}"
     );
 

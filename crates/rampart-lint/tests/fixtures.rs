@@ -128,9 +128,18 @@ fn findings_carry_the_documented_messages() {
     assert_eq!(
         named.map(|finding| (finding.message.as_str(), finding.help.as_str())),
         Some((
-            "callback never uses its attempt handle `attempt`; the attempt timeout cannot reach this work",
+            "callback never uses its attempt handle `attempt`; the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt",
             "pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it"
         ))
+    );
+    let blocking = findings
+        .iter()
+        .find(|finding| finding.message.contains("`a`"));
+    assert_eq!(
+        blocking.map(|finding| finding.message.as_str()),
+        Some(
+            "callback never uses its attempt handle `a`; a blocking attempt is never abandoned, so its ceiling cannot stop this work"
+        )
     );
 }
 

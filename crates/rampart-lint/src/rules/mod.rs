@@ -95,7 +95,12 @@ impl<'ast> Visit<'ast> for Linter {
                 let closure = run_method.and(callback::callback_closure(argument));
                 match (run_method, closure) {
                     (Some(method), Some(closure)) => {
-                        callback::check(closure, caller_token.as_deref(), &mut self.findings);
+                        callback::check(
+                            method,
+                            closure,
+                            caller_token.as_deref(),
+                            &mut self.findings,
+                        );
                         self.within(Context::Callback(method), argument, |linter, argument| {
                             linter.visit_expr(argument);
                         });
