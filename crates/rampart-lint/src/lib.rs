@@ -20,6 +20,9 @@
 //!   help: pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it
 //! ```
 //!
+//! and, when there is nothing to report, one line of summary
+//! (`rampart-lint: 12 files checked, no findings`; JSON prints `[]`).
+//!
 //! The same checks are available as a library:
 //!
 //! ```

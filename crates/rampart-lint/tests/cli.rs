@@ -49,9 +49,45 @@ fn write(path: &Path, contents: &str) {
 const DIRTY: &str = "fn f(p: &Policy) { p.run_blocking(|_| work()); }\n";
 
 #[test]
-fn a_clean_file_exits_zero_and_prints_nothing() {
+fn a_clean_file_exits_zero_with_a_one_line_summary() {
     let output = lint(&["tests/fixtures/clean.rs"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "rampart-lint: 1 file checked, no findings\n"
+    );
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn the_clean_summary_counts_every_file_checked_once() {
+    let dir = scratch("clean-summary");
+    write(&dir.join("src/a.rs"), "fn a() {}\n");
+    write(&dir.join("src/nested/b.rs"), "fn b() {}\n");
+    write(&dir.join("target/debug/skipped.rs"), DIRTY);
+    let root = dir.display().to_string();
+    let again = dir.join("src/a.rs").display().to_string();
+    let output = lint(&[&root, &again]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "rampart-lint: 2 files checked, no findings\n"
+    );
+}
+
+#[test]
+fn no_summary_when_there_are_findings_or_errors() {
+    let output = lint(&["tests/fixtures/r001.rs"]);
+    assert!(
+        !stdout(&output).contains("no findings"),
+        "{}",
+        stdout(&output)
+    );
+
+    let dir = scratch("summary-error");
+    write(&dir.join("broken.rs"), "fn main( {\n");
+    let output = lint(&[&dir.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
     assert_eq!(stdout(&output), "");
 }
 
