@@ -12,6 +12,14 @@
 //! | R003 | `.max_attempts(0)`, or a literal zero `.attempt_timeout(..)` / `.deadline(..)`, unless the chain goes on to `.expect_err(..)`, `.unwrap_err()`, `.is_err()` or `.err()` (a test of the rejection) | `build()` rejects them |
 //! | R004 | a literal attempt timeout longer than the literal deadline in the same builder chain | every attempt is cut to the deadline, so the attempt timeout means nothing |
 //! | R005 | `Policy::builder()`, `Policy::none()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback | the component's state (budget, breaker, latency estimate) never accumulates across calls |
+//! | R006 | `Policy::builder()...build()` inside a request handler that then runs that policy | breaker state, retry budget and latency estimate are per policy: one built per request never opens its breaker and never spends its budget |
+//! | R007 | a plain `tokio::spawn` (or `task::spawn`, `spawn_blocking`, `std::thread::spawn`) in a request handler or ambient scope, of work that runs a policy or reads the ambient context | the ambient deadline and criticality do not cross it; `rampart::Ambient::spawn` (`bind`, `spawn_blocking`, `carry`) carries them |
+//!
+//! R006 and R007 recognise a request handler by its signs: an `async fn`
+//! with an extractor parameter (`Request<..>`, `State<..>`, `Json<..>`...),
+//! a route attribute, or a name the file passes to a router (`get(health)`),
+//! and async closures given to a router. The crate README lists them, with
+//! each rule's limits.
 //!
 //! The command prints findings rustc-style (or as JSON with `--format json`):
 //!

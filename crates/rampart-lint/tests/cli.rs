@@ -182,12 +182,17 @@ fn directories_are_walked_skipping_target_and_hidden_ones() {
 }
 
 #[test]
-fn help_prints_usage_and_exits_zero() {
+fn help_prints_usage_and_every_rule_and_exits_zero() {
     let output = lint(&["--help"]);
     assert_eq!(output.status.code(), Some(0));
     let text = stdout(&output);
     assert!(text.contains("Usage: rampart-lint"), "{text}");
-    assert!(text.contains("R005"), "{text}");
+    for rule in rampart_lint::Rule::ALL {
+        assert!(
+            text.contains(&format!("  {rule}  {}", rule.summary())),
+            "{text}"
+        );
+    }
 }
 
 #[test]
