@@ -11,7 +11,7 @@
 //! | R002 | inside such a callback, the token given to `.with_token(..)` earlier in the chain, or a fresh `CancellationToken::new()` | the caller's token does not fire at the attempt's ceiling; a fresh token never fires |
 //! | R003 | `.max_attempts(0)`, or a literal zero `.attempt_timeout(..)` / `.deadline(..)`, unless the chain goes on to `.expect_err(..)`, `.unwrap_err()`, `.is_err()` or `.err()` (a test of the rejection) | `build()` rejects them |
 //! | R004 | a literal attempt timeout longer than the literal deadline in the same builder chain | every attempt is cut to the deadline, so the attempt timeout means nothing |
-//! | R005 | `Policy::builder()`, `Policy::none()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback | the component's state (budget, breaker, latency estimate) never accumulates across calls |
+//! | R005 | `Policy::builder()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback (not `Policy::none()`, a clone of one shared pass-through policy) | the component's state (budget, breaker, latency estimate) never accumulates across calls |
 //! | R006 | `Policy::builder()...build()` inside a request handler that then runs that policy | breaker state, retry budget and latency estimate are per policy: one built per request never opens its breaker and never spends its budget |
 //! | R007 | a plain `tokio::spawn` (or `task::spawn`, `spawn_blocking`, `std::thread::spawn`) in a request handler or ambient scope, of work that runs a policy or reads the ambient context | the ambient deadline and criticality do not cross it; `rampart::Ambient::spawn` (`bind`, `spawn_blocking`, `carry`) carries them |
 //!
