@@ -49,33 +49,17 @@ const GENERIC_EXTRACTORS: [&str; 7] = [
     "Data",
 ];
 
-/// Route and handler attributes (actix-web, rocket, poem, axum).
-const HANDLER_ATTRIBUTES: [&str; 10] = [
-    "get",
-    "post",
-    "put",
-    "delete",
-    "patch",
-    "head",
-    "options",
-    "route",
-    "handler",
-    "debug_handler",
-];
+/// The HTTP methods, as router functions (`get(..)`) and route attributes
+/// (`#[get("/")]`) spell them.
+const METHODS: [&str; 7] = ["get", "post", "put", "delete", "patch", "head", "options"];
 
-/// Functions (and method-router methods) that take a handler.
-const ROUTERS: [&str; 10] = [
-    "get",
-    "post",
-    "put",
-    "delete",
-    "patch",
-    "head",
-    "options",
-    "trace",
-    "any",
-    "service_fn",
-];
+/// Route and handler attributes besides the methods (actix-web, rocket,
+/// poem, axum).
+const HANDLER_ATTRIBUTES: [&str; 3] = ["route", "handler", "debug_handler"];
+
+/// Functions (and method-router methods) that take a handler, besides the
+/// methods.
+const ROUTERS: [&str; 3] = ["trace", "any", "service_fn"];
 
 /// Whether a function with this signature and these attributes looks like a
 /// request handler. `routed` holds the names passed to routers in the file.
@@ -88,11 +72,10 @@ pub(crate) fn is_handler_fn(
         return false;
     }
     let attributed = attributes.iter().any(|attribute| {
-        attribute
-            .path()
-            .segments
-            .last()
-            .is_some_and(|segment| HANDLER_ATTRIBUTES.iter().any(|name| segment.ident == name))
+        attribute.path().segments.last().is_some_and(|segment| {
+            let name = segment.ident.to_string();
+            METHODS.contains(&name.as_str()) || HANDLER_ATTRIBUTES.contains(&name.as_str())
+        })
     });
     let extracts = signature.inputs.iter().any(|input| match input {
         FnArg::Typed(typed) => is_extractor(&typed.ty),
@@ -121,7 +104,7 @@ fn is_extractor(ty: &Type) -> bool {
 
 /// Whether a function or method called `name` takes handlers.
 pub(crate) fn is_router(name: &str) -> bool {
-    ROUTERS.contains(&name)
+    METHODS.contains(&name) || ROUTERS.contains(&name)
 }
 
 /// When `call` is a router function (`get(..)`, `axum::routing::post(..)`),
