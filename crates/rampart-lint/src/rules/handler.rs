@@ -107,12 +107,11 @@ pub(crate) fn is_router(name: &str) -> bool {
     METHODS.contains(&name) || ROUTERS.contains(&name)
 }
 
-/// When `call` is a router function (`get(..)`, `axum::routing::post(..)`),
-/// its name.
-pub(crate) fn router_call(call: &ExprCall) -> Option<String> {
-    let path = syntax::called_path(call)?;
-    let name = path.last()?;
-    is_router(name).then(|| name.clone())
+/// Whether `call` calls a router function: `get(..)`, `axum::routing::post(..)`.
+pub(crate) fn is_router_call(call: &ExprCall) -> bool {
+    syntax::called_path(call)
+        .and_then(|path| path.last().map(|name| is_router(name)))
+        .unwrap_or(false)
 }
 
 /// Whether `argument` is a handler written in place: an async closure, or a
@@ -151,7 +150,7 @@ impl Routes {
 
 impl<'ast> Visit<'ast> for Routes {
     fn visit_expr_call(&mut self, call: &'ast ExprCall) {
-        if router_call(call).is_some() {
+        if is_router_call(call) {
             call.args.iter().for_each(|argument| self.add(argument));
         }
         visit::visit_expr_call(self, call);
@@ -171,7 +170,7 @@ impl<'ast> Visit<'ast> for Routes {
 pub(crate) fn starts_with_router(expr: &Expr) -> bool {
     match syntax::strip(expr) {
         Expr::MethodCall(call) => starts_with_router(&call.receiver),
-        Expr::Call(call) => router_call(call).is_some(),
+        Expr::Call(call) => is_router_call(call),
         _ => false,
     }
 }

@@ -182,7 +182,7 @@ impl<'ast> Visit<'ast> for Linter {
         construction::check(call, self.repeating(), &mut self.findings);
         spawn::check(call, self.in_ambient_scope(), &mut self.findings);
         self.visit_expr(&call.func);
-        let routed = handler::router_call(call).is_some();
+        let routed = handler::is_router_call(call);
         for argument in &call.args {
             self.visit_argument(argument, routed);
         }

@@ -22,6 +22,9 @@
 //!   ambient context, and does not enter a scope of its own (`.scope(..)`,
 //!   `.sync_scope(..)`, `Ambient::bind(..)`).
 //!
+//! Work meant to outlive the request spawns `Ambient::new().scope(work)`:
+//! an empty scope of its own, which says so and is left alone.
+//!
 //! Work spawned by name (`tokio::spawn(job)`, `tokio::spawn(worker(..))`) is
 //! not followed, and neither are `JoinSet::spawn` or `Handle::spawn`.
 
