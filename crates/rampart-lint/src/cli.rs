@@ -113,13 +113,17 @@ pub fn run(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> u8 
 
     findings.sort();
     findings.dedup();
-    let rendered = report::render(&findings, options.format);
+    let clean = !failed && findings.is_empty();
+    let rendered = match options.format {
+        Format::Text if clean => report::clean_summary(files.len()),
+        format => report::render(&findings, format),
+    };
     let _ = out.write_all(rendered.as_bytes());
     let _ = out.flush();
 
     if failed {
         EXIT_ERROR
-    } else if findings.is_empty() {
+    } else if clean {
         EXIT_CLEAN
     } else {
         EXIT_FINDINGS
@@ -214,6 +218,9 @@ Options:
 
 Rules:
 {rules}
+A clean run prints one line in text format (`rampart-lint: N files
+checked, no findings`) and `[]` in JSON.
+
 Exit status: 0 when clean, 1 when anything is reported, 2 on bad usage,
 an unreadable path or a file that does not parse.
 "

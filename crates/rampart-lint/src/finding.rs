@@ -15,11 +15,23 @@ pub enum Rule {
     R004,
     /// A policy, breaker or budget built inside a loop body or a callback.
     R005,
+    /// A policy built per request in a handler, and run there.
+    R006,
+    /// A plain spawn, in a request scope, of work that needs the ambient context.
+    R007,
 }
 
 impl Rule {
     /// Every rule, in code order.
-    pub const ALL: [Rule; 5] = [Rule::R001, Rule::R002, Rule::R003, Rule::R004, Rule::R005];
+    pub const ALL: [Rule; 7] = [
+        Rule::R001,
+        Rule::R002,
+        Rule::R003,
+        Rule::R004,
+        Rule::R005,
+        Rule::R006,
+        Rule::R007,
+    ];
 
     /// The rule's code as printed, e.g. `"R001"`.
     pub fn code(self) -> &'static str {
@@ -29,6 +41,8 @@ impl Rule {
             Rule::R003 => "R003",
             Rule::R004 => "R004",
             Rule::R005 => "R005",
+            Rule::R006 => "R006",
+            Rule::R007 => "R007",
         }
     }
 
@@ -42,6 +56,8 @@ impl Rule {
             Rule::R003 => "literal builder value that `build()` rejects",
             Rule::R004 => "literal attempt timeout longer than the literal deadline",
             Rule::R005 => "policy, breaker or budget built inside a loop body or a callback",
+            Rule::R006 => "policy built per request in a handler and run there",
+            Rule::R007 => "plain spawn in a request scope of work that needs the ambient deadline",
         }
     }
 

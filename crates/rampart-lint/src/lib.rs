@@ -7,18 +7,29 @@
 //!
 //! | Code | Finds | Why it matters |
 //! |------|-------|----------------|
-//! | R001 | a callback passed to `run`, `try_run`, `run_blocking` or `try_run_blocking` that never uses its attempt handle (`_`, `_attempt`, or a name the body never mentions) | the attempt timeout cannot cancel work that never sees the attempt's token |
+//! | R001 | a callback passed to `run`, `try_run`, `run_blocking`, `try_run_blocking` or the deprecated `run_hedged` / `try_run_hedged` that never uses its attempt handle (`_`, `_attempt`, or a name the body never mentions) | in the default abandon mode the ceiling drops the attempt's future, but work that outlives it (a spawned task, a thread), a blocking callback and a cooperative-mode attempt run on |
 //! | R002 | inside such a callback, the token given to `.with_token(..)` earlier in the chain, or a fresh `CancellationToken::new()` | the caller's token does not fire at the attempt's ceiling; a fresh token never fires |
 //! | R003 | `.max_attempts(0)`, or a literal zero `.attempt_timeout(..)` / `.deadline(..)`, unless the chain goes on to `.expect_err(..)`, `.unwrap_err()`, `.is_err()` or `.err()` (a test of the rejection) | `build()` rejects them |
 //! | R004 | a literal attempt timeout longer than the literal deadline in the same builder chain | every attempt is cut to the deadline, so the attempt timeout means nothing |
-//! | R005 | `Policy::builder()`, `Policy::none()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback | the component's state (budget, breaker, latency estimate) never accumulates across calls |
+//! | R005 | `Policy::builder()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback (not `Policy::none()`, a clone of one shared pass-through policy) | the component's state (budget, breaker, latency estimate) never accumulates across calls |
+//! | R006 | `Policy::builder()...build()` inside a request handler that then runs that policy | breaker state, retry budget and latency estimate are per policy: one built per request never opens its breaker and never spends its budget |
+//! | R007 | a plain `tokio::spawn` (or `task::spawn`, `spawn_blocking`, `std::thread::spawn`) in a request handler or ambient scope, of work that runs a policy or reads the ambient context | the ambient deadline and criticality do not cross it; `rampart::Ambient::spawn` (`bind`, `spawn_blocking`, `carry`) carries them |
+//!
+//! R006 and R007 recognise a request handler by its signs: an `async fn`
+//! with an extractor parameter (`Request<..>`, `State<..>`, `Json<..>`...),
+//! a route attribute, or a name the file passes to a router (`get(health)`),
+//! and async closures given to a router. The crate README lists them, with
+//! each rule's limits.
 //!
 //! The command prints findings rustc-style (or as JSON with `--format json`):
 //!
 //! ```text
-//! src/client.rs:12:30: warning[R001]: callback never uses its attempt handle `attempt`; the attempt timeout cannot reach this work
+//! src/client.rs:12:30: warning[R001]: callback never uses its attempt handle `attempt`; the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt
 //!   help: pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it
 //! ```
+//!
+//! and, when there is nothing to report, one line of summary
+//! (`rampart-lint: 12 files checked, no findings`; JSON prints `[]`).
 //!
 //! The same checks are available as a library:
 //!

@@ -26,13 +26,32 @@ impl Format {
     }
 }
 
-/// Renders `findings` in `format`. Text output for no findings is empty;
-/// JSON output is always an array.
+/// Renders `findings` in `format`. Text output for no findings is empty (the
+/// command then prints [`clean_summary`]); JSON output is always an array.
 pub fn render(findings: &[Finding], format: Format) -> String {
     match format {
         Format::Text => render_text(findings),
         Format::Json => render_json(findings),
     }
+}
+
+/// The line the text format prints when a run is clean: nothing reported
+/// and no file unreadable or unparsable. JSON output has no summary: a clean
+/// run prints `[]`.
+///
+/// ```
+/// assert_eq!(
+///     rampart_lint::report::clean_summary(12),
+///     "rampart-lint: 12 files checked, no findings\n"
+/// );
+/// assert_eq!(
+///     rampart_lint::report::clean_summary(1),
+///     "rampart-lint: 1 file checked, no findings\n"
+/// );
+/// ```
+pub fn clean_summary(files: usize) -> String {
+    let noun = if files == 1 { "file" } else { "files" };
+    format!("rampart-lint: {files} {noun} checked, no findings\n")
 }
 
 /// Renders findings rustc-style, two lines each.

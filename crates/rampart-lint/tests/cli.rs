@@ -49,9 +49,45 @@ fn write(path: &Path, contents: &str) {
 const DIRTY: &str = "fn f(p: &Policy) { p.run_blocking(|_| work()); }\n";
 
 #[test]
-fn a_clean_file_exits_zero_and_prints_nothing() {
+fn a_clean_file_exits_zero_with_a_one_line_summary() {
     let output = lint(&["tests/fixtures/clean.rs"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "rampart-lint: 1 file checked, no findings\n"
+    );
+    assert_eq!(stderr(&output), "");
+}
+
+#[test]
+fn the_clean_summary_counts_every_file_checked_once() {
+    let dir = scratch("clean-summary");
+    write(&dir.join("src/a.rs"), "fn a() {}\n");
+    write(&dir.join("src/nested/b.rs"), "fn b() {}\n");
+    write(&dir.join("target/debug/skipped.rs"), DIRTY);
+    let root = dir.display().to_string();
+    let again = dir.join("src/a.rs").display().to_string();
+    let output = lint(&[&root, &again]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "rampart-lint: 2 files checked, no findings\n"
+    );
+}
+
+#[test]
+fn no_summary_when_there_are_findings_or_errors() {
+    let output = lint(&["tests/fixtures/r001.rs"]);
+    assert!(
+        !stdout(&output).contains("no findings"),
+        "{}",
+        stdout(&output)
+    );
+
+    let dir = scratch("summary-error");
+    write(&dir.join("broken.rs"), "fn main( {\n");
+    let output = lint(&[&dir.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
     assert_eq!(stdout(&output), "");
 }
 
@@ -64,7 +100,7 @@ fn a_dirty_file_exits_one_with_rustc_style_lines() {
     assert_eq!(
         lines.next(),
         Some(
-            "tests/fixtures/r001.rs:12:16: warning[R001]: callback never uses its attempt handle `_`; the attempt timeout cannot reach this work"
+            "tests/fixtures/r001.rs:13:16: warning[R001]: callback never uses its attempt handle `_`; the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt"
         )
     );
     assert_eq!(
@@ -85,7 +121,7 @@ fn json_output_is_one_array_of_findings() {
     assert!(json.trim_end().ends_with(']'), "{json}");
     assert!(json.contains(r#""code":"R001""#), "{json}");
     assert!(
-        json.contains(r#"{"file":"tests/fixtures/r001.rs","line":12,"column":16,"code":"R001","#),
+        json.contains(r#"{"file":"tests/fixtures/r001.rs","line":13,"column":16,"code":"R001","#),
         "{json}"
     );
 
@@ -146,12 +182,17 @@ fn directories_are_walked_skipping_target_and_hidden_ones() {
 }
 
 #[test]
-fn help_prints_usage_and_exits_zero() {
+fn help_prints_usage_and_every_rule_and_exits_zero() {
     let output = lint(&["--help"]);
     assert_eq!(output.status.code(), Some(0));
     let text = stdout(&output);
     assert!(text.contains("Usage: rampart-lint"), "{text}");
-    assert!(text.contains("R005"), "{text}");
+    for rule in rampart_lint::Rule::ALL {
+        assert!(
+            text.contains(&format!("  {rule}  {}", rule.summary())),
+            "{text}"
+        );
+    }
 }
 
 #[test]

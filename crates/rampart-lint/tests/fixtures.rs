@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use rampart_lint::{Rule, lint_source};
+use rampart_lint::{Finding, Rule, lint_source};
 
 fn fixture_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -54,6 +54,14 @@ fn reported(name: &str, source: &str) -> BTreeSet<(usize, String)> {
     }
 }
 
+/// Every finding in fixture `name`.
+fn lint_fixture(name: &str) -> Vec<Finding> {
+    match lint_source(name, &read_fixture(name)) {
+        Ok(findings) => findings,
+        Err(error) => panic!("fixture {name} does not parse: {error}"),
+    }
+}
+
 fn assert_fixture(name: &str, rule: Rule) {
     let source = read_fixture(name);
     let expected = expected(&source);
@@ -96,6 +104,16 @@ fn components_built_in_loops_and_callbacks_are_reported() {
 }
 
 #[test]
+fn policies_built_per_request_and_run_in_a_handler_are_reported() {
+    assert_fixture("r006.rs", Rule::R006);
+}
+
+#[test]
+fn plain_spawns_of_ambient_work_in_a_request_scope_are_reported() {
+    assert_fixture("r007.rs", Rule::R007);
+}
+
+#[test]
 fn the_documented_usage_is_clean() {
     let source = read_fixture("clean.rs");
     assert!(expected(&source).is_empty());
@@ -104,11 +122,7 @@ fn the_documented_usage_is_clean() {
 
 #[test]
 fn findings_carry_the_documented_messages() {
-    let source = read_fixture("r004.rs");
-    let findings = match lint_source("r004.rs", &source) {
-        Ok(findings) => findings,
-        Err(error) => panic!("{error}"),
-    };
+    let findings = lint_fixture("r004.rs");
     let first = findings.iter().find(|finding| finding.rule == Rule::R004);
     assert_eq!(
         first.map(|finding| finding.message.as_str()),
@@ -117,19 +131,54 @@ fn findings_carry_the_documented_messages() {
         )
     );
 
-    let source = read_fixture("r001.rs");
-    let findings = match lint_source("r001.rs", &source) {
-        Ok(findings) => findings,
-        Err(error) => panic!("{error}"),
-    };
+    let findings = lint_fixture("r001.rs");
     let named = findings
         .iter()
         .find(|finding| finding.message.contains("`attempt`"));
     assert_eq!(
         named.map(|finding| (finding.message.as_str(), finding.help.as_str())),
         Some((
-            "callback never uses its attempt handle `attempt`; the attempt timeout cannot reach this work",
+            "callback never uses its attempt handle `attempt`; the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt",
             "pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it"
+        ))
+    );
+    let blocking = findings
+        .iter()
+        .find(|finding| finding.message.contains("`a`"));
+    assert_eq!(
+        blocking.map(|finding| finding.message.as_str()),
+        Some(
+            "callback never uses its attempt handle `a`; a blocking attempt is never abandoned, so its ceiling cannot stop this work"
+        )
+    );
+}
+
+/// The first finding of `rule` in fixture `name`, as (message, help).
+fn first_finding(name: &str, rule: Rule) -> Option<(String, String)> {
+    lint_fixture(name)
+        .into_iter()
+        .find(|finding| finding.rule == rule)
+        .map(|finding| (finding.message, finding.help))
+}
+
+#[test]
+fn per_request_policies_are_told_what_state_they_lose_and_where_to_keep_it() {
+    assert_eq!(
+        first_finding("r006.rs", Rule::R006),
+        Some((
+            "`Policy` built per request and run in the handler: breaker, retry budget and latency estimate are per policy, so this one's breaker never opens and its budget is never spent".to_owned(),
+            "build it once, at startup, and keep it in the handler's state, a `OnceLock` or a struct field (clones share state)".to_owned(),
+        ))
+    );
+}
+
+#[test]
+fn plain_spawns_are_told_the_ambient_context_stays_behind_and_which_helper_carries_it() {
+    assert_eq!(
+        first_finding("r007.rs", Rule::R007),
+        Some((
+            "`tokio::spawn` does not carry the ambient deadline and criticality into the task: what reads them there (a policy with `use_ambient_deadline` / `use_ambient_criticality`, `Deadline::current()`) sees none".to_owned(),
+            "spawn it with `rampart::Ambient::spawn` (or wrap the future in `rampart::Ambient::bind`), which carries them into the task".to_owned(),
         ))
     );
 }

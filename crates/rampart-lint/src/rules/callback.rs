@@ -7,7 +7,15 @@ use syn::{Expr, ExprClosure, ExprPath, Macro, Pat};
 use crate::finding::{Raw, Rule};
 use crate::syntax;
 
-const RUN_METHODS: [&str; 4] = ["run", "try_run", "run_blocking", "try_run_blocking"];
+/// The policy's run methods, the deprecated hedged aliases included.
+const RUN_METHODS: [&str; 6] = [
+    "run",
+    "try_run",
+    "run_blocking",
+    "try_run_blocking",
+    "run_hedged",
+    "try_run_hedged",
+];
 
 const R001_HELP: &str =
     "pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it";
@@ -27,9 +35,14 @@ pub(crate) fn callback_closure(argument: &Expr) -> Option<&ExprClosure> {
     }
 }
 
-/// Checks one callback. `caller_token` is the key of the expression given to
-/// `.with_token(..)` earlier in the chain, if any.
-pub(crate) fn check(closure: &ExprClosure, caller_token: Option<&str>, out: &mut Vec<Raw>) {
+/// Checks one callback passed to `method`. `caller_token` is the key of the
+/// expression given to `.with_token(..)` earlier in the chain, if any.
+pub(crate) fn check(
+    method: &str,
+    closure: &ExprClosure,
+    caller_token: Option<&str>,
+    out: &mut Vec<Raw>,
+) {
     let Some(pattern) = closure.inputs.first() else {
         return;
     };
@@ -46,7 +59,8 @@ pub(crate) fn check(closure: &ExprClosure, caller_token: Option<&str>, out: &mut
             closure.span(),
             Rule::R001,
             format!(
-                "callback never uses its attempt handle `{name}`; the attempt timeout cannot reach this work"
+                "callback never uses its attempt handle `{name}`; {}",
+                unreached(method)
             ),
             R001_HELP,
         ));
@@ -56,6 +70,20 @@ pub(crate) fn check(closure: &ExprClosure, caller_token: Option<&str>, out: &mut
     let caller_token = caller_token.filter(|key| handle.as_deref() != Some(syntax::key_root(key)));
     let mut finder = TokenMisuse { caller_token, out };
     finder.visit_expr(&closure.body);
+}
+
+/// What the attempt's ceiling does to a callback that never sees its attempt.
+///
+/// A blocking attempt is always awaited (`rampart::blocking`). An async
+/// attempt's future is dropped at the ceiling in the default abandon mode
+/// (`rampart::TimeoutMode`), so only work that outlives the future, or an
+/// attempt under the cooperative mode (which awaits it), escapes.
+fn unreached(method: &str) -> &'static str {
+    if method.ends_with("_blocking") {
+        "a blocking attempt is never abandoned, so its ceiling cannot stop this work"
+    } else {
+        "the ceiling drops the attempt's future (the default abandon mode) but cannot stop work that outlives it (a spawned task, a thread) or a cooperative-mode attempt"
+    }
 }
 
 /// The name bound by the callback's parameter: `attempt`, `_attempt`, `_`,
@@ -122,7 +150,7 @@ impl<'ast> Visit<'ast> for TokenMisuse<'_, '_> {
                     expr.span(),
                     Rule::R002,
                     format!(
-                        "callback uses the caller's token `{key}` where the attempt's token belongs; the attempt timeout cannot cancel this work"
+                        "callback uses the caller's token `{key}` where the attempt's token belongs; it does not fire at the attempt's ceiling"
                     ),
                     R002_HELP,
                 ));
