@@ -39,6 +39,7 @@
 //! | `BreakerTransition` | the policy's breaker opened, went half-open, closed, was isolated or reset |
 //! | `HedgeStarted`, `HedgeWon`, `HedgeDiscarded`, `HedgeSuppressed` | a hedged call's legs |
 //! | `CallEnded` | exactly once per call, with its stop reason |
+//! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
 //! [`on_timeout`]: crate::PolicyBuilder::on_timeout
@@ -179,6 +180,14 @@ pub enum Event<'a> {
         /// Time from the start of the call (zero when the policy reads no clock).
         elapsed: Duration,
     },
+    /// A [fallback](crate::fallback) answered a call that ended with an error; after the
+    /// call's `CallEnded`.
+    FallbackUsed {
+        /// The policy's name.
+        policy: &'a str,
+        /// Why the call stopped (what the fallback replaced).
+        stop: StopReason,
+    },
 }
 
 /// Handed to an [`on_retry`](crate::PolicyBuilder::on_retry) hook before each backoff.
@@ -315,7 +324,8 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::HedgeWon { policy, .. }
         | Event::HedgeDiscarded { policy, .. }
         | Event::HedgeSuppressed { policy, .. }
-        | Event::CallEnded { policy, .. } => policy,
+        | Event::CallEnded { policy, .. }
+        | Event::FallbackUsed { policy, .. } => policy,
     }
 }
 

@@ -85,6 +85,7 @@ pub mod drain;
 pub mod error;
 pub mod event;
 pub mod executor;
+pub mod fallback;
 pub mod hedge;
 pub mod latency;
 pub mod limit;

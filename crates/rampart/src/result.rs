@@ -134,12 +134,20 @@ pub struct CallResult<T, E> {
     pub(crate) outcome: Result<T, Error<E>>,
     pub(crate) stop: StopReason,
     pub(crate) log: AttemptLog,
+    pub(crate) fell_back: bool,
 }
 
 impl<T, E> CallResult<T, E> {
-    /// Why the call stopped.
+    /// Why the call stopped: what the policy decided, also when a
+    /// [fallback](crate::fallback) then answered.
     pub fn stop(&self) -> StopReason {
         self.stop
+    }
+
+    /// Whether a [fallback](crate::fallback) answered (its value or its error is the
+    /// outcome).
+    pub fn fell_back(&self) -> bool {
+        self.fell_back
     }
 
     /// Attempts made.

@@ -482,3 +482,23 @@ async fn a_policy_without_a_breaker_budget_or_limiter_registers_no_gauges() {
     assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
     assert!(metrics.gauges().is_empty(), "{:?}", metrics.gauges());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_that_answers_moves_fallbacks_by_the_stop_reason_it_replaced() {
+    let (policy, metrics) = observed(Policy::builder().max_attempts(1));
+    let answer = policy
+        .run_with_fallback(
+            async |_a| Err::<u32, _>(Fail),
+            rampart::fallback::Fallback::on([StopReason::AttemptsExhausted]).value(1),
+        )
+        .await;
+    assert_eq!(answer.ok(), Some(1));
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=transient} 1",
+            "rampart.calls{stop_reason=attempts_exhausted} 1",
+            "rampart.fallbacks{stop_reason=attempts_exhausted} 1"
+        ]
+    );
+}

@@ -58,6 +58,7 @@ use crate::admit::Admit;
 use crate::classify::Classify;
 use crate::clock::{Clock, Instant};
 use crate::error::Error;
+use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::outcome::StopReason;
 use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled};
 
@@ -119,6 +120,63 @@ impl<'a, C, A> Call<'a, C, A> {
         let mut report = Report::default();
         let outcome = execute(self.shared, self.caller, op, &mut report).await;
         report.into_result(outcome)
+    }
+
+    /// Runs `op`, and `fallback` if the call ends as it names; see
+    /// [`Policy::run_with_fallback`](crate::Policy::run_with_fallback).
+    pub async fn run_with_fallback<T, E, F, W, G>(
+        self,
+        op: F,
+        fallback: FallbackTo<W, G>,
+    ) -> Result<T, Error<E>>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+        W: Trigger<E>,
+        G: Answer<T, E>,
+    {
+        let mut stop = StopOnly(StopReason::Succeeded);
+        let error = match execute(self.shared, self.caller, op, &mut stop).await {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        let answer = fallback.answer(stop.0, error)?;
+        self.shared.fell_back(stop.0);
+        answer.await
+    }
+
+    /// Like [`run_with_fallback`](Self::run_with_fallback), with the report of
+    /// [`try_run`](Self::try_run); see
+    /// [`Policy::try_run_with_fallback`](crate::Policy::try_run_with_fallback).
+    pub async fn try_run_with_fallback<T, E, F, W, G>(
+        self,
+        op: F,
+        fallback: FallbackTo<W, G>,
+    ) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+        W: Trigger<E>,
+        G: Answer<T, E>,
+    {
+        let mut report = Report::default();
+        let outcome = execute(self.shared, self.caller, op, &mut report).await;
+        let stop = report.stop;
+        let (outcome, fell_back) = match outcome {
+            Err(error) if stop != StopReason::Cancelled => match fallback.answer(stop, error) {
+                Ok(answer) => {
+                    self.shared.fell_back(stop);
+                    (answer.await, true)
+                }
+                Err(error) => (Err(error), false),
+            },
+            outcome => (outcome, false),
+        };
+        let mut result = report.into_result(outcome)?;
+        result.fell_back = fell_back;
+        Ok(result)
     }
 
     /// The same as [`run`](Self::run), which hedges when the policy hedges.
@@ -200,6 +258,19 @@ impl Record for () {
     fn stop(&mut self, _: StopReason) {}
 }
 
+/// What `run_with_fallback` learns besides the outcome: why the call stopped.
+pub(crate) struct StopOnly(StopReason);
+
+impl Record for &mut StopOnly {
+    const TIMED: bool = false;
+    #[inline(always)]
+    fn record(&mut self, _: AttemptRecord) {}
+    #[inline(always)]
+    fn stop(&mut self, stop: StopReason) {
+        self.0 = stop;
+    }
+}
+
 /// What `try_run` learns besides the outcome.
 pub(crate) struct Report {
     log: AttemptLog,
@@ -227,6 +298,7 @@ impl Report {
                 outcome,
                 stop,
                 log: self.log,
+                fell_back: false,
             }),
         }
     }

@@ -11,9 +11,10 @@ use crate::budget::RetryBudget;
 use crate::clock::Clock;
 use crate::drain::Drain;
 use crate::error::ConfigProblem;
-use crate::event::Telemetry;
+use crate::event::{Event, Telemetry};
 use crate::hedge::Hedge;
 use crate::latency::Latency;
+use crate::outcome::StopReason;
 use crate::timeout::{AdaptiveTimeout, TimeoutFn, TimeoutMode};
 
 /// The state every clone of a policy shares.
@@ -54,6 +55,17 @@ pub(crate) struct Shared<C, A> {
 }
 
 impl<C, A> Shared<C, A> {
+    /// A fallback answered a call of this policy that stopped for `stop`.
+    pub(crate) fn fell_back(&self, stop: StopReason) {
+        if self.telemetry.is_listened() {
+            let event = Event::FallbackUsed {
+                policy: &self.name,
+                stop,
+            };
+            self.telemetry.emit(&crate::observe::current_span(), event);
+        }
+    }
+
     /// The option that makes this policy unable to run a blocking callback, if any.
     pub(crate) fn needs_async(&self) -> Option<ConfigProblem> {
         self.hedge.map(|_| {

@@ -133,6 +133,7 @@ pub(super) struct Handles {
     rejections: [Counter; REJECTIONS.len()],
     transitions: [[Counter; STATES.len()]; STATES.len()],
     hedges: [Counter; HEDGES.len()],
+    fallbacks: [Counter; STOPS.len()],
 }
 
 /// A policy built before (or without) a name: handles that record nothing.
@@ -149,6 +150,7 @@ impl Default for Handles {
             rejections: std::array::from_fn(|_| Counter::noop()),
             transitions: std::array::from_fn(|_| std::array::from_fn(|_| Counter::noop())),
             hedges: std::array::from_fn(|_| Counter::noop()),
+            fallbacks: std::array::from_fn(|_| Counter::noop()),
         }
     }
 }
@@ -206,6 +208,9 @@ impl Handles {
                 })
             }),
             hedges: HEDGES.map(|e| metrics::counter!("rampart.hedges", "policy" => p(), "event" => e)),
+            fallbacks: STOPS.map(|s| {
+                metrics::counter!("rampart.fallbacks", "policy" => p(), "stop_reason" => s.as_str())
+            }),
         }
     }
 
@@ -241,6 +246,7 @@ impl Handles {
             Event::HedgeWon { .. } => self.hedges[WON].increment(1),
             Event::HedgeDiscarded { .. } => self.hedges[DISCARDED].increment(1),
             Event::HedgeSuppressed { .. } => self.hedges[SUPPRESSED].increment(1),
+            Event::FallbackUsed { stop, .. } => self.fallbacks[stop as usize].increment(1),
             Event::CallEnded { stop, elapsed, .. } => {
                 let i = stop as usize;
                 self.calls[i].increment(1);
@@ -349,6 +355,11 @@ fn describe() {
         "rampart.limiter.queued",
         Unit::Count,
         "Attempts waiting in the admission queue (set when a call ends)."
+    );
+    metrics::describe_counter!(
+        "rampart.fallbacks",
+        Unit::Count,
+        "Calls a fallback answered, by the stop reason it replaced."
     );
     metrics::describe_counter!(
         "rampart.hedges",

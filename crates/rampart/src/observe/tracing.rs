@@ -230,6 +230,13 @@ pub(super) fn event(span: &Span, event: &Event<'_>) {
             target: "rampart",
             parent: call, policy, reason = ?reason, "hedge suppressed");
         }
+        Event::FallbackUsed { policy, stop } => info!(
+            target: "rampart",
+            parent: call,
+            policy,
+            stop_reason = stop.as_str(),
+            "fallback answered"
+        ),
         Event::CallEnded {
             policy,
             stop,

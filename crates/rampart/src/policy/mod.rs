@@ -50,6 +50,7 @@ use crate::backoff::Backoff;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::error::Error;
 use crate::executor::{Call, Callback, Shared};
+use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::result::{CallResult, Cancelled};
 pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 
@@ -185,6 +186,67 @@ impl<C, A> Policy<C, A> {
         F: Callback<T, E>,
     {
         Call::new(&self.shared, None).try_run(op).await
+    }
+
+    /// Like [`run`](Self::run), but a call that ends as `fallback` names (by stop reason or
+    /// by a predicate on the error) returns the fallback's answer instead of its error. The
+    /// policy decides the call first: retries, timeouts and refusals all happen before the
+    /// fallback runs, once. A call the caller cancelled never falls back. See
+    /// [`fallback`](crate::fallback).
+    ///
+    /// ```
+    /// use rampart::{Policy, StopReason};
+    /// use rampart::fallback::Fallback;
+    ///
+    /// # async fn demo() {
+    /// let policy = Policy::builder().max_attempts(2).build().expect("valid policy");
+    /// let answer = policy
+    ///     .run_with_fallback(
+    ///         async |_attempt| Err::<Vec<u32>, _>(std::io::Error::other("unavailable")),
+    ///         Fallback::on([StopReason::AttemptsExhausted]).with(async |error| {
+    ///             eprintln!("recommendations degraded: {error}");
+    ///             Ok(Vec::new())
+    ///         }),
+    ///     )
+    ///     .await;
+    /// assert_eq!(answer.ok(), Some(Vec::new()));
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
+    /// #     .build().expect("runtime").block_on(demo());
+    /// ```
+    pub fn run_with_fallback<T, E, F, W, G>(
+        &self,
+        op: F,
+        fallback: FallbackTo<W, G>,
+    ) -> impl Future<Output = Result<T, Error<E>>>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+        W: Trigger<E>,
+        G: Answer<T, E>,
+    {
+        Call::new(&self.shared, None).run_with_fallback(op, fallback)
+    }
+
+    /// Like [`run_with_fallback`](Self::run_with_fallback), but returns the report of
+    /// [`try_run`](Self::try_run): the stop reason the policy decided, the attempts, and
+    /// whether the fallback answered ([`CallResult::fell_back`]).
+    pub async fn try_run_with_fallback<T, E, F, W, G>(
+        &self,
+        op: F,
+        fallback: FallbackTo<W, G>,
+    ) -> Result<CallResult<T, E>, Cancelled>
+    where
+        C: Classify<T, E>,
+        A: Admit,
+        F: Callback<T, E>,
+        W: Trigger<E>,
+        G: Answer<T, E>,
+    {
+        Call::new(&self.shared, None)
+            .try_run_with_fallback(op, fallback)
+            .await
     }
 
     /// The same as [`run`](Self::run), which hedges when the policy hedges.
