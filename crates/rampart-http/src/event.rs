@@ -32,6 +32,8 @@ use std::time::Duration;
 
 use rampart::Criticality;
 
+use crate::observe::{Observer, Side};
+
 /// Something an edge layer decided.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -77,24 +79,42 @@ pub enum EdgeEvent<'a> {
 
 type Listener = Arc<dyn Fn(&EdgeEvent<'_>) + Send + Sync>;
 
-/// The listeners of one layer.
-#[derive(Clone, Default)]
-pub(crate) struct Listeners(Vec<Listener>);
+/// The listeners of one layer, and its `tracing` and `metrics` view of the events.
+#[derive(Clone)]
+pub(crate) struct Listeners {
+    list: Vec<Listener>,
+    observer: Observer,
+}
 
 impl Listeners {
+    /// The listeners of a layer on `side` (none yet); registers its metric handles.
+    pub(crate) fn new(side: Side) -> Self {
+        Listeners {
+            list: Vec::new(),
+            observer: Observer::new(side),
+        }
+    }
+
     pub(crate) fn push(&mut self, listener: impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static) {
-        self.0.push(Arc::new(listener));
+        self.list.push(Arc::new(listener));
     }
 
     pub(crate) fn emit(&self, event: EdgeEvent<'_>) {
-        for listener in &self.0 {
+        self.observer.event(&event);
+        for listener in &self.list {
             let _ = catch_unwind(AssertUnwindSafe(|| listener(&event)));
         }
+    }
+
+    /// The inbound layer ran a request's handler (counted; not an event).
+    #[inline]
+    pub(crate) fn admitted(&self) {
+        self.observer.admitted();
     }
 }
 
 impl std::fmt::Debug for Listeners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} listeners", self.0.len())
+        write!(f, "{} listeners", self.list.len())
     }
 }

@@ -116,7 +116,7 @@ impl InboundLayer {
                 reject_expired: false,
                 enforce: false,
                 admit: Unlimited,
-                listeners: Listeners::default(),
+                listeners: Listeners::new(crate::observe::Side::Inbound),
             },
         }
     }
@@ -369,6 +369,7 @@ where
                 }
             }
         }
+        config.listeners.admitted();
         let future = ambient.sync_scope(|| self.inner.call(request));
         ResponseFuture {
             state: State::Running { future },
@@ -519,6 +520,7 @@ where
                             let Some((mut service, request)) = pending.take() else {
                                 unreachable!("the request is sent once")
                             };
+                            config.listeners.admitted();
                             let future = this.ambient.sync_scope(|| service.call(request));
                             this.state.set(State::Running { future });
                             if this.enforce.is_none() {

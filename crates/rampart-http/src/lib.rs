@@ -25,6 +25,8 @@
 //! - [`HttpClassifier`]: status codes and `Retry-After` to verdicts.
 //! - [`ClientError`] and [`Problem`]: timeouts answer 504, refusals 503 with `Retry-After`, as
 //!   `application/problem+json`.
+//! - Features `tracing` and `metrics`: the edge's own events, counters and outbound attempt
+//!   spans (with rampart's); the table is in [`observe`].
 //!
 //! ```
 //! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -92,6 +94,7 @@ pub mod error;
 pub mod event;
 pub mod header;
 pub mod inbound;
+pub mod observe;
 pub mod outbound;
 pub mod problem;
 #[cfg(feature = "reqwest")]

@@ -152,7 +152,7 @@ impl OutboundLayer {
             max_hosts: 1024,
             replay_limit: 64 * 1024,
             names: Names::default(),
-            listeners: Listeners::default(),
+            listeners: Listeners::new(crate::observe::Side::Outbound),
         }
     }
 }

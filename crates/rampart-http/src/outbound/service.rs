@@ -173,7 +173,10 @@ where
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .next(attempt);
-            service.call(request).await
+            let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
+            let response = span.instrument(service.call(request)).await;
+            span.record_status(crate::observe::status(&response));
+            response
         };
         // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
         policy.run(op).await.map_err(ClientError::Call)

@@ -1,0 +1,93 @@
+//! The edge's own observability: what the layers decide around rampart's calls, as `tracing`
+//! events and spans and `metrics` counters, behind the features of the same names.
+//!
+//! The outbound policies' calls are observed by rampart itself (with these features on,
+//! rampart's `tracing` and `metrics` features are on too: see `rampart::observe`); this
+//! module adds what only the edge knows. As in rampart, each feature's functions are written
+//! twice (real, and empty when it is off), so no call site has a `cfg`.
+//!
+//! ```toml
+//! rampart-http = { version = "0.1", features = ["tracing", "metrics"] }
+//! ```
+//!
+//! # Metrics
+//!
+//! Handles are registered when a layer is built (install the recorder first); a request
+//! allocates nothing for them.
+//!
+//! | name | kind | unit | attributes | when it moves |
+//! |---|---|---|---|---|
+//! | `rampart.http.server.requests` | counter | `{request}` | `result`: `admitted` \| `expired` \| `shed` | once per request the inbound layer receives: its handler ran, `reject_expired` answered 504, or admission answered 503 |
+//! | `rampart.http.server.enforced` | counter | `{request}` | | an admitted request whose handler `enforce` dropped at the deadline (504) |
+//! | `rampart.http.client.single_attempt` | counter | `{request}` | `reason`: `inbound_retry` \| `not_replayable` | an outbound request given one attempt: the request being served arrived as a retry, or its body was too large to replay |
+//!
+//! # Tracing
+//!
+//! Target `rampart_http`. Each [`EdgeEvent`] is an event: `Enforced` at
+//! `WARN`, `ExpiredOnArrival` and `Shed` at `INFO`, `RetriesSuppressed` and `NotReplayable`
+//! at `DEBUG`. Each outbound attempt runs in an `INFO` span `rampart.http.attempt`, a child of
+//! rampart's `rampart.attempt`, with OpenTelemetry's HTTP client attributes:
+//! `http.request.method`, `server.address` (the host key), `http.request.resend_count` (on
+//! retries and hedges only: the attempt's number minus one) and `http.response.status_code`
+//! (recorded when the response arrives).
+
+use http::{Method, StatusCode};
+use rampart::Attempt;
+
+use crate::event::EdgeEvent;
+
+#[cfg_attr(feature = "metrics", path = "metrics.rs")]
+#[cfg_attr(not(feature = "metrics"), path = "metrics_off.rs")]
+mod metrics;
+#[cfg_attr(feature = "tracing", path = "tracing.rs")]
+#[cfg_attr(not(feature = "tracing"), path = "tracing_off.rs")]
+mod tracing;
+
+pub(crate) use self::tracing::Span;
+
+/// Which layer an observer reports for: only its metrics are registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Inbound,
+    Outbound,
+}
+
+/// What one layer reports to `tracing` and `metrics`, built with the layer.
+#[derive(Clone)]
+pub(crate) struct Observer {
+    metrics: metrics::Handles,
+}
+
+impl Observer {
+    /// The observer of a layer on `side`: registers its handles with the current recorder.
+    pub(crate) fn new(side: Side) -> Self {
+        Observer {
+            metrics: metrics::Handles::new(side),
+        }
+    }
+
+    /// Reports `event`.
+    #[inline]
+    pub(crate) fn event(&self, event: &EdgeEvent<'_>) {
+        self.metrics.event(event);
+        tracing::event(event);
+    }
+
+    /// The inbound layer ran a request's handler.
+    #[inline]
+    pub(crate) fn admitted(&self) {
+        self.metrics.admitted();
+    }
+}
+
+/// The span of one outbound attempt of a `method` request to `host`.
+#[inline]
+pub(crate) fn attempt_span(method: &Method, host: &str, attempt: &Attempt) -> Span {
+    tracing::attempt(method, host, attempt.number())
+}
+
+/// The status to record on an attempt's span, if it got a response.
+#[inline]
+pub(crate) fn status<B, E>(result: &Result<http::Response<B>, E>) -> Option<StatusCode> {
+    result.as_ref().ok().map(http::Response::status)
+}

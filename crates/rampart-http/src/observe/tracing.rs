@@ -1,0 +1,81 @@
+//! The `tracing` feature: edge events and outbound attempt spans, target `rampart_http`.
+
+use std::future::Future;
+
+use http::{Method, StatusCode};
+use tracing::field::Empty;
+use tracing::{debug, info, info_span, warn};
+
+use crate::event::EdgeEvent;
+
+/// An outbound attempt's span.
+pub(crate) struct Span(tracing::Span);
+
+impl Span {
+    /// `future`, polled inside this span.
+    #[inline]
+    pub(crate) fn instrument<F: Future>(&self, future: F) -> tracing::instrument::Instrumented<F> {
+        tracing::Instrument::instrument(future, self.0.clone())
+    }
+
+    /// Records the response's status, if there was one.
+    #[inline]
+    pub(crate) fn record_status(&self, status: Option<StatusCode>) {
+        if let Some(status) = status {
+            self.0.record("http.response.status_code", status.as_u16());
+        }
+    }
+}
+
+#[inline]
+pub(super) fn attempt(method: &Method, host: &str, number: u32) -> Span {
+    let resends = number.checked_sub(1).filter(|n| *n > 0);
+    Span(info_span!(
+        target: "rampart_http",
+        "rampart.http.attempt",
+        "http.request.method" = method.as_str(),
+        "server.address" = host,
+        "http.request.resend_count" = resends,
+        "http.response.status_code" = Empty
+    ))
+}
+
+/// Logs `event`: a dropped handler warns, refusals inform, single-attempt decisions are debug.
+pub(super) fn event(event: &EdgeEvent<'_>) {
+    match *event {
+        EdgeEvent::ExpiredOnArrival { left, reserve } => info!(
+            target: "rampart_http",
+            left = ?left,
+            reserve = ?reserve,
+            "request expired on arrival: answered 504 without running the handler"
+        ),
+        EdgeEvent::Shed {
+            level,
+            by,
+            retry_after,
+        } => info!(
+            target: "rampart_http",
+            criticality = level.as_str(),
+            by,
+            retry_after = ?retry_after,
+            "request shed: answered 503"
+        ),
+        EdgeEvent::Enforced { budget } => warn!(
+            target: "rampart_http",
+            budget = ?budget,
+            "deadline enforced: the handler was still running and was dropped; answered 504"
+        ),
+        EdgeEvent::RetriesSuppressed { host, method } => debug!(
+            target: "rampart_http",
+            host,
+            method = method.as_str(),
+            "retries suppressed: the request being served arrived as a retry"
+        ),
+        EdgeEvent::NotReplayable { host, limit } => debug!(
+            target: "rampart_http",
+            host,
+            limit,
+            "one attempt: the body is larger than the replay limit"
+        ),
+    }
+}

@@ -1,0 +1,213 @@
+//! The edge's observability (issue 12): inbound requests counted by what the layer did, the
+//! single-attempt decisions of the outbound layer, and each outbound attempt in a
+//! `rampart.http.attempt` span with OpenTelemetry's HTTP attributes.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rampart::backoff::Backoff;
+use rampart::limit::ConcurrencyLimit;
+use rampart_http::{InboundLayer, OutboundLayer, ReplayBody};
+use tower::{Service, ServiceExt};
+use tower_layer::Layer;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::{LookupSpan, Registry};
+
+/// The counters that moved, as `name{labels} count`, sorted.
+fn counters(snapshotter: &Snapshotter) -> Vec<String> {
+    let mut lines: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Counter(n) if n > 0 => {
+                let key = key.key();
+                let labels: Vec<_> = key
+                    .labels()
+                    .filter(|l| l.key() != "policy")
+                    .map(|l| format!("{}={}", l.key(), l.value()))
+                    .collect();
+                Some(format!("{}{{{}}} {n}", key.name(), labels.join(",")))
+            }
+            _ => None,
+        })
+        .filter(|line| line.starts_with("rampart.http"))
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn handler(
+    delay: Duration,
+) -> impl Service<
+    Request<Full<Bytes>>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future: Send,
+> + Clone
++ Send
++ 'static {
+    tower::service_fn(move |_: Request<Full<Bytes>>| async move {
+        tokio::time::sleep(delay).await;
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"done"))))
+    })
+}
+
+fn request(deadline_ms: Option<&str>) -> Request<Full<Bytes>> {
+    let mut builder = Request::get("/");
+    if let Some(ms) = deadline_ms {
+        builder = builder.header("x-deadline-ms", ms);
+    }
+    builder.body(Full::default()).expect("valid request")
+}
+
+#[tokio::test(start_paused = true)]
+async fn inbound_requests_are_counted_by_what_the_layer_did_with_them() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let mut service = metrics::with_local_recorder(&recorder, || {
+        InboundLayer::new()
+            .reject_expired(true)
+            .reserve(Duration::from_millis(50))
+            .enforce(true)
+            .admit(ConcurrencyLimit::new(1))
+            .layer(handler(Duration::from_secs(1)))
+    });
+    // Holds the one permit for a second.
+    let holding = tokio::spawn(service.call(request(Some("5000"))));
+    tokio::task::yield_now().await;
+    let shed = service
+        .clone()
+        .oneshot(request(None))
+        .await
+        .expect("infallible");
+    assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let expired = service
+        .clone()
+        .oneshot(request(Some("10")))
+        .await
+        .expect("infallible");
+    assert_eq!(expired.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        holding.await.expect("task").expect("infallible").status(),
+        StatusCode::OK
+    );
+    // Admitted, and dropped at its deadline (550 ms, less the 50 ms reserve).
+    let enforced = service
+        .oneshot(request(Some("550")))
+        .await
+        .expect("infallible");
+    assert_eq!(enforced.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        counters(&snapshotter),
+        [
+            "rampart.http.server.enforced{} 1",
+            "rampart.http.server.requests{result=admitted} 2",
+            "rampart.http.server.requests{result=expired} 1",
+            "rampart.http.server.requests{result=shed} 1",
+        ]
+    );
+}
+
+type UpstreamRequest = Request<ReplayBody<Full<Bytes>>>;
+
+/// Answers 503 to the first request and 200 after.
+fn flaky()
+-> impl Service<UpstreamRequest, Response = Response<Full<Bytes>>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let seen = Arc::new(Mutex::new(0u32));
+    tower::service_fn(move |_: UpstreamRequest| {
+        let seen = seen.clone();
+        async move {
+            let n = {
+                let mut seen = seen.lock().expect("seen");
+                *seen += 1;
+                *seen
+            };
+            let status = if n == 1 { 503 } else { 200 };
+            let response = Response::builder().status(status).body(Full::default());
+            Ok::<_, Infallible>(response.expect("valid response"))
+        }
+    })
+}
+
+/// Spans as `name{fields} in parent` when they close.
+#[derive(Clone, Default)]
+struct Spans(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+struct Writer<'a>(&'a mut String);
+
+impl Visit for Writer<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, " {}={value:?}", field.name());
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Spans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = String::new();
+        attrs.record(&mut Writer(&mut fields));
+        let span = ctx.span(id).expect("span");
+        span.extensions_mut().insert(Fields(fields));
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let span = ctx.span(id).expect("span");
+        let mut extensions = span.extensions_mut();
+        let fields = extensions.get_mut::<Fields>().expect("fields");
+        values.record(&mut Writer(&mut fields.0));
+    }
+
+    fn on_event(&self, _: &Event<'_>, _: Context<'_, S>) {}
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let span = ctx.span(&id).expect("span");
+        if span.name() != "rampart.http.attempt" {
+            return;
+        }
+        let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
+        let parent = span.parent().map_or("none", |p| p.name());
+        let line = format!("{}{fields} in {parent}", span.name());
+        self.0.lock().expect("spans").push(line);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
+    let spans = Spans::default();
+    let _guard = tracing::subscriber::set_default(Registry::default().with(spans.clone()));
+    let client = OutboundLayer::builder()
+        .policy(|p| {
+            p.deadline(Duration::from_secs(10))
+                .no_attempt_timeout()
+                .backoff(Backoff::none())
+        })
+        .build()
+        .expect("valid outbound layer")
+        .layer(flaky());
+    let request = Request::get("http://a.test/")
+        .body(Full::default())
+        .expect("valid request");
+    let response = client.oneshot(request).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        *spans.0.lock().expect("spans"),
+        [
+            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.response.status_code=503 in rampart.attempt",
+            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
+        ]
+    );
+}
