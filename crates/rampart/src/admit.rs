@@ -154,6 +154,15 @@ pub trait Admit: Send + Sync + 'static {
     fn load(&self) -> Load {
         Load::default()
     }
+
+    /// For a component that only observes ([`DryRun`](crate::limit::DryRun)): the refusal
+    /// `permit` stands for, when the component admitted an attempt it would have refused.
+    /// The executor reports it ([`Event::WouldReject`](crate::Event::WouldReject)). The
+    /// default: none.
+    fn dry_refusal(permit: &Self::Permit) -> Option<Refusal> {
+        let _ = permit;
+        None
+    }
 }
 
 /// How many attempts an admission component holds and queues at one moment
@@ -214,6 +223,10 @@ impl<T: Admit> Admit for std::sync::Arc<T> {
     fn load(&self) -> Load {
         T::load(self)
     }
+
+    fn dry_refusal(permit: &Self::Permit) -> Option<Refusal> {
+        T::dry_refusal(permit)
+    }
 }
 
 /// Two components, both asked: `A` first, then `B` (a refusal by `B` gives `A`'s permit back).
@@ -253,5 +266,9 @@ impl<A: Admit, B: Admit> Admit for (A, B) {
             in_flight: a.in_flight.or(b.in_flight),
             queued: a.queued.or(b.queued),
         }
+    }
+
+    fn dry_refusal((first, second): &Self::Permit) -> Option<Refusal> {
+        A::dry_refusal(first).or_else(|| B::dry_refusal(second))
     }
 }

@@ -39,6 +39,7 @@
 //! | `BreakerTransition` | the policy's breaker opened, went half-open, closed, was isolated or reset |
 //! | `HedgeStarted`, `HedgeWon`, `HedgeDiscarded`, `HedgeSuppressed` | a hedged call's legs |
 //! | `CallEnded` | exactly once per call, with its stop reason |
+//! | `WouldReject` | a dry-run breaker or admission component would have refused an attempt that runs anyway |
 //! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
@@ -179,6 +180,20 @@ pub enum Event<'a> {
         attempts: u32,
         /// Time from the start of the call (zero when the policy reads no clock).
         elapsed: Duration,
+    },
+    /// A component in dry-run mode would have refused this attempt, and let it run: a
+    /// [dry-run breaker](crate::breaker::BreakerBuilder::dry_run) or an admission component
+    /// wrapped in [`limit::DryRun`](crate::limit::DryRun).
+    WouldReject {
+        /// The policy's name.
+        policy: &'a str,
+        /// The attempt that ran anyway.
+        attempt: u32,
+        /// The component that would have refused: `"breaker"`, or the admission component's
+        /// [`Refusal::by`](crate::admit::Refusal::by).
+        by: &'static str,
+        /// The retry-after it would have given.
+        retry_after: Option<Duration>,
     },
     /// A [fallback](crate::fallback) answered a call that ended with an error; after the
     /// call's `CallEnded`.
@@ -325,6 +340,7 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::HedgeDiscarded { policy, .. }
         | Event::HedgeSuppressed { policy, .. }
         | Event::CallEnded { policy, .. }
+        | Event::WouldReject { policy, .. }
         | Event::FallbackUsed { policy, .. } => policy,
     }
 }

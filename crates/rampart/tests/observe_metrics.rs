@@ -502,3 +502,34 @@ async fn a_fallback_that_answers_moves_fallbacks_by_the_stop_reason_it_replaced(
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_a_dry_run_breaker_would_have_refused_moves_dry_run_rejections() {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .jitter(0.0)
+        .dry_run(true)
+        .build()
+        .expect("valid breaker");
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(2)
+            .backoff(Backoff::none())
+            .breaker(breaker),
+    );
+    let result = policy
+        .try_run(async |_a| Err::<(), _>(Fail))
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.stop(), StopReason::AttemptsExhausted);
+    assert_eq!(
+        metrics.counters(),
+        [
+            "rampart.attempts{outcome=transient} 2",
+            "rampart.breaker.transitions{from=closed,to=open} 1",
+            "rampart.calls{stop_reason=attempts_exhausted} 1",
+            "rampart.dry_run.rejections{reason=breaker} 1",
+            "rampart.retries{} 1"
+        ]
+    );
+}

@@ -33,6 +33,7 @@ pub(super) struct Config {
     pub(super) half_open_probes: u32,
     pub(super) probe_successes: u32,
     pub(super) probe_timeout: Duration,
+    pub(super) dry_run: bool,
 }
 
 /// The longest [`probe_timeout`](BreakerBuilder::probe_timeout).
@@ -60,6 +61,7 @@ impl BreakerBuilder {
                 half_open_probes: 1,
                 probe_successes: 2,
                 probe_timeout: Duration::from_secs(15),
+                dry_run: false,
             },
         }
     }
@@ -145,6 +147,20 @@ impl BreakerBuilder {
     /// attempt timeout if that is longer.
     pub fn probe_timeout(mut self, timeout: Duration) -> Self {
         self.config.probe_timeout = timeout;
+        self
+    }
+
+    /// Observe only (default `false`): the breaker opens, half-opens and closes as it would,
+    /// and each attempt it would have refused is reported ([`Event::WouldReject`] with
+    /// `by = "breaker"`, the `rampart.dry_run.rejections` counter with `reason = breaker`)
+    /// and runs anyway. A policy does not stop its retries or suppress its hedges for a dry-run
+    /// breaker. While it would be open, the attempts it lets through are not recorded (it
+    /// would not have seen them), so it opens and closes exactly as an enforcing breaker
+    /// would: try a setting on live traffic, then enforce it.
+    ///
+    /// [`Event::WouldReject`]: crate::Event::WouldReject
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.config.dry_run = dry_run;
         self
     }
 
@@ -262,6 +278,9 @@ impl fmt::Display for Config {
         write!(f, ", break {}", Human(self.break_duration))?;
         if self.max_break > self.break_duration {
             write!(f, " doubling to {}", Human(self.max_break))?;
+        }
+        if self.dry_run {
+            f.write_str(" (dry run: reports, never refuses)")?;
         }
         Ok(())
     }

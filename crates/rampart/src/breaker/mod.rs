@@ -47,6 +47,7 @@
 //! | [`half_open_probes`](BreakerBuilder::half_open_probes) | 1 | probes in flight at once |
 //! | [`probe_successes`](BreakerBuilder::probe_successes) | 2 | successful probes that close it |
 //! | [`probe_timeout`](BreakerBuilder::probe_timeout) | 15 s | probes unfinished this long count as failed |
+//! | [`dry_run`](BreakerBuilder::dry_run) | `false` | observe only: report what it would refuse, refuse nothing |
 //!
 //! # Evidence
 //!
@@ -111,6 +112,9 @@ use word::Word;
 
 use crate::clock::Instant;
 use crate::sync::Arc;
+
+/// The `by` of a dry-run breaker's [`Event::WouldReject`](crate::Event::WouldReject).
+pub(crate) const BY: &str = "breaker";
 
 /// A circuit breaker for one dependency. Clones share its state.
 #[derive(Clone)]
@@ -360,6 +364,11 @@ impl Breaker {
                 settled: false,
             });
         }
+    }
+
+    /// Whether this breaker only observes ([`BreakerBuilder::dry_run`]): it never refuses.
+    pub fn is_dry_run(&self) -> bool {
+        self.shared.config.dry_run
     }
 
     /// The state at `now`, changing nothing (no probe is taken).

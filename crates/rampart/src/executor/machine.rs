@@ -323,6 +323,9 @@ where
     ) -> Result<Ticket<'p, A::Permit>, Next<'p, T, E, A::Permit>> {
         let (outcome, retry_after) = match answer {
             Admitted::Permit(permit) => {
+                if let Some(refusal) = permit.as_ref().and_then(A::dry_refusal) {
+                    self.would_reject(ticket.number, refusal.by, refusal.retry_after);
+                }
                 ticket.permit = permit;
                 ticket.admitted = true;
                 return Ok(ticket);
@@ -634,16 +637,37 @@ where
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             return Ok(None);
         };
-        let permit = breaker.try_acquire(now).map_err(|rejected| {
-            if let Some(transition) = rejected.transition {
-                self.breaker_moved(transition);
+        let permit = match breaker.try_acquire(now) {
+            Ok(permit) => permit,
+            Err(rejected) => {
+                if let Some(transition) = rejected.transition {
+                    self.breaker_moved(transition);
+                }
+                if breaker.is_dry_run() {
+                    self.would_reject(self.attempts + 1, crate::breaker::BY, rejected.retry_after);
+                    return Ok(None);
+                }
+                return Err(rejected.retry_after);
             }
-            rejected.retry_after
-        })?;
+        };
         if let Some(transition) = permit.transition() {
             self.breaker_moved(transition);
         }
         Ok(Some(permit))
+    }
+
+    /// A dry-run component `by` would have refused attempt `attempt`, which runs anyway.
+    #[cold]
+    fn would_reject(&self, attempt: u32, by: &'static str, retry_after: Option<Duration>) {
+        self.shared.telemetry.emit(
+            &self.span,
+            Event::WouldReject {
+                policy: &self.shared.name,
+                attempt,
+                by,
+                retry_after,
+            },
+        );
     }
 
     /// Whether this call may hedge, and after how long: not `Sheddable`, not draining, the
@@ -659,6 +683,7 @@ where
             return Err(Suppressed::Draining);
         }
         if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+            && !breaker.is_dry_run()
             && breaker.state(now).kind() != StateKind::Closed
         {
             return Err(Suppressed::BreakerNotClosed);
@@ -912,7 +937,9 @@ where
         let delay = self.backoff(curve, verdict.retry_after());
         // A breaker that will still be open when the backoff ends refuses the retry now: no
         // sleep, no budget charged for an attempt that would never run.
-        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now) {
+        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+            && !breaker.is_dry_run()
+        {
             match breaker.state(now) {
                 BreakerState::Open { remaining } if remaining > delay => {
                     let reason = RejectReason::DependencyUnavailable;

@@ -24,6 +24,7 @@
 mod aimd;
 mod concurrency;
 mod criticality;
+mod dry_run;
 mod gradient;
 pub(crate) mod rate;
 mod throttle;
@@ -31,6 +32,7 @@ mod throttle;
 pub use aimd::{Aimd, AimdBuilder, AimdPermit};
 pub use concurrency::ConcurrencyLimit;
 pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
+pub use dry_run::{DryRun, DryRunPermit};
 pub use gradient::{Gradient, GradientBuilder, GradientPermit};
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};

@@ -89,6 +89,7 @@ const _: () = assert!(STATES.len() == every_state(StateKind::Closed));
 const TIMEOUTS: [&str; 3] = ["timed_out", "ignored", "orphaned"];
 const REJECTIONS: [&str; 5] = ["breaker", "budget", "overloaded", "rate", "draining"];
 const HEDGES: [&str; 4] = ["started", "won", "discarded", "suppressed"];
+const DRY_RUN: [&str; 3] = ["breaker", "overloaded", "rate"];
 
 const TIMED_OUT: usize = 0;
 const IGNORED: usize = 1;
@@ -134,6 +135,8 @@ pub(super) struct Handles {
     transitions: [[Counter; STATES.len()]; STATES.len()],
     hedges: [Counter; HEDGES.len()],
     fallbacks: [Counter; STOPS.len()],
+    /// `rampart.dry_run.rejections`, by the first three reasons of `REJECTIONS`.
+    would_reject: [Counter; 3],
 }
 
 /// A policy built before (or without) a name: handles that record nothing.
@@ -151,6 +154,7 @@ impl Default for Handles {
             transitions: std::array::from_fn(|_| std::array::from_fn(|_| Counter::noop())),
             hedges: std::array::from_fn(|_| Counter::noop()),
             fallbacks: std::array::from_fn(|_| Counter::noop()),
+            would_reject: std::array::from_fn(|_| Counter::noop()),
         }
     }
 }
@@ -208,6 +212,9 @@ impl Handles {
                 })
             }),
             hedges: HEDGES.map(|e| metrics::counter!("rampart.hedges", "policy" => p(), "event" => e)),
+            would_reject: DRY_RUN.map(|r| {
+                metrics::counter!("rampart.dry_run.rejections", "policy" => p(), "reason" => r)
+            }),
             fallbacks: STOPS.map(|s| {
                 metrics::counter!("rampart.fallbacks", "policy" => p(), "stop_reason" => s.as_str())
             }),
@@ -238,6 +245,14 @@ impl Handles {
                     _ => OVERLOADED,
                 };
                 self.rejections[reason].increment(1);
+            }
+            Event::WouldReject { by, .. } => {
+                let reason = match by {
+                    crate::breaker::BY => 0,
+                    crate::limit::rate::BY => 2,
+                    _ => 1,
+                };
+                self.would_reject[reason].increment(1);
             }
             Event::BreakerTransition { from, to, .. } => {
                 self.transitions[from as usize][to as usize].increment(1);
@@ -355,6 +370,11 @@ fn describe() {
         "rampart.limiter.queued",
         Unit::Count,
         "Attempts waiting in the admission queue (set when a call ends)."
+    );
+    metrics::describe_counter!(
+        "rampart.dry_run.rejections",
+        Unit::Count,
+        "Attempts a dry-run breaker or limiter would have refused, and let run."
     );
     metrics::describe_counter!(
         "rampart.fallbacks",

@@ -37,6 +37,7 @@
 //! | `rampart.rejections` | counter | `{rejection}` | `policy`, `reason`: `breaker` \| `budget` \| `overloaded` \| `rate` \| `draining` | a call ended rejected by the breaker, the budget or a drain; admission refused an attempt (`rate` for a [`RateLimit`], `overloaded` for any other component) |
 //! | `rampart.breaker.transitions` | counter | `{transition}` | `policy`, `from`, `to` ([`StateKind::as_str`]) | the policy's breaker changed state |
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
+//! | `rampart.dry_run.rejections` | counter | `{attempt}` | `policy`, `reason`: `breaker` \| `overloaded` \| `rate` | a [dry-run](crate::breaker::BreakerBuilder::dry_run) breaker or [`DryRun`](crate::limit::DryRun) limiter would have refused an attempt, which ran |
 //! | `rampart.fallbacks` | counter | `{call}` | `policy`, `stop_reason` | a [fallback](crate::fallback) answered a call that stopped for `stop_reason` |
 //! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
 //! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |

@@ -230,6 +230,20 @@ pub(super) fn event(span: &Span, event: &Event<'_>) {
             target: "rampart",
             parent: call, policy, reason = ?reason, "hedge suppressed");
         }
+        Event::WouldReject {
+            policy,
+            attempt,
+            by,
+            retry_after,
+        } => info!(
+            target: "rampart",
+            parent: call,
+            policy,
+            attempt,
+            by,
+            retry_after = ?retry_after,
+            "dry run: would have refused this attempt, which runs anyway"
+        ),
         Event::FallbackUsed { policy, stop } => info!(
             target: "rampart",
             parent: call,

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The per-call cost of the observability features (issue 12), in instructions counted by
+# callgrind: `Policy::none()` and the full policy of W1 (success path), built with each feature
+# set. Nothing listens (no subscriber, no recorder): this is rampart's own share. Markdown on
+# stdout. Run from anywhere; honours CARGO_TARGET_DIR.
+#
+#   bench/scripts/observability.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+target="${CARGO_TARGET_DIR:-target}"
+calls="${CALLS:-20000}"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+profile="$target/release/examples/profile"
+
+refs() { # contender calls -> instructions collected
+    valgrind --tool=callgrind --toggle-collect='profile::measured*' \
+        --callgrind-out-file="$out/cg" "$profile" w1_success "$1" "$2" 2>&1 |
+        sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
+}
+
+echo "| features | Policy::none() | full policy |"
+echo "|---|---:|---:|"
+for features in off tracing metrics tracing,metrics; do
+    flags=()
+    [[ $features != off ]] && flags=(--features "$features")
+    cargo build --release -q -p rampart-bench --example profile "${flags[@]}"
+    row="| $features |"
+    for c in rampart-none rampart; do
+        one=$(refs "$c" "$calls")
+        two=$(refs "$c" $((2 * calls)))
+        row="$row $(( (two - one) / calls )) |"
+    done
+    echo "$row"
+done
