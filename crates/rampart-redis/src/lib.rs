@@ -122,6 +122,8 @@ mod lease;
 mod options;
 mod rate;
 mod store;
+#[cfg(test)]
+mod tests;
 
 pub use concurrency::{GlobalConcurrency, GlobalConcurrencyBuilder, GlobalPermit};
 pub use error::{ConfigError, ConfigProblem, StoreError};
