@@ -66,7 +66,7 @@ pub(crate) struct Refilled {
     pub(crate) asked: bool,
     /// Permits added to this instance's batch.
     pub(crate) granted: u64,
-    /// The store has no room: ask again no sooner than this.
+    /// The store has no more room: ask again no sooner than this (zero: any time).
     pub(crate) wait: Duration,
 }
 

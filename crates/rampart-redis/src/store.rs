@@ -30,7 +30,8 @@ pub(crate) struct BucketSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TokenGrant {
     pub(crate) granted: u64,
-    /// When nothing was granted: how long until the requested minimum is there.
+    /// How long until the requested minimum is there again (zero if it is): asking sooner
+    /// would get nothing.
     pub(crate) wait: Duration,
 }
 
@@ -168,7 +169,7 @@ impl std::fmt::Debug for Redis {
 /// an absent key is a full bucket, and the key expires once it would have refilled.
 ///
 /// KEYS[1] the bucket; ARGV interval (µs per token), burst, want, min.
-/// Returns {granted, wait in µs (when nothing was granted)}.
+/// Returns {granted, wait}: the µs until `min` tokens are there again (0 if they are).
 static TAKE_TOKENS: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
@@ -190,11 +191,12 @@ if now > at then
   at = now
 end
 local granted = 0
-local wait = 0
 if tokens >= min then
   granted = math.min(want, math.floor(tokens))
   tokens = tokens - granted
-else
+end
+local wait = 0
+if tokens < min then
   wait = math.ceil((min - tokens) * interval)
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.6f', tokens), 'at', string.format('%.0f', at))

@@ -84,10 +84,10 @@ impl Store for Fake {
                 });
             }
             let granted = want.min(there);
-            self.tokens.fetch_sub(granted, Ordering::Relaxed);
+            let left = self.tokens.fetch_sub(granted, Ordering::Relaxed) - granted;
             Ok(TokenGrant {
                 granted,
-                wait: Duration::ZERO,
+                wait: if left < min { 50 * MS } else { Duration::ZERO },
             })
         })
     }
