@@ -14,7 +14,7 @@
 use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -118,6 +118,8 @@ pub(crate) struct Lease<B: Batch> {
     /// failed and is probed only every `probe_every`.
     not_before: AtomicU64,
     calls: AtomicU64,
+    /// Refills in a row that got nothing (touched by refills only, one at a time).
+    empty_streak: AtomicU32,
     sizing: Mutex<Sizing>,
     counters: Counters,
     listener: Option<Listener>,
@@ -164,6 +166,7 @@ impl<B: Batch> Lease<B> {
             refilled: Notify::new(),
             not_before: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            empty_streak: AtomicU32::new(0),
             sizing: Mutex::new(Sizing::default()),
             counters: Counters::default(),
             listener,
@@ -300,7 +303,7 @@ impl<B: Batch> Lease<B> {
                 self.counters
                     .granted
                     .fetch_add(refilled.granted, Ordering::Relaxed);
-                let wait = match refilled.wait {
+                let wait = match self.backoff(refilled) {
                     wait if wait.is_zero() => 0,
                     wait => done.saturating_add(nanos(wait)),
                 };
@@ -330,6 +333,19 @@ impl<B: Batch> Lease<B> {
         }
         self.refilling.store(false, Ordering::Release);
         self.refilled.notify_waiters();
+    }
+
+    /// How long to leave the store alone after `refilled`: its wait, doubled for every
+    /// refill in a row that got nothing (at most 8 times). Instances that contend for an
+    /// empty quota then poll it less and less often, and each takes a larger batch when it
+    /// does; a lone instance never gets nothing twice in a row, so it is never slowed.
+    fn backoff(&self, refilled: Refilled) -> Duration {
+        if refilled.granted > 0 || !refilled.asked {
+            self.empty_streak.store(0, Ordering::Relaxed);
+            return refilled.wait;
+        }
+        let streak = self.empty_streak.fetch_add(1, Ordering::Relaxed).min(3);
+        refilled.wait * (1 << streak)
     }
 
     /// The batch to ask for: this instance's calls per second since the previous refill,
