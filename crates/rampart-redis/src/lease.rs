@@ -287,12 +287,10 @@ impl<B: Batch> Lease<B> {
         let result =
             match tokio::time::timeout(timeout, self.batch.refill(&*self.store, want, now)).await {
                 Ok(result) => result,
-                Err(_) => Err(StoreError::timeout(
-                    self.store.server(),
-                    &self.settings.key,
-                    B::OP,
-                    timeout,
-                )),
+                Err(_) => Err({
+                    self.store.reset();
+                    StoreError::timeout(self.store.server(), &self.settings.key, B::OP, timeout)
+                }),
             };
         let done = self.nanos(clock.now());
         match result {

@@ -61,6 +61,10 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// The server, for error messages.
     fn server(&self) -> &str;
+
+    /// An operation ran out of time: start afresh next time (a connection that hangs may
+    /// never answer again).
+    fn reset(&self) {}
 }
 
 /// A connection to one Redis server (standalone, or a primary), shared by the limiters built
@@ -309,5 +313,9 @@ impl Store for Redis {
 
     fn server(&self) -> &str {
         Redis::server(self)
+    }
+
+    fn reset(&self) {
+        *self.slot() = None;
     }
 }

@@ -104,16 +104,21 @@ async fn a_fleet_of_4_and_of_16_never_admits_more_than_the_documented_bound() {
     fleet_stays_within_the_documented_bound(&server, 16).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_stopped_mid_run_calls_go_on_under_the_fallback_and_rejoin_after_restart() {
-    let Some(mut server) = RedisServer::start("partition") else {
-        return;
-    };
+/// Cuts Redis off in the middle of a run (`cut`), then brings it back (`heal`): every call
+/// returns within the timeout (plus a safety margin), calls keep being admitted under the
+/// fallback, and the limiter rejoins the shared quota. Returns the events, for the caller to
+/// check what the failure looked like.
+async fn partition(
+    server: &mut RedisServer,
+    key: &str,
+    cut: fn(&mut RedisServer),
+    heal: fn(&mut RedisServer),
+) -> Vec<String> {
     let timeout = Duration::from_millis(100);
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&events);
     let redis = Redis::open(&server.url()).expect("url");
-    let limit = GlobalRateLimit::builder(&redis, "partition", 1_000, Duration::from_secs(1))
+    let limit = GlobalRateLimit::builder(&redis, key, 1_000, Duration::from_secs(1))
         .instances(4)
         .timeout(timeout)
         .probe_every(Duration::from_millis(200))
@@ -127,42 +132,37 @@ async fn redis_stopped_mid_run_calls_go_on_under_the_fallback_and_rejoin_after_r
         })
         .build()
         .expect("valid");
-    // Every call returns within the bound (plus a safety margin); count how they end.
-    let call = async || {
+    let mut slowest = Duration::ZERO;
+    // One call, bounded by a safety margin past the timeout; whether it was admitted.
+    let mut call = async || {
         let started = Instant::now();
         let admitted = tokio::time::timeout(timeout + SAFETY, limit.acquire(&cx()))
             .await
             .expect("no call waits on Redis past its timeout")
             .is_ok();
-        (admitted, started.elapsed())
+        slowest = slowest.max(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(4)).await;
+        admitted
     };
-    let mut slowest = Duration::ZERO;
     for _ in 0..20 {
-        let (admitted, took) = call().await;
-        assert!(admitted, "Redis is up, the quota is large");
-        slowest = slowest.max(took);
+        assert!(call().await, "Redis is up, the quota is large");
     }
     assert!(!limit.is_on_fallback());
 
-    server.stop();
+    cut(server);
     let give_up = Instant::now() + SAFETY;
     while !limit.is_on_fallback() || limit.stats().fallback_admitted == 0 {
         assert!(Instant::now() < give_up, "no fallback: {:?}", limit.stats());
-        let (_, took) = call().await;
-        slowest = slowest.max(took);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        call().await;
     }
     // Under the fallback (1 000 / 4 = 250 a second) calls keep being admitted.
     let mut admitted = 0;
     for _ in 0..50 {
-        let (ok, took) = call().await;
-        admitted += u32::from(ok);
-        slowest = slowest.max(took);
-        tokio::time::sleep(Duration::from_millis(4)).await;
+        admitted += u32::from(call().await);
     }
     assert!(admitted > 0, "the fallback admitted nothing");
 
-    server.restart();
+    heal(server);
     let give_up = Instant::now() + SAFETY;
     while limit.is_on_fallback() {
         assert!(
@@ -170,14 +170,11 @@ async fn redis_stopped_mid_run_calls_go_on_under_the_fallback_and_rejoin_after_r
             "never rejoined: {:?}",
             limit.stats()
         );
-        let (_, took) = call().await;
-        slowest = slowest.max(took);
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        call().await;
     }
-    let (admitted, _) = call().await;
-    assert!(admitted, "admitted from the shared quota again");
+    assert!(call().await, "admitted from the shared quota again");
     println!(
-        "slowest call across the partition: {slowest:?} (timeout {timeout:?}); {:?}",
+        "{key}: slowest call {slowest:?} (timeout {timeout:?}); {:?}",
         limit.stats()
     );
     let events = events.lock().expect("events").clone();
@@ -186,11 +183,38 @@ async fn redis_stopped_mid_run_calls_go_on_under_the_fallback_and_rejoin_after_r
         events[0].starts_with("fallback: redis at 127.0.0.1:"),
         "{events:?}"
     );
-    assert!(events[0].contains("key 'partition'"), "{events:?}");
+    assert!(events[0].contains(&format!("key '{key}'")), "{events:?}");
     assert_eq!(
         events.last().map(String::as_str),
         Some("rejoined"),
         "{events:?}"
+    );
+    events
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_run_calls_go_on_under_the_fallback_and_rejoin_after_restart() {
+    let Some(mut server) = RedisServer::start("partition") else {
+        return;
+    };
+    partition(
+        &mut server,
+        "stopped",
+        RedisServer::stop,
+        RedisServer::restart,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_hangs_is_waited_for_no_longer_than_the_timeout() {
+    let Some(mut server) = RedisServer::start("hang") else {
+        return;
+    };
+    let events = partition(&mut server, "hung", |s| s.pause(), |s| s.resume()).await;
+    assert!(
+        events[0].ends_with("of key 'hung' within 100ms"),
+        "a frozen server is a timeout: {events:?}"
     );
 }
 

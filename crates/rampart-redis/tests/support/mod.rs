@@ -51,6 +51,26 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and nothing answers, as with a
+    /// server that hangs or a network that drops packets.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts the server again on the same port and waits until it accepts connections.
     pub fn restart(&mut self) {
         self.stop();
