@@ -351,6 +351,11 @@ impl<B: Batch> Lease<B> {
     fn size(&self, now: u64, urgent: bool) -> u64 {
         let calls = self.calls.load(Ordering::Relaxed);
         let mut last = self.sizing.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.calls == 0 {
+            // The first refill knows no demand yet: one permit for the call that asked.
+            *last = Sizing { calls, at: now };
+            return u64::from(urgent);
+        }
         // A floor on the span, so that two refills close together do not read as a surge.
         let span = now
             .saturating_sub(last.at)
