@@ -433,3 +433,32 @@ fn a_bad_redis_url_is_refused_without_echoing_it() {
     assert_eq!(err.problems()[0].field(), "redis.url");
     assert!(!err.to_string().contains("secret"), "{err}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_admission_from_the_batch_allocates_nothing() {
+    let fake = Fake::new(1_000_000);
+    let limit = rate(&fake, 1_000).build().expect("valid");
+    // Busy until a full batch is held: well above the mark that starts a refill.
+    while limit.held() < 90 {
+        let _ = limit.acquire(&cx(Instant::now())).await;
+        settle().await;
+        tokio::time::advance(MS / 10).await;
+    }
+    let mut task = std::task::Context::from_waker(std::task::Waker::noop());
+    let now = Instant::now();
+    let counted = allocation_counter::measure(|| {
+        for _ in 0..10 {
+            let cx = cx(now);
+            let admission = std::pin::pin!(limit.acquire(&cx));
+            assert!(matches!(
+                admission.poll(&mut task),
+                std::task::Poll::Ready(Ok(()))
+            ));
+        }
+    });
+    assert_eq!(counted.count_total, 0, "{counted:?}");
+    assert_eq!(
+        fake.operations.load(Ordering::Relaxed),
+        limit.stats().round_trips
+    );
+}
