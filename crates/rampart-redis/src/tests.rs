@@ -462,3 +462,23 @@ async fn an_admission_from_the_batch_allocates_nothing() {
         limit.stats().round_trips
     );
 }
+
+#[test]
+fn a_limiter_that_outlives_its_runtime_drops_without_a_panic() {
+    let fake = Fake::new(0);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (limit, permit) = runtime.block_on(async {
+        let limit = concurrency(&fake, 4).build().expect("valid");
+        let permit = limit.acquire(&cx(Instant::now())).await.expect("room");
+        (limit, permit)
+    });
+    drop(runtime);
+    assert_eq!(limit.leased(), 1);
+    // The lease cannot be given up without the runtime: it is left to expire.
+    drop(permit);
+    drop(limit);
+    assert_eq!(fake.leased(), 1);
+}
