@@ -118,7 +118,8 @@ pub(crate) struct Lease<B: Batch> {
     /// failed and is probed only every `probe_every`.
     not_before: AtomicU64,
     calls: AtomicU64,
-    /// Refills in a row that got nothing (touched by refills only, one at a time).
+    /// How contended the store has been lately (see `backoff`; touched by refills only,
+    /// one at a time).
     empty_streak: AtomicU32,
     sizing: Mutex<Sizing>,
     counters: Counters,
@@ -333,17 +334,27 @@ impl<B: Batch> Lease<B> {
         self.refilled.notify_waiters();
     }
 
-    /// How long to leave the store alone after `refilled`: its wait, doubled for every
-    /// refill in a row that got nothing (at most 8 times). Instances that contend for an
-    /// empty quota then poll it less and less often, and each takes a larger batch when it
-    /// does; a lone instance never gets nothing twice in a row, so it is never slowed.
+    /// How long to leave the store alone after `refilled`: its wait, times 2^k where k
+    /// counts up for each refill that got nothing and down for each that got something (at
+    /// most 4 times the wait), with up to half of it again at random.
+    ///
+    /// Instances that contend for an empty quota then poll it less often, each taking a
+    /// larger batch when it does. The count goes down by one, not to zero, on a grant, so a
+    /// winner keeps the same slower pace as the instances it contends with and the quota is
+    /// shared about evenly; the jitter keeps them from asking in lockstep. A lone instance
+    /// never gets nothing twice in a row, so it is never slowed.
     fn backoff(&self, refilled: Refilled) -> Duration {
-        if refilled.granted > 0 || !refilled.asked {
-            self.empty_streak.store(0, Ordering::Relaxed);
-            return refilled.wait;
-        }
-        let streak = self.empty_streak.fetch_add(1, Ordering::Relaxed).min(3);
-        refilled.wait * (1 << streak)
+        let streak = if !refilled.asked {
+            0
+        } else if refilled.granted > 0 {
+            self.empty_streak.load(Ordering::Relaxed).saturating_sub(1)
+        } else {
+            (self.empty_streak.load(Ordering::Relaxed) + 1).min(2)
+        };
+        self.empty_streak.store(streak, Ordering::Relaxed);
+        refilled
+            .wait
+            .mul_f64(f64::from(1u32 << streak) * (1.0 + fastrand::f64() / 2.0))
     }
 
     /// The batch to ask for: this instance's calls per second since the previous refill,
