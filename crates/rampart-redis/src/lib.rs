@@ -36,11 +36,21 @@
 //! a time per limiter and instance, each an atomic server-side Lua script on the server's
 //! clock. A batch is sized by the instance's own recent demand (its calls per second since the
 //! previous refill × `horizon`, at most `max_batch`), so an idle instance takes nothing, and
-//! an instance that wakes up takes one small batch, not a share of the fleet.
+//! an instance that wakes up takes one small batch (its first is a single permit), not a share
+//! of the fleet. A longer `horizon` means fewer round trips (about `calls per second ×
+//! horizon` admissions each) and larger batches held.
 //!
 //! A call that finds its batch empty waits for the refill it triggers (or joins), at most
-//! `timeout`. When Redis has no tokens left, the call is refused at once with a retry-after
-//! of the time until half a batch is due, and the instance does not ask again before then.
+//! `timeout`. When Redis has too few tokens left (less than half the batch asked for), the
+//! call is refused at once with a retry-after of the time until half a batch is due, and the
+//! instance does not ask again before then. Instances that keep finding the quota empty wait
+//! up to 4 times as long, with jitter, so that a saturated fleet polls Redis less often and
+//! takes larger batches when it does; a lone instance is never slowed by this. A concurrency
+//! limit that finds no free slot refuses with a retry-after of 10 ms, backed off the same way.
+//!
+//! A concurrency limit also renews its lease every `lease_ttl / 3` from a background task,
+//! shrinking it to what is in use (plus a spare slot sized by demand): an idle instance gives
+//! its slots back within two renewals.
 //!
 //! # The guarantee
 //!
