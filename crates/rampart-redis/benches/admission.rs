@@ -31,15 +31,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The limiters are built inside the runtime; the calls come from this thread, polled by
     // hand, so that the loop measures the admission and not a scheduler.
     let _inside = runtime.enter();
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => match support::RedisServer::start("the admission benchmark") {
-            Some(server) => {
-                let url = server.url();
-                (Some(server), url)
-            }
-            None => return Ok(()),
-        },
+    let Some((_server, url)) = support::RedisServer::from_env_or_start("the admission benchmark")
+    else {
+        return Ok(());
     };
     let redis = Redis::open(&url)?;
 

@@ -43,15 +43,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10u64);
     let run = Duration::from_secs(seconds);
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) => (None, url),
-        Err(_) => match support::RedisServer::start("the fleet example") {
-            Some(server) => {
-                let url = server.url();
-                (Some(server), url)
-            }
-            None => return Ok(()),
-        },
+    let Some((_server, url)) = support::RedisServer::from_env_or_start("the fleet example") else {
+        return Ok(());
     };
     for instances in [4u32, 16] {
         measure(&url, instances, Load::Saturated, run).await?;

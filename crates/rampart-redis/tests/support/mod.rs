@@ -38,6 +38,17 @@ impl RedisServer {
         Some(server)
     }
 
+    /// The server to use: `REDIS_URL` when it is set, else one started here (the first of
+    /// the pair keeps it alive); `None`, after saying why, when there is neither.
+    pub fn from_env_or_start(what: &str) -> Option<(Option<RedisServer>, String)> {
+        if let Ok(url) = std::env::var("REDIS_URL") {
+            return Some((None, url));
+        }
+        let server = RedisServer::start(what)?;
+        let url = server.url();
+        Some((Some(server), url))
+    }
+
     /// The server's URL.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
