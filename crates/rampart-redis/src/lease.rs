@@ -197,7 +197,6 @@ impl<B: Batch> Lease<B> {
         self.acquire_slow(cx, now).await
     }
 
-    #[cold]
     async fn acquire_slow(
         self: &Arc<Self>,
         cx: &AdmitContext<'_>,

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
+use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
 use crate::error::{ConfigError, ConfigProblem, StoreError};
@@ -122,7 +123,16 @@ impl Redis {
         if let Some(connection) = cached {
             return Ok(connection);
         }
-        let connection = self.inner.client.get_multiplexed_async_connection().await?;
+        // The limiter's timeout is the one bound on an operation (connecting included): the
+        // client's own defaults (1 s to connect, 500 ms to answer) are turned off.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
+        let connection = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
         *self.slot() = Some(connection.clone());
         Ok(connection)
     }
