@@ -351,9 +351,8 @@ impl<B: Batch> Lease<B> {
             (self.empty_streak.load(Ordering::Relaxed) + 1).min(2)
         };
         self.empty_streak.store(streak, Ordering::Relaxed);
-        refilled
-            .wait
-            .mul_f64(f64::from(1u32 << streak) * (1.0 + fastrand::f64() / 2.0))
+        let factor = f64::from(1u32 << streak) * (1.0 + fastrand::f64() / 2.0);
+        Duration::try_from_secs_f64(refilled.wait.as_secs_f64() * factor).unwrap_or(Duration::MAX)
     }
 
     /// The batch to ask for: this instance's calls per second since the previous refill,

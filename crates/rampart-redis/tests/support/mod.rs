@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,7 +24,10 @@ impl RedisServer {
             .status()
             .is_err()
         {
-            println!(
+            // Straight to the process's stderr, past the test harness's capture, so that the
+            // skip shows in every run's log.
+            let _ = writeln!(
+                std::io::stderr(),
                 "skipped {test}: redis-server is not on PATH \
                  (install it, e.g. `apt-get install -y redis-server`, to run the Redis tests)"
             );
