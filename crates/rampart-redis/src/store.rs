@@ -211,7 +211,8 @@ if tokens >= min then
 end
 local wait = 0
 if tokens < min then
-  wait = math.ceil((min - tokens) * interval)
+  -- At most a day: the reply is an integer.
+  wait = math.min(math.ceil((min - tokens) * interval), 86400000000)
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.6f', tokens), 'at', string.format('%.0f', at))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * interval / 1000) + 1000)

@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -334,4 +335,63 @@ async fn a_policy_admits_through_both_global_limits() {
     assert_eq!(concurrency.in_use(), 0, "every permit given back");
     assert_eq!(rate.stats().refused, 0);
     drop((rate, concurrency, policy));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_never_has_more_calls_in_flight_than_the_max() {
+    let Some(server) = RedisServer::start("concurrency fleet") else {
+        return;
+    };
+    const MAX: u64 = 8;
+    let in_flight = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let redis = Redis::open(&server.url()).expect("url");
+        let limit = GlobalConcurrency::builder(&redis, "fleet-slots", 8)
+            .instances(4)
+            .build()
+            .expect("valid");
+        // Eight callers per instance, each holding its slot for a moment.
+        for _ in 0..8 {
+            let (limit, in_flight, most) =
+                (limit.clone(), Arc::clone(&in_flight), Arc::clone(&most));
+            tasks.push(tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..40 {
+                    match limit.acquire(&cx()).await {
+                        Ok(permit) => {
+                            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                            in_flight.fetch_sub(1, Ordering::SeqCst);
+                            drop(permit);
+                            admitted += 1;
+                        }
+                        Err(refusal) => {
+                            let after = refusal.retry_after.unwrap_or(Duration::from_millis(1));
+                            tokio::time::sleep(after).await;
+                        }
+                    }
+                }
+                (admitted, limit.stats().fallback_admitted)
+            }));
+        }
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        let (ok, fallback) = task.await.expect("caller");
+        assert_eq!(
+            fallback, 0,
+            "Redis was up: nothing admitted by the fallback"
+        );
+        admitted += ok;
+    }
+    let most = most.load(Ordering::SeqCst);
+    println!("{admitted} calls admitted, at most {most} in flight at once (max {MAX})");
+    assert!(admitted > 0);
+    assert!(
+        most <= MAX,
+        "{most} in flight across the fleet, over the max {MAX}"
+    );
 }
