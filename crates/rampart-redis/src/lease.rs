@@ -335,13 +335,14 @@ impl<B: Batch> Lease<B> {
 
     /// How long to leave the store alone after `refilled`: its wait, times 2^k where k
     /// counts up for each refill that got nothing and down for each that got something (at
-    /// most 4 times the wait), with up to half of it again at random.
+    /// most 4 times the wait), with up to half of it again at random while k is above zero.
     ///
     /// Instances that contend for an empty quota then poll it less often, each taking a
     /// larger batch when it does. The count goes down by one, not to zero, on a grant, so a
     /// winner keeps the same slower pace as the instances it contends with and the quota is
     /// shared about evenly; the jitter keeps them from asking in lockstep. A lone instance
-    /// never gets nothing twice in a row, so it is never slowed.
+    /// asks again exactly when the store said its tokens are there, never gets nothing, and
+    /// so waits exactly the store's wait.
     fn backoff(&self, refilled: Refilled) -> Duration {
         let streak = if !refilled.asked {
             0
@@ -351,7 +352,12 @@ impl<B: Batch> Lease<B> {
             (self.empty_streak.load(Ordering::Relaxed) + 1).min(2)
         };
         self.empty_streak.store(streak, Ordering::Relaxed);
-        let factor = f64::from(1u32 << streak) * (1.0 + fastrand::f64() / 2.0);
+        let jitter = if streak > 0 {
+            1.0 + fastrand::f64() / 2.0
+        } else {
+            1.0
+        };
+        let factor = f64::from(1u32 << streak) * jitter;
         Duration::try_from_secs_f64(refilled.wait.as_secs_f64() * factor).unwrap_or(Duration::MAX)
     }
 

@@ -41,12 +41,14 @@
 //! horizon` admissions each) and larger batches held.
 //!
 //! A call that finds its batch empty waits for the refill it triggers (or joins), at most
-//! `timeout`. When Redis has too few tokens left (less than half the batch asked for), the
-//! call is refused at once with a retry-after of the time until half a batch is due, and the
-//! instance does not ask again before then. Instances that keep finding the quota empty wait
-//! up to 4 times as long, with jitter, so that a saturated fleet polls Redis less often and
-//! takes larger batches when it does; a lone instance is never slowed by this. A concurrency
-//! limit that finds no free slot refuses with a retry-after of 10 ms, backed off the same way.
+//! `timeout`. When Redis has too few tokens left (less than half the batch asked for), it
+//! answers how long until it will have them; the call is refused at once with a retry-after
+//! of that wait, lengthened under contention, and the instance does not ask again before
+//! then. The wait is doubled for each refill that got nothing and halved back for each that
+//! got something (at most 4 times), plus up to half again at random, so that a saturated
+//! fleet polls Redis less often and takes larger batches when it does; a lone instance
+//! never gets nothing, so it waits exactly the time Redis said. A concurrency limit that finds no free slot refuses with a
+//! retry-after of 10 ms, lengthened the same way.
 //!
 //! A concurrency limit also renews its lease every `lease_ttl / 3` from a background task,
 //! shrinking it to what is in use (plus a spare slot sized by demand): an idle instance gives
