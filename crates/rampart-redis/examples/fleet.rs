@@ -79,7 +79,18 @@ async fn measure(
     let workers: Vec<_> = limits
         .iter()
         .cloned()
-        .map(|limit| tokio::spawn(offer(limit, load, start, run)))
+        .enumerate()
+        .map(|(i, limit)| {
+            // Paced instances start evenly out of phase, as independent clients would be,
+            // rather than all calling at the same instant every period.
+            let phase = match load {
+                Load::Saturated => Duration::ZERO,
+                Load::Paced(per_second) => {
+                    Duration::from_secs_f64(i as f64 / f64::from(instances) / per_second)
+                }
+            };
+            tokio::spawn(offer(limit, load, start, start + phase, run))
+        })
         .collect();
     let mut shares = Vec::new();
     let mut stamps = Vec::new();
@@ -113,9 +124,7 @@ async fn measure(
         100.0 * (rate / f64::from(RATE) - 1.0)
     );
     println!(
-        "  per second: min {}, max {}; over the whole run {:+.0} against limit × elapsed + burst = {whole_bound:.0}",
-        per_second.iter().min().unwrap_or(&0),
-        per_second.iter().max().unwrap_or(&0),
+        "  per second: {per_second:?}; over the whole run {:+.0} against limit × elapsed + burst = {whole_bound:.0}",
         total as f64 - whole_bound,
     );
     println!(
@@ -144,10 +153,18 @@ async fn measure(
     Ok(())
 }
 
-/// One instance's calls for `run`; the instants (since `start`) it was admitted at.
-async fn offer(limit: GlobalRateLimit, load: Load, start: Instant, run: Duration) -> Vec<Duration> {
+/// One instance's calls from `first` until `run` after `start`; the instants (since
+/// `start`) it was admitted at.
+async fn offer(
+    limit: GlobalRateLimit,
+    load: Load,
+    start: Instant,
+    first: Instant,
+    run: Duration,
+) -> Vec<Duration> {
     let mut admitted = Vec::new();
-    let mut next = start;
+    tokio::time::sleep_until(first).await;
+    let mut next = first;
     while start.elapsed() < run {
         let result = limit.acquire(&cx()).await;
         if result.is_ok() {

@@ -12,7 +12,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::error::ConfigError;
 use crate::event::LimitEvent;
-use crate::lease::{Batch, Lease, LeaseStats, Refilled};
+use crate::lease::{Ask, Batch, Lease, LeaseStats, Refilled};
 use crate::options::{LeaseOptions, check_duration, lease_setters};
 use crate::store::{Redis, SlotSpec, Store, StoreFuture};
 
@@ -247,13 +247,9 @@ impl Batch for Slots {
         free <= self.low.load(Ordering::Relaxed)
     }
 
-    fn refill<'a>(
-        &'a self,
-        store: &'a dyn Store,
-        spare: u64,
-        _now: u64,
-    ) -> StoreFuture<'a, Refilled> {
+    fn refill<'a>(&'a self, store: &'a dyn Store, ask: Ask) -> StoreFuture<'a, Refilled> {
         Box::pin(async move {
+            let spare = ask.want;
             let before = self.leased.load(Ordering::Acquire);
             let mut want = self
                 .in_use

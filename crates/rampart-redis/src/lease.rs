@@ -42,9 +42,8 @@ pub(crate) trait Batch: Send + Sync + 'static {
     /// Whether what is left is low enough that a refill should start now, before it runs out.
     fn is_low(&self) -> bool;
 
-    /// Asks the store for a batch of `want` (sized by demand), at `now`.
-    fn refill<'a>(&'a self, store: &'a dyn Store, want: u64, now: u64)
-    -> StoreFuture<'a, Refilled>;
+    /// Asks the store for more.
+    fn refill<'a>(&'a self, store: &'a dyn Store, ask: Ask) -> StoreFuture<'a, Refilled>;
 
     /// Admits one call from the local fallback, or says when to try again.
     fn fallback_take(&self, now: Instant) -> Result<(), Duration>;
@@ -57,6 +56,17 @@ pub(crate) trait Batch: Send + Sync + 'static {
         let _ = store;
         None
     }
+}
+
+/// What a refill asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ask {
+    /// The batch, sized by this instance's demand.
+    pub(crate) want: u64,
+    /// A call is waiting for it: the batch is empty.
+    pub(crate) urgent: bool,
+    /// When, in nanoseconds since the lease began.
+    pub(crate) now: u64,
 }
 
 /// What a refill got.
@@ -284,14 +294,18 @@ impl<B: Batch> Lease<B> {
         let now = self.nanos(clock.now());
         let want = self.size(now, urgent);
         let timeout = self.settings.timeout;
-        let result =
-            match tokio::time::timeout(timeout, self.batch.refill(&*self.store, want, now)).await {
-                Ok(result) => result,
-                Err(_) => Err({
-                    self.store.reset();
-                    StoreError::timeout(self.store.server(), &self.settings.key, B::OP, timeout)
-                }),
-            };
+        let result = match tokio::time::timeout(
+            timeout,
+            self.batch.refill(&*self.store, Ask { want, urgent, now }),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err({
+                self.store.reset();
+                StoreError::timeout(self.store.server(), &self.settings.key, B::OP, timeout)
+            }),
+        };
         let done = self.nanos(clock.now());
         match result {
             Ok(refilled) => {
@@ -371,14 +385,14 @@ impl<B: Batch> Lease<B> {
             *last = Sizing { calls, at: now };
             return u64::from(urgent);
         }
-        // A floor on the span, so that two refills close together do not read as a surge.
-        let span = now
-            .saturating_sub(last.at)
-            .max(nanos(self.settings.horizon) / 10)
-            .max(1);
-        let demand = calls.saturating_sub(last.calls) as f64 / span as f64;
+        // A floor on the span, so that two refills close together do not read as a surge
+        // (a busy instance's batches grow at most tenfold a refill).
+        let seen = calls.saturating_sub(last.calls);
+        let horizon = nanos(self.settings.horizon);
+        let span = now.saturating_sub(last.at).max(horizon / 10).max(1);
+        let demand = seen as f64 / span as f64;
         *last = Sizing { calls, at: now };
-        let batch = (demand * nanos(self.settings.horizon) as f64).ceil();
+        let batch = (demand * horizon as f64).ceil();
         // `as` saturates a float that does not fit.
         (batch as u64).clamp(u64::from(urgent), self.settings.max_batch)
     }

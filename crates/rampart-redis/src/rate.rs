@@ -12,7 +12,7 @@ use rampart::limit::RateLimit;
 
 use crate::error::{ConfigError, ConfigProblem};
 use crate::event::LimitEvent;
-use crate::lease::{Batch, Lease, LeaseStats, Refilled, nanos};
+use crate::lease::{Ask, Batch, Lease, LeaseStats, Refilled, nanos};
 use crate::options::{LeaseOptions, check_duration, lease_setters};
 use crate::store::{BucketSpec, Redis, Store, StoreFuture};
 
@@ -261,29 +261,26 @@ impl Batch for Tokens {
         self.held.load(Ordering::Relaxed) <= self.low.load(Ordering::Relaxed)
     }
 
-    fn refill<'a>(
-        &'a self,
-        store: &'a dyn Store,
-        want: u64,
-        now: u64,
-    ) -> StoreFuture<'a, Refilled> {
+    fn refill<'a>(&'a self, store: &'a dyn Store, ask: Ask) -> StoreFuture<'a, Refilled> {
         Box::pin(async move {
             // Never hold more than one batch: that is what bounds the fleet's overshoot.
-            let want = want.min(
+            let want = ask.want.min(
                 self.max_batch
                     .saturating_sub(self.held.load(Ordering::Relaxed)),
             );
             if want == 0 {
                 return Ok(Refilled::default());
             }
-            // Ask for a batch, but take nothing until half of it is there: under contention
-            // the instances take fewer, larger batches instead of a token per round trip.
-            let grant = store
-                .take_tokens(&self.bucket, want, want.div_ceil(2))
-                .await?;
+            // Ahead of need, take nothing until half the batch is there; a call that waits
+            // takes any token there is. Either way, come back only once half a batch is
+            // there again: under contention the instances take fewer, larger batches
+            // instead of a token per round trip.
+            let half = want.div_ceil(2);
+            let take = if ask.urgent { 1 } else { half };
+            let grant = store.take_tokens(&self.bucket, want, take, half).await?;
             if grant.granted > 0 {
                 self.expires
-                    .store(now.saturating_add(self.ttl), Ordering::Release);
+                    .store(ask.now.saturating_add(self.ttl), Ordering::Release);
                 self.held.fetch_add(grant.granted, Ordering::AcqRel);
                 self.low.store(want / 2, Ordering::Relaxed);
             }

@@ -31,8 +31,7 @@ pub(crate) struct BucketSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TokenGrant {
     pub(crate) granted: u64,
-    /// How long until the requested minimum is there again (zero if it is): asking sooner
-    /// would get nothing.
+    /// How long until the tokens worth coming back for are there (zero if they are).
     pub(crate) wait: Duration,
 }
 
@@ -48,12 +47,14 @@ pub(crate) struct SlotSpec {
 /// The operations behind the limiters. A store does not bound its own time: the caller wraps
 /// every operation in the limiter's timeout.
 pub(crate) trait Store: Send + Sync + 'static {
-    /// Takes up to `want` tokens from the bucket, but none unless at least `min` are there.
+    /// Takes up to `want` tokens from the bucket, but none unless at least `take` are there;
+    /// says how long until `refill` are there again.
     fn take_tokens<'a>(
         &'a self,
         bucket: &'a BucketSpec,
         want: u64,
-        min: u64,
+        take: u64,
+        refill: u64,
     ) -> StoreFuture<'a, TokenGrant>;
 
     /// Sets this instance's lease to `want` slots (fewer if the others hold the rest) for the
@@ -182,15 +183,17 @@ impl std::fmt::Debug for Redis {
 /// The token bucket. The state is a hash of `tokens` (fractional) and `at` (µs, server time);
 /// an absent key is a full bucket, and the key expires once it would have refilled.
 ///
-/// KEYS[1] the bucket; ARGV interval (µs per token), burst, want, min.
-/// Returns {granted, wait}: the µs until `min` tokens are there again (0 if they are).
+/// KEYS[1] the bucket; ARGV interval (µs per token), burst, want, take (the fewest worth
+/// taking), refill (the fewest worth coming back for).
+/// Returns {granted, wait}: the µs until `refill` tokens are there again (0 if they are).
 static TAKE_TOKENS: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r"
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local min = tonumber(ARGV[4])
+local take = tonumber(ARGV[4])
+local refill = tonumber(ARGV[5])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -205,14 +208,14 @@ if now > at then
   at = now
 end
 local granted = 0
-if tokens >= min then
+if tokens >= take then
   granted = math.min(want, math.floor(tokens))
   tokens = tokens - granted
 end
 local wait = 0
-if tokens < min then
+if tokens < refill then
   -- At most a day: the reply is an integer.
-  wait = math.min(math.ceil((min - tokens) * interval), 86400000000)
+  wait = math.min(math.ceil((refill - tokens) * interval), 86400000000)
 end
 redis.call('HSET', KEYS[1], 'tokens', string.format('%.6f', tokens), 'at', string.format('%.0f', at))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * interval / 1000) + 1000)
@@ -274,14 +277,16 @@ impl Store for Redis {
         &'a self,
         bucket: &'a BucketSpec,
         want: u64,
-        min: u64,
+        take: u64,
+        refill: u64,
     ) -> StoreFuture<'a, TokenGrant> {
         Box::pin(async move {
             let args = [
                 bucket.interval_us.to_string(),
                 bucket.burst.to_string(),
                 want.to_string(),
-                min.to_string(),
+                take.to_string(),
+                refill.to_string(),
             ];
             let reply: Vec<i64> = self
                 .eval(&TAKE_TOKENS, &[&bucket.key], &args)

@@ -72,22 +72,21 @@ impl Store for Fake {
         &'a self,
         bucket: &'a BucketSpec,
         want: u64,
-        min: u64,
+        take: u64,
+        refill: u64,
     ) -> StoreFuture<'a, TokenGrant> {
         Box::pin(async move {
             self.enter(&bucket.key).await?;
             let there = self.tokens.load(Ordering::Relaxed);
-            if there < min {
-                return Ok(TokenGrant {
-                    granted: 0,
-                    wait: 50 * MS,
-                });
-            }
-            let granted = want.min(there);
+            let granted = if there < take { 0 } else { want.min(there) };
             let left = self.tokens.fetch_sub(granted, Ordering::Relaxed) - granted;
             Ok(TokenGrant {
                 granted,
-                wait: if left < min { 50 * MS } else { Duration::ZERO },
+                wait: if left < refill {
+                    50 * MS
+                } else {
+                    Duration::ZERO
+                },
             })
         })
     }
