@@ -41,10 +41,11 @@
 //! horizon` admissions each) and larger batches held.
 //!
 //! A call that finds its batch empty waits for the refill it triggers (or joins), at most
-//! `timeout`. When Redis has too few tokens left (less than half the batch asked for), it
-//! answers how long until it will have them; the call is refused at once with a retry-after
-//! of that wait, lengthened under contention, and the instance does not ask again before
-//! then. The wait is doubled for each refill that got nothing and halved back for each that
+//! `timeout`; the refill then takes whatever tokens there are (a refill ahead of need takes
+//! none until half a batch is there). Redis also answers how long until half a batch will be
+//! there again: when it had no token for a waiting call, the call is refused at once with a
+//! retry-after of that wait, lengthened under contention, and the instance does not ask
+//! again before then. The wait is doubled for each refill that got nothing and halved back for each that
 //! got something (at most 4 times), plus up to half again at random, so that a saturated
 //! fleet polls Redis less often and takes larger batches when it does; a lone instance
 //! never gets nothing, so it waits exactly the time Redis said. A concurrency limit that finds no free slot refuses with a
