@@ -484,3 +484,26 @@ fn a_limiter_that_outlives_its_runtime_drops_without_a_panic() {
     drop(limit);
     assert_eq!(fake.leased(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_call_takes_the_last_token_that_a_refill_ahead_of_need_leaves() {
+    let fake = Fake::new(1_000_000);
+    let limit = rate(&fake, 1_000).build().expect("valid");
+    while limit.held() < 50 {
+        let _ = limit.acquire(&cx(Instant::now())).await;
+        settle().await;
+        tokio::time::advance(MS / 10).await;
+    }
+    // One token left in the store: fewer than half a batch, so refills ahead of need take
+    // nothing while this instance spends what it holds.
+    fake.tokens.store(1, Ordering::Relaxed);
+    while limit.held() > 0 {
+        assert!(limit.acquire(&cx(Instant::now())).await.is_ok());
+        settle().await;
+    }
+    assert_eq!(fake.tokens.load(Ordering::Relaxed), 1);
+    // Once the store's wait has passed, a call that waits takes the one token there is.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(limit.acquire(&cx(Instant::now())).await.is_ok());
+    assert_eq!(fake.tokens.load(Ordering::Relaxed), 0);
+}
