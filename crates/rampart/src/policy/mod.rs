@@ -47,8 +47,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Admit, Unlimited};
 use crate::backoff::Backoff;
+use crate::breaker::{Breaker, BreakerState, Transition};
+use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
+use crate::clock::Clock;
 use crate::error::Error;
+use crate::event::Event;
 use crate::executor::{Call, Callback, Shared};
 use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::result::{CallResult, Cancelled};
@@ -116,6 +120,55 @@ impl<C, A> Policy<C, A> {
     /// Attempts per call, the first included.
     pub fn max_attempts(&self) -> u32 {
         self.shared.max_attempts
+    }
+
+    /// The circuit breaker every attempt of this policy asks first, if it has one. Clones of
+    /// the policy share it (and so does every policy it was given to).
+    pub fn breaker(&self) -> Option<&Breaker> {
+        self.shared.breaker.as_ref()
+    }
+
+    /// The retry budget every retry and hedge of this policy is charged to, if it has one.
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.shared.budget.as_ref()
+    }
+
+    /// The clock every timer of this policy uses: read it for the `now` that the
+    /// [breaker](Self::breaker) and [budget](Self::budget) take.
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// The state of the policy's breaker now, on the policy's clock; `None` without a breaker.
+    /// Reading changes nothing (no probe is taken).
+    pub fn breaker_state(&self) -> Option<BreakerState> {
+        let breaker = self.shared.breaker.as_ref()?;
+        Some(breaker.state(self.shared.clock.now()))
+    }
+
+    /// The tokens in the policy's retry budget now, on the policy's clock; `None` without a
+    /// budget. Reading changes nothing.
+    pub fn budget_balance(&self) -> Option<f64> {
+        let budget = self.shared.budget.as_ref()?;
+        Some(budget.balance(self.shared.clock.now()))
+    }
+
+    /// Closes the policy's breaker and clears its counts (see [`Breaker::reset`]). A change of
+    /// state is reported to the policy's listeners (and metrics and traces) as
+    /// [`Event::BreakerTransition`], as if a call had caused it, and returned. `None` without a
+    /// breaker or when it was already closed.
+    pub fn reset_breaker(&self) -> Option<Transition> {
+        let s = &*self.shared;
+        let transition = s.breaker.as_ref()?.reset(s.clock.now())?;
+        let event = Event::BreakerTransition {
+            policy: &s.name,
+            from: transition.from,
+            to: transition.to,
+            break_duration: transition.break_duration,
+        };
+        s.telemetry
+            .emit(&crate::observe::current_span(), event);
+        Some(transition)
     }
 
     /// The policy in one line, e.g.
