@@ -166,8 +166,7 @@ impl<C, A> Policy<C, A> {
             to: transition.to,
             break_duration: transition.break_duration,
         };
-        s.telemetry
-            .emit(&crate::observe::current_span(), event);
+        s.telemetry.emit(&crate::observe::current_span(), event);
         Some(transition)
     }
 
