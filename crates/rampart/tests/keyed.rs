@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -273,6 +273,29 @@ async fn a_factory_error_surfaces_with_its_message_and_nothing_is_kept() {
 
     assert!(keyed.is_empty());
     assert!(keyed.get("fine").is_ok());
+}
+
+#[test]
+fn when_two_lookups_of_a_new_key_race_the_first_policy_inserted_is_the_one_both_get() {
+    // The factory runs without the table's lock held: here it looks the same key up again
+    // from inside, so that a second lookup finishes first.
+    let table: Arc<OnceLock<KeyedPolicy<String>>> = Arc::default();
+    let same_table = table.clone();
+    let made = AtomicU32::new(0);
+    let keyed = KeyedPolicy::builder(move |key: &String| {
+        let n = made.fetch_add(1, Ordering::Relaxed) + 1;
+        if let (1, Some(keyed)) = (n, same_table.get()) {
+            assert_eq!(keyed.get(key)?.name(), format!("{key}#2"));
+        }
+        Policy::builder().name(format!("{key}#{n}")).build()
+    })
+    .build()
+    .expect("valid keyed policy");
+    table.set(keyed.clone()).expect("set once");
+
+    assert_eq!(keyed.get("a").expect("made").name(), "a#2");
+    assert_eq!(keyed.get("a").expect("kept").name(), "a#2");
+    assert_eq!(keyed.len(), 1);
 }
 
 #[test]

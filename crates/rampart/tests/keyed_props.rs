@@ -58,3 +58,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn concurrent_callers_never_push_a_table_past_its_capacity() {
+    let table: KeyedTable<u64, u64> = KeyedTable::builder()
+        .capacity(8)
+        .build()
+        .expect("valid capacity");
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let table = &table;
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(thread);
+                for _ in 0..2_000 {
+                    let key = rng.u64(0..32);
+                    let value = table
+                        .get_or_try_insert_with(&key, |k| Ok::<_, ()>(k * 10))
+                        .expect("infallible");
+                    assert_eq!(value, key * 10);
+                    if rng.u8(0..16) == 0 {
+                        table.remove(&key);
+                    }
+                    assert!(table.len() <= 8);
+                }
+            });
+        }
+    });
+    assert!(table.len() <= 8);
+    for key in table.keys() {
+        assert_eq!(table.peek(&key), Some(key * 10));
+    }
+}

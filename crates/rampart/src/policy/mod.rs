@@ -397,6 +397,44 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_without_breaker_or_budget_reads_and_resets_nothing() {
+        let p = Policy::builder().max_attempts(1).build().expect("valid");
+        assert!(p.breaker().is_none() && p.budget().is_none());
+        assert_eq!(p.breaker_state(), None);
+        assert_eq!(p.budget_balance(), None);
+        assert_eq!(p.reset_breaker(), None);
+    }
+
+    #[test]
+    fn a_policys_breaker_and_budget_read_on_its_own_clock() {
+        let manual = crate::ManualClock::new();
+        let breaker = Breaker::builder()
+            .consecutive_failures(1)
+            .jitter(0.0)
+            .build()
+            .expect("valid breaker");
+        let p = Policy::builder()
+            .clock(manual.clone())
+            .breaker(breaker.clone())
+            .build()
+            .expect("valid");
+        let now = p.clock().now();
+        let permit = breaker.try_acquire(now).expect("closed");
+        permit.record(crate::breaker::Evidence::Failure, Duration::ZERO, now);
+        manual.advance(Duration::from_secs(5));
+        assert_eq!(
+            p.breaker_state(),
+            Some(BreakerState::Open {
+                remaining: Duration::from_secs(10)
+            })
+        );
+        assert_eq!(p.budget_balance(), p.budget().map(RetryBudget::capacity));
+        let closed = p.reset_breaker().expect("it was open");
+        assert_eq!(closed.to, crate::breaker::StateKind::Closed);
+        assert_eq!(p.breaker_state(), Some(BreakerState::Closed));
+    }
+
+    #[test]
     fn explain_names_cooperative_mode_and_dynamic_timeouts() {
         let p = Policy::builder()
             .name("search")
