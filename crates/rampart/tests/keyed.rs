@@ -1,11 +1,8 @@
 //! Keyed policies: per-key state (breaker, budget) from one factory, in a bounded table, read
 //! and reset per key; on paused time.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rampart::breaker::{Breaker, BreakerState, StateKind};
@@ -346,17 +343,9 @@ async fn a_keyed_call_borrowing_its_key_runs_in_a_spawned_task() {
     assert_eq!(task.await.expect("joined").ok(), Some(2));
 }
 
-/// Polls a future that must be ready at once.
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(out) => out,
-        Poll::Pending => panic!("the success path must complete on its first poll"),
-    }
-}
+#[path = "support/ready.rs"]
+mod support;
+use support::ready;
 
 #[test]
 fn the_success_path_of_a_key_already_in_the_table_allocates_nothing() {

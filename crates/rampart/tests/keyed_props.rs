@@ -20,7 +20,13 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+#[path = "support/cases.rs"]
+mod support;
+use support::cases;
+
 proptest! {
+    #![proptest_config(cases(256))]
+
     #[test]
     fn a_keyed_table_never_exceeds_its_capacity_and_keeps_the_key_just_used(
         capacity in 1usize..16,

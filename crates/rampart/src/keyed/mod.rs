@@ -84,8 +84,14 @@
 //! store once per pass of the hand) and an `Arc` clone of its policy; nothing is allocated.
 //! A new key takes the write lock once; its factory runs without the lock held, and when
 //! several callers miss the same key at once each may run the factory, the first policy
-//! inserted being the one every caller gets. A call that runs the same key in a tight loop can
-//! keep the policy from [`get`](KeyedPolicy::get) and skip the table altogether.
+//! inserted being the one every caller gets.
+//!
+//! Two shared words are written by every call through the table: the lock's reader count and
+//! the reference count of the key's policy. A `Policy` held directly writes neither, so on many
+//! cores a hot key's calls contend where a held policy's do not (sharding the table would not
+//! help one hot key). Where a few keys carry most of the traffic and must scale, keep their
+//! policies from [`get`](KeyedPolicy::get) (the state is the same) and use the table for the
+//! long tail.
 //!
 //! # Events and metrics
 //!
