@@ -403,6 +403,24 @@ mod tests {
     }
 
     #[test]
+    fn a_boxed_str_key_is_found_by_a_str_and_made_from_it() {
+        // The shape of rampart-http's host table: `host:port` keys, a shared value per host.
+        let hosts: KeyedTable<Box<str>, Arc<String>> = KeyedTable::builder()
+            .capacity(2)
+            .build()
+            .expect("valid capacity");
+        let host = "svc.internal:7000";
+        let made = hosts
+            .get_or_try_insert_with(host, |key: &Box<str>| {
+                Ok::<_, ()>(Arc::new(format!("{key}")))
+            })
+            .expect("made");
+        let found = hosts.get(host).expect("kept");
+        assert!(Arc::ptr_eq(&made, &found));
+        assert_eq!(hosts.keys(), [Box::from(host)]);
+    }
+
+    #[test]
     fn clear_empties_the_table_and_it_fills_again() {
         let t = table(2);
         insert(&t, "a");
