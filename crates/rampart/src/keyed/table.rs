@@ -411,9 +411,7 @@ mod tests {
             .expect("valid capacity");
         let host = "svc.internal:7000";
         let made = hosts
-            .get_or_try_insert_with(host, |key: &Box<str>| {
-                Ok::<_, ()>(Arc::new(format!("{key}")))
-            })
+            .get_or_try_insert_with(host, |key| Ok::<_, ()>(Arc::new(key.to_string())))
             .expect("made");
         let found = hosts.get(host).expect("kept");
         assert!(Arc::ptr_eq(&made, &found));
