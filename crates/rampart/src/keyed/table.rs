@@ -20,7 +20,9 @@ type EvictHook<K, V> = Arc<dyn Fn(&K, &V) + Send + Sync>;
 
 /// At most [`capacity`](Self::capacity) keys, each with a value; a full table evicts a key
 /// not used lately to make room for a new one. Values are handed out as clones, so keep them
-/// cheap to clone (a [`Policy`](crate::Policy), an `Arc`).
+/// cheap to clone (a [`Policy`](crate::Policy), an `Arc`). A key is cloned once, when it is
+/// inserted (the index and the ring each keep one); lookups take its borrowed form (`&str`
+/// for a `String` or `Box<str>` key) and clone nothing.
 ///
 /// ```
 /// use rampart::keyed::KeyedTable;
