@@ -50,6 +50,7 @@
 //! | [`policy`] | `Policy`, its builder and defaults |
 //! | [`executor`] | the call state machine and the drivers that run it |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
+//! | [`keyed`] | one policy definition with its own state per tenant, host or route, in a bounded table |
 //! | [`blocking`] | the same policy for a synchronous callback |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
@@ -87,6 +88,7 @@ pub mod event;
 pub mod executor;
 pub mod fallback;
 pub mod hedge;
+pub mod keyed;
 pub mod latency;
 pub mod limit;
 pub mod observe;

@@ -1,11 +1,8 @@
 //! Fallback (issue 15): the policy decides the call, then a fallback answers the ends it
 //! names, once; cancelled calls never fall back; the report keeps the policy's stop reason.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rampart::backoff::Backoff;
@@ -209,17 +206,9 @@ async fn a_call_with_a_fallback_can_be_spawned() {
     );
 }
 
-/// Polls a future that must be ready at once.
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(out) => out,
-        Poll::Pending => panic!("the success path must complete on its first poll"),
-    }
-}
+#[path = "support/ready.rs"]
+mod support;
+use support::ready;
 
 #[test]
 fn the_success_path_with_a_fallback_configured_allocates_nothing() {

@@ -2,11 +2,8 @@
 //! allocates nothing per call (issue 12): handles are registered when the policy is built,
 //! and every label is static per policy.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use metrics::{
@@ -63,17 +60,9 @@ impl Atomics {
     }
 }
 
-/// Polls a future that must be ready at once.
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(out) => out,
-        Poll::Pending => panic!("the success path must complete on its first poll"),
-    }
-}
+#[path = "support/ready.rs"]
+mod support;
+use support::ready;
 
 fn allocations_per_success(policy: &Policy, calls: u32) -> u64 {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -47,8 +47,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Admit, Unlimited};
 use crate::backoff::Backoff;
+use crate::breaker::{Breaker, BreakerState, Transition};
+use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
+use crate::clock::Clock;
 use crate::error::Error;
+use crate::event::Event;
 use crate::executor::{Call, Callback, Shared};
 use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::result::{CallResult, Cancelled};
@@ -116,6 +120,54 @@ impl<C, A> Policy<C, A> {
     /// Attempts per call, the first included.
     pub fn max_attempts(&self) -> u32 {
         self.shared.max_attempts
+    }
+
+    /// The circuit breaker every attempt of this policy asks first, if it has one. Clones of
+    /// the policy share it (and so does every policy it was given to).
+    pub fn breaker(&self) -> Option<&Breaker> {
+        self.shared.breaker.as_ref()
+    }
+
+    /// The retry budget every retry and hedge of this policy is charged to, if it has one.
+    pub fn budget(&self) -> Option<&RetryBudget> {
+        self.shared.budget.as_ref()
+    }
+
+    /// The clock every timer of this policy uses: read it for the `now` that the
+    /// [breaker](Self::breaker) and [budget](Self::budget) take.
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// The state of the policy's breaker now, on the policy's clock; `None` without a breaker.
+    /// Reading changes nothing (no probe is taken).
+    pub fn breaker_state(&self) -> Option<BreakerState> {
+        let breaker = self.shared.breaker.as_ref()?;
+        Some(breaker.state(self.shared.clock.now()))
+    }
+
+    /// The tokens in the policy's retry budget now, on the policy's clock; `None` without a
+    /// budget. Reading changes nothing.
+    pub fn budget_balance(&self) -> Option<f64> {
+        let budget = self.shared.budget.as_ref()?;
+        Some(budget.balance(self.shared.clock.now()))
+    }
+
+    /// Closes the policy's breaker and clears its counts (see [`Breaker::reset`]). A change of
+    /// state is reported to the policy's listeners (and metrics and traces) as
+    /// [`Event::BreakerTransition`], as if a call had caused it, and returned. `None` without a
+    /// breaker or when it was already closed.
+    pub fn reset_breaker(&self) -> Option<Transition> {
+        let s = &*self.shared;
+        let transition = s.breaker.as_ref()?.reset(s.clock.now())?;
+        let event = Event::BreakerTransition {
+            policy: &s.name,
+            from: transition.from,
+            to: transition.to,
+            break_duration: transition.break_duration,
+        };
+        s.telemetry.emit(&crate::observe::current_span(), event);
+        Some(transition)
     }
 
     /// The policy in one line, e.g.
@@ -342,6 +394,44 @@ mod tests {
         let p = Policy::builder().build().expect("valid");
         let q = p.clone();
         assert!(Arc::ptr_eq(&p.shared, &q.shared));
+    }
+
+    #[test]
+    fn a_policy_without_breaker_or_budget_reads_and_resets_nothing() {
+        let p = Policy::builder().max_attempts(1).build().expect("valid");
+        assert!(p.breaker().is_none() && p.budget().is_none());
+        assert_eq!(p.breaker_state(), None);
+        assert_eq!(p.budget_balance(), None);
+        assert_eq!(p.reset_breaker(), None);
+    }
+
+    #[test]
+    fn a_policys_breaker_and_budget_read_on_its_own_clock() {
+        let manual = crate::ManualClock::new();
+        let breaker = Breaker::builder()
+            .consecutive_failures(1)
+            .jitter(0.0)
+            .build()
+            .expect("valid breaker");
+        let p = Policy::builder()
+            .clock(manual.clone())
+            .breaker(breaker.clone())
+            .build()
+            .expect("valid");
+        let now = p.clock().now();
+        let permit = breaker.try_acquire(now).expect("closed");
+        permit.record(crate::breaker::Evidence::Failure, Duration::ZERO, now);
+        manual.advance(Duration::from_secs(5));
+        assert_eq!(
+            p.breaker_state(),
+            Some(BreakerState::Open {
+                remaining: Duration::from_secs(10)
+            })
+        );
+        assert_eq!(p.budget_balance(), p.budget().map(RetryBudget::capacity));
+        let closed = p.reset_breaker().expect("it was open");
+        assert_eq!(closed.to, crate::breaker::StateKind::Closed);
+        assert_eq!(p.breaker_state(), Some(BreakerState::Closed));
     }
 
     #[test]
