@@ -2,17 +2,18 @@
 //! attempt and how the policy meets it, the switch at run time, the seed, `Send`, and the
 //! allocation-free path with chaos configured but idle.
 
-use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rampart::backoff::Backoff;
 use rampart::chaos::{Chaos, Injection, InjectionKind};
 use rampart::{CancellationToken, Error, Policy, StopReason, TimeoutMode, Verdict};
 use tokio::time::Instant;
+
+#[path = "support/ready.rs"]
+mod support;
+use support::ready;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -23,24 +24,31 @@ enum Fail {
     Stopped,
 }
 
+/// Delays every attempt by `delay`.
+fn delaying<T>(delay: Duration) -> Chaos<T, Fail> {
+    Chaos::builder()
+        .latency(1.0, delay)
+        .build()
+        .expect("valid chaos")
+}
+
+/// `attempts` attempts with a 100 ms ceiling in `mode`, no backoff.
+fn bounded(attempts: u32, mode: TimeoutMode) -> Policy {
+    Policy::builder()
+        .max_attempts(attempts)
+        .attempt_timeout(100 * MS)
+        .timeout_mode(mode)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid policy")
+}
+
 fn retrying(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
         .backoff(Backoff::none())
         .build()
         .expect("valid policy")
-}
-
-/// Polls a future that must be ready at once.
-fn ready<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(out) => out,
-        Poll::Pending => panic!("the call must complete on its first poll"),
-    }
 }
 
 /// Records every injection it is told of.
@@ -124,10 +132,7 @@ async fn a_fault_switched_off_after_the_first_attempt_lets_the_retry_reach_the_w
 
 #[tokio::test(start_paused = true)]
 async fn latency_at_rate_one_delays_each_attempt_by_exactly_the_configured_duration() {
-    let chaos = Chaos::builder()
-        .latency(1.0, 300 * MS)
-        .build()
-        .expect("valid chaos");
+    let chaos = delaying(300 * MS);
     let began = Instant::now();
     let starts = Mutex::new(Vec::new());
     let value = retrying(3)
@@ -149,16 +154,8 @@ async fn latency_at_rate_one_delays_each_attempt_by_exactly_the_configured_durat
 
 #[tokio::test(start_paused = true)]
 async fn latency_past_the_attempt_timeout_times_the_attempt_out_before_the_work_runs() {
-    let chaos = Chaos::builder()
-        .latency(1.0, Duration::from_secs(1))
-        .build()
-        .expect("valid chaos");
-    let policy = Policy::builder()
-        .max_attempts(2)
-        .attempt_timeout(100 * MS)
-        .backoff(Backoff::none())
-        .build()
-        .expect("valid policy");
+    let chaos = delaying(Duration::from_secs(1));
+    let policy = bounded(2, TimeoutMode::default());
     let worked = AtomicU32::new(0);
     let began = Instant::now();
     let outcome = policy
@@ -185,16 +182,8 @@ async fn latency_past_the_attempt_timeout_times_the_attempt_out_before_the_work_
 
 #[tokio::test(start_paused = true)]
 async fn a_cooperative_attempts_delay_ends_at_its_ceiling_and_the_work_sees_it_cancelled() {
-    let chaos = Chaos::builder()
-        .latency(1.0, Duration::from_secs(1))
-        .build()
-        .expect("valid chaos");
-    let policy = Policy::builder()
-        .max_attempts(1)
-        .attempt_timeout(100 * MS)
-        .timeout_mode(TimeoutMode::Cooperative)
-        .build()
-        .expect("valid policy");
+    let chaos = delaying(Duration::from_secs(1));
+    let policy = bounded(1, TimeoutMode::Cooperative);
     let began = Instant::now();
     let outcome = policy
         .run(chaos.wrap(async |attempt| {
@@ -213,16 +202,8 @@ async fn a_cooperative_attempts_delay_ends_at_its_ceiling_and_the_work_sees_it_c
 
 #[tokio::test(start_paused = true)]
 async fn an_abandoning_policys_grace_lets_the_work_answer_after_a_delay_cut_at_the_ceiling() {
-    let chaos = Chaos::builder()
-        .latency(1.0, Duration::from_secs(1))
-        .build()
-        .expect("valid chaos");
-    let policy = Policy::builder()
-        .max_attempts(1)
-        .attempt_timeout(100 * MS)
-        .timeout_mode(TimeoutMode::Abandon { grace: 50 * MS })
-        .build()
-        .expect("valid policy");
+    let chaos = delaying(Duration::from_secs(1));
+    let policy = bounded(1, TimeoutMode::Abandon { grace: 50 * MS });
     let began = Instant::now();
     let value = policy.run(chaos.wrap(async |_| Ok::<_, Fail>(5))).await;
     assert_eq!(value.expect("answered within the grace"), 5);
@@ -231,10 +212,7 @@ async fn an_abandoning_policys_grace_lets_the_work_answer_after_a_delay_cut_at_t
 
 #[tokio::test(start_paused = true)]
 async fn the_caller_cancelling_during_an_injected_delay_ends_the_call_at_once() {
-    let chaos = Chaos::builder()
-        .latency(1.0, Duration::from_secs(10))
-        .build()
-        .expect("valid chaos");
+    let chaos = delaying(Duration::from_secs(10));
     let policy = retrying(3);
     let token = CancellationToken::new();
     let cancel = token.clone();
