@@ -72,9 +72,9 @@
 //!
 //! # Zero cost when disabled
 //!
-//! Switched off, an attempt costs one relaxed atomic load and a branch, then the work's future
-//! runs untouched inside a wrapper that only forwards its polls: no allocation, no lock, no
-//! random draw, no clock read. Switched on, a kind whose rate is 0 costs a load of its rate and
+//! Switched off, an attempt costs one relaxed atomic load and a branch when it starts; the
+//! work's future then runs untouched inside a wrapper whose poll finds no delay and no answer
+//! and forwards: no allocation, no lock, no random draw, no clock read, no count. Switched on, a kind whose rate is 0 costs a load of its rate and
 //! no draw. Neither case allocates (`tests/chaos.rs` counts), and neither does an injection: the
 //! delay is the policy's clock's sleep, and the injected value or error is made by your
 //! function.
@@ -262,6 +262,10 @@ impl<T, E> Chaos<T, E> {
     /// its calls are `Send` when `op`'s are: `policy.run(chaos.wrap(async |attempt| ..))` can
     /// be awaited in a spawned task. One wrapped callback is one call for the
     /// [determinism](self#determinism) rules: wrap again for each call.
+    ///
+    /// The return type names the callback's `FnMut` form, with its future [`Injected`] over
+    /// `op`'s own: that is what lets the compiler see the wrapped call is `Send` (see
+    /// [`Callback`]).
     pub fn wrap<F>(
         &self,
         mut op: F,

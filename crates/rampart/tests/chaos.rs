@@ -509,3 +509,63 @@ fn an_injected_outcome_allocates_nothing_per_call() {
     assert_eq!(allocations_per_call(&chaos, 1_000), 0);
     assert_eq!(chaos.injected(InjectionKind::Outcome), 1_001);
 }
+
+/// With the `tracing` feature, each injection is a `DEBUG` event with target `rampart::chaos`.
+#[cfg(feature = "tracing")]
+mod traced {
+    use std::fmt::Write as _;
+    use std::sync::{Arc, Mutex};
+
+    use rampart::Policy;
+    use rampart::chaos::Chaos;
+    use tracing::field::{Field, Visit};
+    use tracing::{Event, Subscriber};
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+    use tracing_subscriber::registry::Registry;
+
+    use super::Fail;
+
+    /// `LEVEL target fields` of every event.
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<String>>>);
+
+    struct Fields(String);
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, " {}={value:?}", field.name());
+        }
+    }
+
+    impl<S: Subscriber> Layer<S> for Capture {
+        fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+            let meta = event.metadata();
+            let mut fields = Fields(format!("{} {}", meta.level(), meta.target()));
+            event.record(&mut fields);
+            self.0.lock().expect("lines").push(fields.0);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_injection_is_a_debug_event_naming_its_kind_call_and_attempt() {
+        let capture = Capture::default();
+        let _guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
+        let chaos = Chaos::builder()
+            .outcome(1.0, || 3)
+            .build()
+            .expect("valid chaos");
+        let value = Policy::none()
+            .run(chaos.wrap(async |_| Ok::<u32, Fail>(0)))
+            .await;
+        assert_eq!(value.expect("injected value"), 3);
+        let lines = capture.0.lock().expect("lines").clone();
+        let chaos_lines: Vec<_> = lines
+            .iter()
+            .filter(|line| line.contains("rampart::chaos"))
+            .collect();
+        assert_eq!(
+            chaos_lines,
+            ["DEBUG rampart::chaos message=chaos injected kind=\"outcome\" call=0 attempt=1"]
+        );
+    }
+}
