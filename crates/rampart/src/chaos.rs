@@ -282,12 +282,7 @@ impl<T, E> Chaos<T, E> {
                 return Injected::pass(attempt, op(attempt));
             }
             let call = *call.get_or_insert_with(|| chaos.next_call());
-            let plan = chaos.plan(call, attempt);
-            let work = match plan.answer {
-                None => Some(op(attempt)),
-                Some(_) => None,
-            };
-            Injected::planned(attempt, plan, work)
+            chaos.start(call, attempt, || op(attempt))
         }
     }
 
@@ -305,12 +300,30 @@ impl<T, E> Chaos<T, E> {
         if !self.is_enabled() {
             return Injected::pass(attempt, work);
         }
-        let plan = self.plan(self.next_call(), attempt);
-        let work = match plan.answer {
-            None => Some(work),
-            Some(_) => None,
-        };
-        Injected::planned(attempt, plan, work)
+        self.start(self.next_call(), attempt, || work)
+    }
+
+    /// Attempt `attempt` of call `call` with what is decided for it; `work` is called only
+    /// when no fault or outcome replaces it.
+    fn start<'a, W>(
+        &self,
+        call: u64,
+        attempt: &'a Attempt,
+        work: impl FnOnce() -> W,
+    ) -> Injected<'a, W, T, E> {
+        let plan = self.plan(call, attempt);
+        let work = plan.answer.is_none().then(work);
+        // A zero delay is injected (and counted) without a timer.
+        let delay = plan.delay.filter(|delay| !delay.is_zero()).map(|delay| {
+            let clock = attempt.clock();
+            clock.sleep_until(crate::clock::saturating_add(clock.now(), delay))
+        });
+        Injected {
+            attempt,
+            delay,
+            work,
+            answer: plan.answer,
+        }
     }
 
     fn next_call(&self) -> u64 {
@@ -634,20 +647,6 @@ impl<'a, W, T, E> Injected<'a, W, T, E> {
             answer: None,
         }
     }
-
-    fn planned(attempt: &'a Attempt, plan: Plan<T, E>, work: Option<W>) -> Self {
-        // A zero delay is injected (and counted) without a timer.
-        let delay = plan.delay.filter(|delay| !delay.is_zero()).map(|delay| {
-            let clock = attempt.clock();
-            clock.sleep_until(crate::clock::saturating_add(clock.now(), delay))
-        });
-        Injected {
-            attempt,
-            delay,
-            work,
-            answer: plan.answer,
-        }
-    }
 }
 
 impl<W, T, E> Future for Injected<'_, W, T, E>
@@ -695,6 +694,13 @@ impl<W, T, E> fmt::Debug for Injected<'_, W, T, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chaos_and_its_switch_are_send_and_sync_whatever_they_inject() {
+        fn shared<S: Send + Sync + Clone>() {}
+        shared::<Chaos<std::rc::Rc<u8>, std::cell::Cell<u8>>>();
+        shared::<ChaosSwitch>();
+    }
 
     #[test]
     fn draws_lie_in_the_unit_interval_and_differ_by_kind_call_and_attempt() {
