@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rampart::backoff::Backoff;
 use rampart::chaos::{Chaos, Injection, InjectionKind};
+use rampart::hedge::Hedge;
 use rampart::{CancellationToken, Error, Policy, StopReason, TimeoutMode, Verdict};
 use tokio::time::Instant;
 
@@ -227,6 +228,27 @@ async fn the_caller_cancelling_during_an_injected_delay_ends_the_call_at_once() 
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)));
     assert_eq!(Instant::now() - began, 50 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedging_policy_runs_wrapped_legs_at_once_each_with_its_own_delay() {
+    let chaos = delaying(Duration::from_secs(1));
+    let policy = Policy::builder()
+        .max_attempts(2)
+        .hedge(Hedge::fixed(100 * MS))
+        .build()
+        .expect("valid policy");
+    let began = Instant::now();
+    let value = policy
+        .run(chaos.wrap(async |attempt| Ok::<_, Fail>(attempt.number())))
+        .await;
+    assert_eq!(value.expect("the first leg answers"), 1);
+    assert_eq!(Instant::now() - began, Duration::from_secs(1));
+    assert_eq!(
+        chaos.injected(InjectionKind::Latency),
+        2,
+        "the hedge was delayed too"
+    );
 }
 
 #[tokio::test(start_paused = true)]
