@@ -141,6 +141,11 @@ impl Attempt {
         })
     }
 
+    /// The clock the attempt's ceiling is measured on: the policy's.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     /// The attempt's number: 1 for the first call, 2 for the first retry.
     pub fn number(&self) -> u32 {
         self.number

@@ -57,6 +57,7 @@
 //! | [`backoff`] | delay curves and jitter |
 //! | [`breaker`] | the circuit breaker: fail fast while a dependency is down |
 //! | [`budget`] | the retry budget: retries capped to a fraction of traffic |
+//! | [`chaos`] | chaos injection: faults, latency and outcomes injected into a share of attempts |
 //! | [`clock`] | the injectable clock (system or manual) |
 //! | [`deadline`] | `Deadline`: the instant a caller stops waiting |
 //! | [`criticality`] | `Criticality`: how much a request matters, and its strict wire parser |
@@ -78,6 +79,7 @@ pub mod backoff;
 pub mod blocking;
 pub mod breaker;
 pub mod budget;
+pub mod chaos;
 pub mod classify;
 pub mod clock;
 pub mod criticality;
