@@ -22,6 +22,13 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
+/// With one dispatcher registered, tracing computes a new callsite's interest from the
+/// registering thread's own default, so a test thread without a subscriber would cache
+/// "never" for the thread that has one. A second dispatcher, registered for the whole test
+/// binary, makes it ask every dispatcher.
+static SECOND: std::sync::LazyLock<tracing::Dispatch> =
+    std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+
 /// The counters that moved, as `name{labels} count`, sorted.
 fn counters(snapshotter: &Snapshotter) -> Vec<String> {
     let mut lines: Vec<_> = snapshotter
@@ -189,6 +196,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Sp
 async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
     let spans = Spans::default();
     let _guard = tracing::subscriber::set_default(Registry::default().with(spans.clone()));
+    std::sync::LazyLock::force(&SECOND);
+    // Recomputes what another thread cached before the second dispatcher existed.
+    tracing::callsite::rebuild_interest_cache();
     let client = OutboundLayer::builder()
         .policy(|p| {
             p.deadline(Duration::from_secs(10))

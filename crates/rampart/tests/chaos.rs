@@ -547,6 +547,13 @@ mod traced {
 
     use super::Fail;
 
+    /// With one dispatcher registered, tracing computes a new callsite's interest from the
+    /// registering thread's own default, so a test thread without a subscriber would cache
+    /// "never" for the thread that has one. A second dispatcher, registered for the whole test
+    /// binary, makes it ask every dispatcher.
+    static SECOND: std::sync::LazyLock<tracing::Dispatch> =
+        std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+
     /// `LEVEL target fields` of every event.
     #[derive(Clone, Default)]
     struct Capture(Arc<Mutex<Vec<String>>>);
@@ -572,6 +579,9 @@ mod traced {
     async fn each_injection_is_a_debug_event_naming_its_kind_call_and_attempt() {
         let capture = Capture::default();
         let _guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
+        std::sync::LazyLock::force(&SECOND);
+        // Recomputes what another thread cached before the second dispatcher existed.
+        tracing::callsite::rebuild_interest_cache();
         let chaos = Chaos::builder()
             .outcome(1.0, || 3)
             .build()

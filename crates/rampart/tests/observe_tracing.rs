@@ -14,6 +14,13 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::{LookupSpan, Registry};
 
+/// With one dispatcher registered, tracing computes a new callsite's interest from the
+/// registering thread's own default, so a test thread without a subscriber would cache
+/// "never" for the thread that has one. A second dispatcher, registered for the whole test
+/// binary, makes it ask every dispatcher.
+static SECOND: std::sync::LazyLock<tracing::Dispatch> =
+    std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+
 const MS: Duration = Duration::from_millis(1);
 
 #[derive(Debug)]
@@ -95,6 +102,9 @@ impl Capture {
 fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
     let capture = Capture::default();
     let guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
+    std::sync::LazyLock::force(&SECOND);
+    // Recomputes what another thread cached before the second dispatcher existed.
+    tracing::callsite::rebuild_interest_cache();
     (capture, guard)
 }
 
