@@ -51,6 +51,7 @@
 //! | [`executor`] | the call state machine and the drivers that run it |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`blocking`] | the same policy for a synchronous callback |
+//! | [`stream`] | a call that answers with a stream: retried until its first item, then bounded |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
@@ -92,6 +93,7 @@ pub mod observe;
 pub mod outcome;
 pub mod policy;
 pub mod result;
+pub mod stream;
 mod sync;
 pub mod testing;
 pub mod timeout;
