@@ -67,8 +67,9 @@
 //! - The idle clock runs only while the consumer waits: it starts when the consumer asks for
 //!   the next item and the source has none ready, so a slow consumer is never taken for a
 //!   silent source. An item that is ready wins over an idle timer that has expired.
-//! - The deadline wins over a ready item: no item is delivered at or after the deadline. The
-//!   first item, pulled before it, is always delivered.
+//! - The deadline wins over a ready item: once it has passed, the source is not asked for
+//!   another item (the clock is read each time the consumer asks, so a source that always has
+//!   an item ready is ended too). The first item, pulled before it, is always delivered.
 //! - The caller's cancellation (with [`Policy::with_token`]) wins over both, and ends the
 //!   stream at once, even while the consumer waits.
 //! - After the stream ends (an error, or the source's own end), it yields `None` for ever.
@@ -544,7 +545,10 @@ where
         let Some(source) = this.source.as_mut() else {
             return Poll::Ready(None);
         };
-        // Caller cancellation wins, then the deadline; both before a ready item.
+        // Caller cancellation wins, then the deadline; both before a ready item. The deadline
+        // is read from the clock: a source that always has an item ready never lets the
+        // deadline's timer fire (tokio's budget keeps a timer pending until the task yields),
+        // and the timer is needed only to wake a consumer that waits.
         if this
             .bounds
             .caller
@@ -553,9 +557,10 @@ where
         {
             return Self::end(this, Error::Cancelled);
         }
-        if let Some(bound) = this.bounds.bound
-            && let Some(deadline) = this.deadline.as_mut().as_pin_mut()
-            && deadline.poll(cx).is_ready()
+        let clock = &this.bounds.clock;
+        let now = this.bounds.bound.map(|bound| (bound, clock.now()));
+        if let Some((bound, now)) = now
+            && now >= bound.at
         {
             let error = bound.exceeded(this.bounds.attempts);
             return Self::end(this, error);
@@ -572,11 +577,21 @@ where
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                if let Some(bound) = this.bounds.bound
+                    && let Some(deadline) = this.deadline.as_mut().as_pin_mut()
+                    && deadline.poll(cx).is_ready()
+                {
+                    let error = bound.exceeded(this.bounds.attempts);
+                    return Self::end(this, error);
+                }
                 if let Some(idle) = this.bounds.idle {
                     if !*this.waiting {
+                        // The idle clock starts now: the consumer asked, and the source has
+                        // nothing ready.
                         *this.waiting = true;
                         let clock = &this.bounds.clock;
-                        let at = saturating_add(clock.now(), idle);
+                        let now = now.map_or_else(|| clock.now(), |(_, now)| now);
+                        let at = saturating_add(now, idle);
                         this.stall.set(Some(clock.sleep_until(at)));
                     }
                     if let Some(stall) = this.stall.as_mut().as_pin_mut()

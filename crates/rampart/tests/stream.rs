@@ -469,3 +469,37 @@ async fn a_stream_call_borrowing_its_environment_runs_in_a_spawned_task() {
         .expect("task");
     assert_eq!(watched.expect("prices"), [103, 203]);
 }
+
+/// A source that always has its next item ready, and takes 10 ms of (paused) time to make it,
+/// without ever letting its task yield.
+struct Busy(u32);
+
+impl Stream for Busy {
+    type Item = Result<u32, Fail>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let advance = std::pin::pin!(tokio::time::advance(10 * MS));
+        // The first poll moves the paused clock; the yield that follows is not awaited.
+        let _ = std::future::Future::poll(advance, cx);
+        self.0 += 1;
+        std::task::Poll::Ready(Some(Ok(self.0)))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_source_that_always_has_an_item_ready_is_still_ended_at_the_deadline() {
+    let policy = Policy::builder().deadline(100 * MS).build().expect("valid");
+    let start = Instant::now();
+    let stream = policy
+        .stream(options(), async |_| Ok::<_, Fail>(Busy(0)))
+        .await
+        .expect("opened");
+    let items: Vec<_> = std::pin::pin!(stream).take(1_000).collect().await;
+    // Items made at 10..=100 ms; asked for at 100 ms, the next one is not.
+    assert_eq!(items.len(), 11);
+    assert!(matches!(items[10], Err(Error::DeadlineExceeded { .. })));
+    assert_eq!(start.elapsed(), 100 * MS);
+}
