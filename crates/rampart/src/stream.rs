@@ -546,9 +546,10 @@ where
             return Poll::Ready(None);
         };
         // Caller cancellation wins, then the deadline; both before a ready item. The deadline
-        // is read from the clock: a source that always has an item ready never lets the
-        // deadline's timer fire (tokio's budget keeps a timer pending until the task yields),
-        // and the timer is needed only to wake a consumer that waits.
+        // is read from the clock: a timer fires only when the runtime gets to run its timers,
+        // which a task whose source always has an item ready may never let it do (and tokio's
+        // budget keeps a timer pending until the task yields). The timer is polled only to
+        // wake a consumer that waits.
         if this
             .bounds
             .caller

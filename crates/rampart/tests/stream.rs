@@ -37,8 +37,8 @@ impl fmt::Display for Fail {
 type Source = Pin<Box<dyn Stream<Item = Result<u32, Fail>> + Send>>;
 
 /// Each item after its delay in milliseconds; then silence (`stall`) or the end.
-fn script(steps: &[(u64, Result<u32, Fail>)], stall: bool) -> Source {
-    let steps = steps.to_vec().into_iter();
+fn script<const N: usize>(steps: [(u64, Result<u32, Fail>); N], stall: bool) -> Source {
+    let steps = steps.into_iter();
     Box::pin(futures_util::stream::unfold(
         steps,
         move |mut steps| async move {
@@ -99,9 +99,9 @@ async fn retried_while_the_first_item_fails_and_the_stream_that_delivers_one_is_
     let stream = policy
         .stream(options(), async |_| {
             match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(script(&[(10, Err(Fail::Reset))], false)),
+                0 => Ok(script([(10, Err(Fail::Reset))], false)),
                 1 => Err(Fail::Refused),
-                _ => Ok(script(&[(10, Ok(1)), (10, Ok(2))], false)),
+                _ => Ok(script([(10, Ok(1)), (10, Ok(2))], false)),
             }
         })
         .await
@@ -125,7 +125,7 @@ async fn an_error_after_the_first_item_ends_the_stream_and_the_op_is_not_called_
         .stream(options(), async |_| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok(script(
-                &[(10, Ok(1)), (10, Err(Fail::Reset)), (10, Ok(3))],
+                [(10, Ok(1)), (10, Err(Fail::Reset)), (10, Ok(3))],
                 false,
             ))
         })
@@ -141,7 +141,7 @@ async fn a_stall_ends_the_stream_with_the_idle_error_at_exactly_the_idle_timeout
     let start = Instant::now();
     let stream = policy
         .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script(&[(10, Ok(1)), (49, Ok(2))], true))
+            Ok::<_, Fail>(script([(10, Ok(1)), (49, Ok(2))], true))
         })
         .await
         .expect("opened");
@@ -163,7 +163,7 @@ async fn an_item_arriving_exactly_at_the_idle_timeout_wins_over_the_idle_timer()
     let policy = Policy::builder().build().expect("valid");
     let stream = policy
         .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script(&[(1, Ok(1)), (50, Ok(2))], true))
+            Ok::<_, Fail>(script([(1, Ok(1)), (50, Ok(2))], true))
         })
         .await
         .expect("opened");
@@ -182,7 +182,7 @@ async fn the_idle_clock_runs_only_while_the_consumer_waits() {
     let policy = Policy::builder().build().expect("valid");
     let stream = policy
         .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script(&[(1, Ok(1)), (0, Ok(2)), (40, Ok(3))], false))
+            Ok::<_, Fail>(script([(1, Ok(1)), (0, Ok(2)), (40, Ok(3))], false))
         })
         .await
         .expect("opened");
@@ -226,7 +226,7 @@ async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
         .stream(options(), async |_| {
             match calls.fetch_add(1, Ordering::SeqCst) {
                 0 => Err(Fail::Reset),
-                _ => Ok(script(&[(10, Ok(1))], true)),
+                _ => Ok(script([(10, Ok(1))], true)),
             }
         })
         .await
@@ -324,8 +324,8 @@ async fn the_attempt_timeout_bounds_opening_and_the_first_item_only() {
     let stream = policy
         .stream(options(), async |_| {
             match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok::<_, Fail>(script(&[(600, Ok(1))], false)),
-                _ => Ok(script(&[(10, Ok(1)), (700, Ok(2))], false)),
+                0 => Ok::<_, Fail>(script([(600, Ok(1))], false)),
+                _ => Ok(script([(10, Ok(1)), (700, Ok(2))], false)),
             }
         })
         .await
@@ -342,7 +342,7 @@ async fn a_stream_that_ends_before_its_first_item_is_an_empty_success() {
     let stream = policy
         .stream(options(), async |_| {
             calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, Fail>(script(&[], false))
+            Ok::<_, Fail>(script([], false))
         })
         .await
         .expect("an empty stream is a value");
@@ -369,8 +369,8 @@ async fn the_classifier_sees_the_first_item_and_may_retry_an_empty_stream_or_sto
     let outcome = policy
         .stream(options(), async |_| {
             match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(script(&[], false)),
-                _ => Ok(script(&[(5, Err(Fail::Refused))], false)),
+                0 => Ok(script([], false)),
+                _ => Ok(script([(5, Err(Fail::Refused))], false)),
             }
         })
         .await;
@@ -419,8 +419,8 @@ async fn a_hedging_policy_keeps_the_stream_of_the_first_leg_to_deliver_an_item()
             calls.fetch_add(1, Ordering::SeqCst);
             let leg = attempt.number();
             match leg {
-                1 => Ok::<_, Fail>(script(&[(500, Ok(10)), (1, Ok(11))], false)),
-                _ => Ok(script(&[(10, Ok(20)), (1, Ok(21))], false)),
+                1 => Ok::<_, Fail>(script([(500, Ok(10)), (1, Ok(11))], false)),
+                _ => Ok(script([(10, Ok(20)), (1, Ok(21))], false)),
             }
         })
         .await
