@@ -122,8 +122,9 @@ use crate::ambient::Ambient;
 use crate::attempt::Attempt;
 use crate::classify::Classify;
 use crate::clock::{Clock, Instant, Sleep, saturating_add};
+use crate::deadline::{Effective, Source};
 use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
-use crate::executor::{AttemptFuture, Call, Callback, Shared};
+use crate::executor::{AttemptFuture, Call, Callback};
 use crate::policy::Policy;
 
 /// How a stream call is bounded once its first item has arrived: see the
@@ -272,7 +273,16 @@ impl<C, A> Call<'_, C, A> {
         let caller = self.caller();
         let clock = shared.clock.clone();
         let bound = match options.deadline {
-            StreamDeadline::WholeStream => Bound::resolve(shared, clock.now()),
+            // Resolved as the call's own is when it starts (an instant earlier, never later).
+            StreamDeadline::WholeStream => Effective::resolve(
+                clock.now(),
+                shared.deadline,
+                shared
+                    .ambient_deadline
+                    .then(|| Ambient::current().deadline())
+                    .flatten(),
+                &shared.drain,
+            ),
             StreamDeadline::FirstItem => None,
         };
         let mut attempts = 0u32;
@@ -357,85 +367,35 @@ where
     }
 }
 
-/// Where the deadline that bounds a stream came from (the executor's three sources).
-#[derive(Debug, Clone, Copy)]
-enum Source {
-    Policy,
-    Inherited,
-    Drain,
-}
-
-/// The effective deadline of a stream call.
-#[derive(Debug, Clone, Copy)]
-struct Bound {
-    at: Instant,
-    /// From the start of the call: what `DeadlineExceeded` reports.
-    span: Duration,
-    source: Source,
-}
-
-impl Bound {
-    /// The deadline the executor resolves when a call of `shared` starts at `start`: the
-    /// earliest of the policy's, the ambient one (if the policy reads it) and the drain grace
-    /// (if draining).
-    fn resolve<C, A>(shared: &Shared<C, A>, start: Instant) -> Option<Bound> {
-        let mut bound = shared.deadline.map(|span| Bound {
-            at: saturating_add(start, span),
-            span,
-            source: Source::Policy,
-        });
-        let mut clamp = |at: Instant, source| {
-            if bound.is_none_or(|b| at < b.at) {
-                bound = Some(Bound {
-                    at,
-                    span: at.saturating_duration_since(start),
-                    source,
-                });
-            }
-        };
-        if shared.ambient_deadline
-            && let Some(inherited) = Ambient::current().deadline()
-        {
-            clamp(inherited.instant(), Source::Inherited);
+/// The error that ends a stream at its deadline: `DeadlineExceeded`, or the drain's
+/// rejection when the bound was a drain's grace (as for a call).
+#[cold]
+fn exceeded<E>(bound: Effective, attempts: u32) -> Error<E> {
+    let source = match bound.source {
+        Source::Policy => DeadlineSource::Policy,
+        Source::Inherited => DeadlineSource::Inherited,
+        Source::Drain => {
+            return Error::Rejected {
+                reason: RejectReason::Draining,
+                retry_after: None,
+                attempts,
+                last: None,
+            };
         }
-        if shared.drain.is_draining()
-            && let Some(grace) = shared.drain.grace_until()
-        {
-            clamp(grace, Source::Drain);
-        }
-        bound
-    }
-
-    /// The error that ends a stream at this deadline (a drain's grace is the drain's
-    /// rejection, as it is for a call).
-    #[cold]
-    fn exceeded<E>(self, attempts: u32) -> Error<E> {
-        let source = match self.source {
-            Source::Policy => DeadlineSource::Policy,
-            Source::Inherited => DeadlineSource::Inherited,
-            Source::Drain => {
-                return Error::Rejected {
-                    reason: RejectReason::Draining,
-                    retry_after: None,
-                    attempts,
-                    last: None,
-                };
-            }
-        };
-        Error::DeadlineExceeded {
-            deadline: self.span,
-            source,
-            attempts,
-            unfit: None,
-            last: None,
-        }
+    };
+    Error::DeadlineExceeded {
+        deadline: bound.span,
+        source,
+        attempts,
+        unfit: None,
+        last: None,
     }
 }
 
 /// What bounds a stream after its first item.
 struct Bounds {
     clock: Clock,
-    bound: Option<Bound>,
+    bound: Option<Effective>,
     idle: Option<Duration>,
     caller: Option<CancellationToken>,
     /// Attempts the op was called for in the open phase.
@@ -563,7 +523,7 @@ where
         if let Some((bound, now)) = now
             && now >= bound.at
         {
-            let error = bound.exceeded(this.bounds.attempts);
+            let error = exceeded(bound, this.bounds.attempts);
             return Self::end(this, error);
         }
         match Pin::new(source).poll_next(cx) {
@@ -582,7 +542,7 @@ where
                     && let Some(deadline) = this.deadline.as_mut().as_pin_mut()
                     && deadline.poll(cx).is_ready()
                 {
-                    let error = bound.exceeded(this.bounds.attempts);
+                    let error = exceeded(bound, this.bounds.attempts);
                     return Self::end(this, error);
                 }
                 if let Some(idle) = this.bounds.idle {
@@ -643,36 +603,5 @@ impl<S, T> fmt::Debug for RampartStream<S, T> {
             .field("deadline", &self.bounds.bound.map(|b| b.span))
             .field("ended", &self.is_ended())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_zero_idle_timeout_is_a_config_error_naming_the_field_and_the_value() {
-        let err = StreamOptions::builder()
-            .idle_timeout(Duration::ZERO)
-            .build()
-            .expect_err("invalid");
-        assert_eq!(err.to_string(), "idle_timeout must be positive (was 0ns)");
-        assert_eq!(err.problems()[0].field(), "idle_timeout");
-    }
-
-    #[test]
-    fn defaults_are_no_idle_timeout_and_the_deadline_bounding_the_whole_stream() {
-        let options = StreamOptions::builder().build().expect("valid");
-        assert_eq!(options, StreamOptions::default());
-        assert_eq!(options.idle_timeout(), None);
-        assert_eq!(options.deadline(), StreamDeadline::WholeStream);
-        let idle = StreamOptions::builder()
-            .idle_timeout(Duration::from_secs(1))
-            .no_idle_timeout()
-            .deadline(StreamDeadline::FirstItem)
-            .build()
-            .expect("valid");
-        assert_eq!(idle.idle_timeout(), None);
-        assert_eq!(idle.deadline(), StreamDeadline::FirstItem);
     }
 }

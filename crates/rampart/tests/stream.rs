@@ -11,9 +11,10 @@ use std::time::Duration;
 use futures_core::Stream;
 use futures_util::StreamExt;
 use rampart::backoff::Backoff;
+use rampart::drain::Drain;
 use rampart::hedge::Hedge;
 use rampart::stream::{First, RampartStream, StreamDeadline, StreamOptions};
-use rampart::{CancellationToken, Deadline, DeadlineSource, Error, Policy, Verdict};
+use rampart::{CancellationToken, Classify, Deadline, DeadlineSource, Error, Policy, Verdict};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -76,6 +77,25 @@ async fn drain(stream: RampartStream<Source, u32>) -> Vec<String> {
     items
 }
 
+/// Opens a stream under `policy` whose attempt `n` (counted from 0, hedged legs included)
+/// opens `attempt(n)`; returns what opening gave and how many times the op was called.
+async fn open<C>(
+    policy: &Policy<C>,
+    options: StreamOptions,
+    attempt: impl Fn(u32) -> Result<Source, Fail>,
+) -> (Result<RampartStream<Source, u32>, Error<Fail>>, u32)
+where
+    C: Classify<First<Source, u32>, Fail>,
+{
+    let calls = AtomicU32::new(0);
+    let opened = policy
+        .stream(options, async |_| {
+            attempt(calls.fetch_add(1, Ordering::SeqCst))
+        })
+        .await;
+    (opened, calls.load(Ordering::SeqCst))
+}
+
 fn options() -> StreamOptions {
     StreamOptions::default()
 }
@@ -94,21 +114,16 @@ async fn retried_while_the_first_item_fails_and_the_stream_that_delivers_one_is_
         .backoff(Backoff::constant(100 * MS))
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
     let start = Instant::now();
-    let stream = policy
-        .stream(options(), async |_| {
-            match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(script([(10, Err(Fail::Reset))], false)),
-                1 => Err(Fail::Refused),
-                _ => Ok(script([(10, Ok(1)), (10, Ok(2))], false)),
-            }
-        })
-        .await
-        .expect("the third attempt delivers an item");
-    assert_eq!(stream.attempts(), 3);
+    let (opened, calls) = open(&policy, options(), |n| match n {
+        0 => Ok(script([(10, Err(Fail::Reset))], false)),
+        1 => Err(Fail::Refused),
+        _ => Ok(script([(10, Ok(1)), (10, Ok(2))], false)),
+    })
+    .await;
+    let stream = opened.expect("the third attempt delivers an item");
+    assert_eq!((calls, stream.attempts()), (3, 3));
     assert_eq!(drain(stream).await, ["1", "2"]);
-    assert_eq!(calls.load(Ordering::SeqCst), 3);
     // 10 (the failing first item) + 100 + 0 (the failed open) + 100 + 10 + 10.
     assert_eq!(start.elapsed(), 230 * MS);
 }
@@ -120,32 +135,26 @@ async fn an_error_after_the_first_item_ends_the_stream_and_the_op_is_not_called_
         .backoff(Backoff::none())
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
-    let stream = policy
-        .stream(options(), async |_| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok(script(
-                [(10, Ok(1)), (10, Err(Fail::Reset)), (10, Ok(3))],
-                false,
-            ))
-        })
-        .await
-        .expect("opened");
-    assert_eq!(drain(stream).await, ["1", "reset"]);
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let (opened, calls) = open(&policy, options(), |_| {
+        Ok(script(
+            [(10, Ok(1)), (10, Err(Fail::Reset)), (10, Ok(3))],
+            false,
+        ))
+    })
+    .await;
+    assert_eq!(drain(opened.expect("opened")).await, ["1", "reset"]);
+    assert_eq!(calls, 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stall_ends_the_stream_with_the_idle_error_at_exactly_the_idle_timeout() {
     let policy = Policy::builder().build().expect("valid");
     let start = Instant::now();
-    let stream = policy
-        .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script([(10, Ok(1)), (49, Ok(2))], true))
-        })
-        .await
-        .expect("opened");
-    let mut stream = std::pin::pin!(stream);
+    let (opened, _) = open(&policy, idle(50 * MS), |_| {
+        Ok(script([(10, Ok(1)), (49, Ok(2))], true))
+    })
+    .await;
+    let mut stream = std::pin::pin!(opened.expect("opened"));
     assert_eq!(stream.next().await.map(Result::ok), Some(Some(1)));
     assert_eq!(stream.next().await.map(Result::ok), Some(Some(2)));
     let stalled = stream.next().await.expect("the idle error");
@@ -161,14 +170,12 @@ async fn a_stall_ends_the_stream_with_the_idle_error_at_exactly_the_idle_timeout
 #[tokio::test(start_paused = true)]
 async fn an_item_arriving_exactly_at_the_idle_timeout_wins_over_the_idle_timer() {
     let policy = Policy::builder().build().expect("valid");
-    let stream = policy
-        .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script([(1, Ok(1)), (50, Ok(2))], true))
-        })
-        .await
-        .expect("opened");
+    let (opened, _) = open(&policy, idle(50 * MS), |_| {
+        Ok(script([(1, Ok(1)), (50, Ok(2))], true))
+    })
+    .await;
     assert_eq!(
-        drain(stream).await,
+        drain(opened.expect("opened")).await,
         [
             "1",
             "2",
@@ -180,13 +187,11 @@ async fn an_item_arriving_exactly_at_the_idle_timeout_wins_over_the_idle_timer()
 #[tokio::test(start_paused = true)]
 async fn the_idle_clock_runs_only_while_the_consumer_waits() {
     let policy = Policy::builder().build().expect("valid");
-    let stream = policy
-        .stream(idle(50 * MS), async |_| {
-            Ok::<_, Fail>(script([(1, Ok(1)), (0, Ok(2)), (40, Ok(3))], false))
-        })
-        .await
-        .expect("opened");
-    let mut stream = std::pin::pin!(stream);
+    let (opened, _) = open(&policy, idle(50 * MS), |_| {
+        Ok(script([(1, Ok(1)), (0, Ok(2)), (40, Ok(3))], false))
+    })
+    .await;
+    let mut stream = std::pin::pin!(opened.expect("opened"));
     assert_eq!(stream.next().await.map(Result::ok), Some(Some(1)));
     // A consumer busy for longer than the idle timeout is not a silent source.
     tokio::time::sleep(200 * MS).await;
@@ -201,10 +206,8 @@ async fn the_deadline_ends_a_stream_that_keeps_producing_at_exactly_the_deadline
         .build()
         .expect("valid");
     let start = Instant::now();
-    let stream = policy
-        .stream(options(), async |_| Ok::<_, Fail>(ticking(100 * MS)))
-        .await
-        .expect("opened");
+    let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
+    let stream = opened.expect("opened");
     assert_eq!(stream.deadline(), Some(start + 1000 * MS));
     let items = drain(stream).await;
     // Items at 100..=900 ms; at 1000 ms the deadline wins over the item due then.
@@ -221,17 +224,12 @@ async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
         .backoff(Backoff::none())
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
-    let stream = policy
-        .stream(options(), async |_| {
-            match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Err(Fail::Reset),
-                _ => Ok(script([(10, Ok(1))], true)),
-            }
-        })
-        .await
-        .expect("opened");
-    let mut stream = std::pin::pin!(stream);
+    let (opened, _) = open(&policy, options(), |n| match n {
+        0 => Err(Fail::Reset),
+        _ => Ok(script([(10, Ok(1))], true)),
+    })
+    .await;
+    let mut stream = std::pin::pin!(opened.expect("opened"));
     assert!(matches!(stream.next().await, Some(Ok(1))));
     let Some(Err(Error::DeadlineExceeded {
         deadline,
@@ -260,12 +258,11 @@ async fn a_first_item_deadline_bounds_only_opening_and_lets_the_stream_outlive_i
         .build()
         .expect("valid");
     let start = Instant::now();
-    let stream = policy
-        .stream(options, async |_| {
-            Ok::<_, Fail>(Box::pin(ticking(100 * MS).take(15)) as Source)
-        })
-        .await
-        .expect("opened");
+    let (opened, _) = open(&policy, options, |_| {
+        Ok(Box::pin(ticking(100 * MS).take(15)))
+    })
+    .await;
+    let stream = opened.expect("opened");
     assert_eq!(stream.deadline(), None);
     assert_eq!(drain(stream).await.len(), 15);
     assert_eq!(start.elapsed(), 1500 * MS);
@@ -300,7 +297,7 @@ async fn caller_cancellation_wins_over_a_ready_item() {
     let stream = policy
         .with_token(&token)
         .stream(options(), async |_| {
-            Ok::<_, Fail>(Box::pin(futures_util::stream::iter([Ok(1u32), Ok(2)])) as Source)
+            Ok::<_, Fail>(futures_util::stream::iter([Ok(1u32), Ok(2)]))
         })
         .await
         .expect("opened");
@@ -319,36 +316,26 @@ async fn the_attempt_timeout_bounds_opening_and_the_first_item_only() {
         .backoff(Backoff::none())
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
     let start = Instant::now();
-    let stream = policy
-        .stream(options(), async |_| {
-            match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok::<_, Fail>(script([(600, Ok(1))], false)),
-                _ => Ok(script([(10, Ok(1)), (700, Ok(2))], false)),
-            }
-        })
-        .await
-        .expect("the second attempt delivers in time");
+    let (opened, calls) = open(&policy, options(), |n| match n {
+        0 => Ok(script([(600, Ok(1))], false)),
+        _ => Ok(script([(10, Ok(1)), (700, Ok(2))], false)),
+    })
+    .await;
+    let stream = opened.expect("the second attempt delivers in time");
     assert_eq!(drain(stream).await, ["1", "2"]);
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(calls, 2);
     assert_eq!(start.elapsed(), (500 + 10 + 700) * MS);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_ends_before_its_first_item_is_an_empty_success() {
     let policy = Policy::builder().max_attempts(3).build().expect("valid");
-    let calls = AtomicU32::new(0);
-    let stream = policy
-        .stream(options(), async |_| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, Fail>(script([], false))
-        })
-        .await
-        .expect("an empty stream is a value");
+    let (opened, calls) = open(&policy, options(), |_| Ok(script([], false))).await;
+    let stream = opened.expect("an empty stream is a value");
     assert!(stream.is_ended());
     assert!(drain(stream).await.is_empty());
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(calls, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -365,21 +352,13 @@ async fn the_classifier_sees_the_first_item_and_may_retry_an_empty_stream_or_sto
         })
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
-    let outcome = policy
-        .stream(options(), async |_| {
-            match calls.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(script([], false)),
-                _ => Ok(script([(5, Err(Fail::Refused))], false)),
-            }
-        })
-        .await;
-    assert!(matches!(outcome, Err(Error::Inner(Fail::Refused))));
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        2,
-        "the permanent error is not retried"
-    );
+    let (opened, calls) = open(&policy, options(), |n| match n {
+        0 => Ok(script([], false)),
+        _ => Ok(script([(5, Err(Fail::Refused))], false)),
+    })
+    .await;
+    assert!(matches!(opened, Err(Error::Inner(Fail::Refused))));
+    assert_eq!(calls, 2, "the permanent error is not retried");
 }
 
 #[tokio::test(start_paused = true)]
@@ -389,13 +368,12 @@ async fn an_inherited_deadline_ends_the_stream_when_the_caller_upstream_stops_wa
         .build()
         .expect("valid");
     let start = Instant::now();
-    let stream = Deadline::after(300 * MS)
-        .scope(policy.stream(options(), async |_| Ok::<_, Fail>(ticking(100 * MS))))
-        .await
-        .expect("opened");
+    let (opened, _) = Deadline::after(300 * MS)
+        .scope(open(&policy, options(), |_| Ok(ticking(100 * MS))))
+        .await;
     // Consumed outside the scope: the bound was resolved when the call started.
     assert_eq!(
-        drain(stream).await,
+        drain(opened.expect("opened")).await,
         [
             "1",
             "2",
@@ -406,36 +384,60 @@ async fn an_inherited_deadline_ends_the_stream_when_the_caller_upstream_stops_wa
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_drains_grace_ends_the_stream_with_the_drains_rejection() {
+    let drain_switch = Drain::new();
+    let policy = Policy::builder()
+        .drain(&drain_switch)
+        .build()
+        .expect("valid");
+    drain_switch.begin(Some(250 * MS));
+    let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
+    assert_eq!(
+        drain(opened.expect("opened")).await,
+        ["1", "2", "rejected: process draining after 1 attempt"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_hedging_policy_keeps_the_stream_of_the_first_leg_to_deliver_an_item() {
     let policy = Policy::builder()
         .max_attempts(2)
         .hedge(Hedge::fixed(50 * MS))
         .build()
         .expect("valid");
-    let calls = AtomicU32::new(0);
     let start = Instant::now();
-    let stream = policy
-        .stream(options(), async |attempt| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            let leg = attempt.number();
-            match leg {
-                1 => Ok::<_, Fail>(script([(500, Ok(10)), (1, Ok(11))], false)),
-                _ => Ok(script([(10, Ok(20)), (1, Ok(21))], false)),
-            }
-        })
-        .await
-        .expect("the hedge delivers first");
+    let (opened, calls) = open(&policy, options(), |n| match n {
+        0 => Ok(script([(500, Ok(10)), (1, Ok(11))], false)),
+        _ => Ok(script([(10, Ok(20)), (1, Ok(21))], false)),
+    })
+    .await;
+    let stream = opened.expect("the hedge delivers first");
     assert_eq!(drain(stream).await, ["20", "21"]);
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(calls, 2);
     assert_eq!(start.elapsed(), (50 + 10 + 1) * MS);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_zero_idle_timeout_is_refused_when_the_options_are_built() {
+#[test]
+fn stream_options_default_to_no_idle_timeout_and_the_deadline_bounding_the_whole_stream() {
+    let options = StreamOptions::builder().build().expect("valid");
+    assert_eq!(options, StreamOptions::default());
+    assert_eq!(options.idle_timeout(), None);
+    assert_eq!(options.deadline(), StreamDeadline::WholeStream);
+    let cleared = StreamOptions::builder()
+        .idle_timeout(Duration::from_secs(1))
+        .no_idle_timeout()
+        .build()
+        .expect("valid");
+    assert_eq!(cleared.idle_timeout(), None);
+}
+
+#[test]
+fn a_zero_idle_timeout_is_refused_when_the_options_are_built_naming_the_field_and_value() {
     let err = StreamOptions::builder()
         .idle_timeout(Duration::ZERO)
         .build()
         .expect_err("a zero idle timeout is invalid");
+    assert_eq!(err.problems()[0].field(), "idle_timeout");
     assert_eq!(err.to_string(), "idle_timeout must be positive (was 0ns)");
 }
 

@@ -60,29 +60,44 @@ fn full_policy() -> Policy {
         .expect("valid policy")
 }
 
-/// Allocations while `items` items are delivered, after the first two (the first is pulled
-/// by the open phase; asking for the second registers the deadline's timer).
-fn allocations_per_items(policy: &Policy, hesitant: bool, items: u64) -> u64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// A current-thread runtime with its timer, entered for the calling thread.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-        .expect("runtime");
-    let _context = rt.enter();
+        .expect("runtime")
+}
+
+/// A `Counter` stream opened under `policy` with every bound configured: the policy's
+/// deadline, an idle timeout and the caller's `token`. The source hesitates while `waits` is
+/// set (the open phase needs its first item at once).
+fn open(
+    policy: &Policy,
+    token: &CancellationToken,
+    waits: &Rc<Cell<bool>>,
+) -> RampartStream<Counter, u64> {
     let options = StreamOptions::builder()
         .idle_timeout(Duration::from_secs(5))
         .build()
         .expect("valid options");
-    let token = CancellationToken::new();
-    let waits = Rc::new(Cell::new(false));
-    let stream = ready(policy.with_token(&token).stream(options, async |_| {
+    ready(policy.with_token(token).stream(options, async |_| {
         Ok::<_, std::io::Error>(Counter {
             next: 0,
             hesitant: waits.clone(),
             asked: false,
         })
     }))
-    .expect("opened");
-    let mut stream = pin!(stream);
+    .expect("opened")
+}
+
+/// Allocations while `items` items are delivered, after the first two (the first is pulled
+/// by the open phase; asking for the second registers the deadline's timer).
+fn allocations_per_items(policy: &Policy, hesitant: bool, items: u64) -> u64 {
+    let rt = runtime();
+    let _context = rt.enter();
+    let token = CancellationToken::new();
+    let waits = Rc::new(Cell::new(false));
+    let mut stream = pin!(open(policy, &token, &waits));
     let mut cx = Context::from_waker(Waker::noop());
     let mut next = |stream: &mut Pin<&mut RampartStream<Counter, u64>>, expected: u64| loop {
         match Stream::poll_next(stream.as_mut(), &mut cx) {
@@ -96,7 +111,6 @@ fn allocations_per_items(policy: &Policy, hesitant: bool, items: u64) -> u64 {
         }
     };
     next(&mut stream, 0);
-    // The source hesitates only now: the open phase must have its first item at once.
     waits.set(hesitant);
     next(&mut stream, 1);
     let counted = allocation_counter::measure(|| {
@@ -124,27 +138,12 @@ fn a_pass_through_policys_stream_allocates_nothing_per_item() {
 
 /// Allocations of `calls` stream calls under `policy`: open, deliver the first item, drop.
 fn allocations_per_open(policy: &Policy, calls: u32) -> u64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let _context = rt.enter();
-    let options = StreamOptions::builder()
-        .idle_timeout(Duration::from_secs(5))
-        .build()
-        .expect("valid options");
     let token = CancellationToken::new();
     let waits = Rc::new(Cell::new(false));
     let call = || {
-        let stream = ready(policy.with_token(&token).stream(options, async |_| {
-            Ok::<_, std::io::Error>(Counter {
-                next: 0,
-                hesitant: waits.clone(),
-                asked: false,
-            })
-        }))
-        .expect("opened");
-        let mut stream = pin!(stream);
+        let mut stream = pin!(open(policy, &token, &waits));
         let first = Stream::poll_next(stream.as_mut(), &mut Context::from_waker(Waker::noop()));
         assert!(matches!(first, Poll::Ready(Some(Ok(0)))));
     };

@@ -194,8 +194,12 @@ fn run(config: &Config, plans: &[Plan]) -> Run {
     })
 }
 
+#[path = "support/cases.rs"]
+mod support;
+use support::cases;
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(cases(256))]
 
     #[test]
     fn a_stream_is_never_retried_after_its_first_item_and_ends_within_its_deadline(
