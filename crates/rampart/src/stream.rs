@@ -82,10 +82,11 @@
 //! classifier sees a `tonic::Status` when opening or the first message fails. For a reqwest
 //! download, the op awaits `client.get(url).send()`, turns a status it wants retried into an
 //! `Err` (`error_for_status()`), and returns `response.bytes_stream()` (items
-//! `Result<Bytes, reqwest::Error>`). Both are `Unpin`. A stream that is not (an `async`
-//! generator, say) is returned as `Box::pin(stream)`: one allocation per attempt, none per
-//! item. Dropping a `Streaming` cancels its RPC and dropping a body closes its connection, so
-//! a stream that ends early (an idle timeout, the deadline) releases what it held.
+//! `Result<Bytes, reqwest::Error>`). Both are `Unpin` (tonic 0.14, reqwest 0.13); a stream
+//! that is not (an `async` generator, say) is returned as `Box::pin(stream)`: one allocation
+//! per attempt, none per item. Opening and the items must fail with one error type, as both
+//! do. Dropping a `Streaming` cancels its RPC and dropping a body closes its connection, so a
+//! stream that ends early (an idle timeout, the deadline) releases what it held.
 //!
 //! # Cancellation
 //!
@@ -239,7 +240,18 @@ impl<C, A> Policy<C, A> {
     /// `op` is a callback as for [`run`](Self::run) (an async closure taking the
     /// [`Attempt`]) that opens the stream. The classifier sees each attempt as a
     /// `Result<First<S, T>, E>`: the opened stream's first item, or the error that opening it
-    /// or its first item gave.
+    /// or its first item gave. A classifier generic over the value (the default, [`IoErrors`])
+    /// needs nothing more.
+    ///
+    /// The stream must be `Unpin`, as tonic's `Streaming` and reqwest's `bytes_stream()` are;
+    /// return any other as `Box::pin(stream)` (one allocation per attempt, none per item).
+    ///
+    /// # Cancellation
+    ///
+    /// Dropping the returned future drops the attempt in flight, as for `run`. Dropping the
+    /// stream drops its source.
+    ///
+    /// [`IoErrors`]: crate::IoErrors
     pub async fn stream<S, T, E, F>(
         &self,
         options: StreamOptions,

@@ -14,7 +14,10 @@ use rampart::backoff::Backoff;
 use rampart::drain::Drain;
 use rampart::hedge::Hedge;
 use rampart::stream::{First, RampartStream, StreamDeadline, StreamOptions};
-use rampart::{CancellationToken, Classify, Deadline, DeadlineSource, Error, Policy, Verdict};
+use rampart::testing::{advance_until, wait_for_pending};
+use rampart::{
+    CancellationToken, Classify, Deadline, DeadlineSource, Error, ManualClock, Policy, Verdict,
+};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -504,4 +507,47 @@ async fn a_source_that_always_has_an_item_ready_is_still_ended_at_the_deadline()
     assert_eq!(items.len(), 11);
     assert!(matches!(items[10], Err(Error::DeadlineExceeded { .. })));
     assert_eq!(start.elapsed(), 100 * MS);
+}
+
+#[tokio::test]
+async fn a_stream_on_a_manual_clock_idles_out_only_when_the_clock_reaches_the_idle_timeout() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .build()
+        .expect("valid");
+    let stream = policy
+        .stream(idle(Duration::from_secs(5)), async |_| {
+            let first = futures_util::stream::iter([Ok::<u32, Fail>(1)]);
+            Ok::<_, Fail>(first.chain(futures_util::stream::pending()))
+        })
+        .await
+        .expect("opened");
+    let mut consumer = tokio::spawn(async move {
+        let items: Vec<_> = std::pin::pin!(stream).collect().await;
+        items
+            .into_iter()
+            .map(|i| i.map_err(|e| e.to_string()))
+            .collect::<Vec<_>>()
+    });
+    // The deadline's timer (30 s) and the idle timer.
+    wait_for_pending(&mut consumer, || clock.sleepers() == 2, "the stall")
+        .await
+        .expect("the consumer waits");
+    let early = advance_until(&clock, 4_999 * MS, || consumer.is_finished(), "no end", 1).await;
+    assert!(
+        early.is_err(),
+        "a millisecond before the idle timeout, the stream still waits"
+    );
+    advance_until(&clock, MS, || consumer.is_finished(), "the idle timeout", 1)
+        .await
+        .expect("the idle timeout ends the stream");
+    let items = consumer.await.expect("consumer");
+    assert_eq!(
+        items,
+        [
+            Ok(1),
+            Err("stream stalled: no item within its 5s idle timeout after 1 item".to_owned())
+        ]
+    );
 }
