@@ -74,6 +74,13 @@
 //!   stream at once, even while the consumer waits.
 //! - After the stream ends (an error, or the source's own end), it yields `None` for ever.
 //!
+//! # Cost
+//!
+//! Opening a stream and delivering its items allocate nothing (`tests/stream_allocations.rs`).
+//! An item costs a clock read when a deadline bounds the stream. One timer serves both time
+//! bounds; it is armed only while the consumer waits, at the earlier of the deadline and the
+//! end of the idle window, so with an idle timeout each wait after an item re-arms it.
+//!
 //! # Plugging in tonic and reqwest
 //!
 //! Both answer with a `Stream<Item = Result<_, _>>`, so the op returns them as they are. For a
@@ -404,6 +411,13 @@ fn exceeded<E>(bound: Effective, attempts: u32) -> Error<E> {
     }
 }
 
+/// Which time bound a stream's timer is armed for.
+#[derive(Debug, Clone, Copy)]
+enum Fire {
+    Deadline(Effective),
+    Idle(Duration),
+}
+
 /// What bounds a stream after its first item.
 struct Bounds {
     clock: Clock,
@@ -418,7 +432,7 @@ pin_project_lite::pin_project! {
     /// The items of a stream opened by [`Policy::stream`]: the first item, then the rest,
     /// ending with an error when a bound fires (see the [module docs](crate::stream)).
     ///
-    /// Not `Unpin` (it holds its timers inline): pin it (`std::pin::pin!`, or `Box::pin`)
+    /// Not `Unpin` (it holds its timer inline): pin it (`std::pin::pin!`, or `Box::pin`)
     /// before calling `StreamExt::next`.
     #[must_use = "streams do nothing unless polled"]
     #[project = RampartStreamProj]
@@ -426,21 +440,22 @@ pin_project_lite::pin_project! {
         source: Option<S>,
         first: Option<T>,
         bounds: Bounds,
+        // One timer for both time bounds, armed only while the consumer waits, at the earlier
+        // of the deadline and the end of the idle window.
         #[pin]
-        deadline: Option<Sleep>,
-        #[pin]
-        stall: Option<Sleep>,
+        timer: Option<Sleep>,
+        // The instant `timer` is armed for.
+        armed: Option<Instant>,
+        // When the idle window ends: set when the consumer starts waiting, cleared by an item.
+        stall_at: Option<Instant>,
         #[pin]
         cancelled: Option<WaitForCancellationFutureOwned>,
-        // Whether the consumer is waiting for an item (the idle clock is running).
-        waiting: bool,
         items: u64,
     }
 }
 
 impl<S, T> RampartStream<S, T> {
     fn new(first: First<S, T>, bounds: Bounds) -> Self {
-        let deadline = bounds.bound.map(|b| bounds.clock.sleep_until(b.at));
         let cancelled = bounds
             .caller
             .clone()
@@ -451,10 +466,10 @@ impl<S, T> RampartStream<S, T> {
             source: item.is_some().then_some(stream),
             first: item,
             bounds,
-            deadline,
-            stall: None,
+            timer: None,
+            armed: None,
+            stall_at: None,
             cancelled,
-            waiting: false,
             items: 0,
         }
     }
@@ -496,8 +511,7 @@ where
 
     fn close(this: &mut RampartStreamProj<'_, S, T>) {
         *this.source = None;
-        this.deadline.set(None);
-        this.stall.set(None);
+        this.timer.set(None);
         this.cancelled.set(None);
     }
 }
@@ -541,7 +555,7 @@ where
         match Pin::new(source).poll_next(cx) {
             Poll::Ready(Some(Ok(item))) => {
                 *this.items += 1;
-                *this.waiting = false;
+                *this.stall_at = None;
                 Poll::Ready(Some(Ok(item)))
             }
             Poll::Ready(Some(Err(e))) => Self::end(this, Error::Inner(e)),
@@ -550,28 +564,40 @@ where
                 Poll::Ready(None)
             }
             Poll::Pending => {
-                if let Some(bound) = this.bounds.bound
-                    && let Some(deadline) = this.deadline.as_mut().as_pin_mut()
-                    && deadline.poll(cx).is_ready()
+                let clock = &this.bounds.clock;
+                if let Some(idle) = this.bounds.idle
+                    && this.stall_at.is_none()
                 {
-                    let error = exceeded(bound, this.bounds.attempts);
-                    return Self::end(this, error);
+                    // The idle window opens now: the consumer asked, and the source has
+                    // nothing ready.
+                    let now = now.map_or_else(|| clock.now(), |(_, now)| now);
+                    *this.stall_at = Some(saturating_add(now, idle));
                 }
-                if let Some(idle) = this.bounds.idle {
-                    if !*this.waiting {
-                        // The idle clock starts now: the consumer asked, and the source has
-                        // nothing ready.
-                        *this.waiting = true;
-                        let clock = &this.bounds.clock;
-                        let now = now.map_or_else(|| clock.now(), |(_, now)| now);
-                        let at = saturating_add(now, idle);
-                        this.stall.set(Some(clock.sleep_until(at)));
+                // The earlier of the two time bounds; the deadline when they fall together.
+                let deadline = this.bounds.bound.map(|b| (b.at, Fire::Deadline(b)));
+                let stall = this.bounds.idle.zip(*this.stall_at);
+                let stall = stall.map(|(idle, at)| (at, Fire::Idle(idle)));
+                let due = match (deadline, stall) {
+                    (Some(deadline), Some(stall)) if stall.0 < deadline.0 => Some(stall),
+                    (Some(deadline), _) => Some(deadline),
+                    (None, stall) => stall,
+                };
+                if let Some((at, fire)) = due {
+                    if *this.armed != Some(at) {
+                        this.timer.set(Some(clock.sleep_until(at)));
+                        *this.armed = Some(at);
                     }
-                    if let Some(stall) = this.stall.as_mut().as_pin_mut()
-                        && stall.poll(cx).is_ready()
+                    if let Some(timer) = this.timer.as_mut().as_pin_mut()
+                        && timer.poll(cx).is_ready()
                     {
-                        let items = *this.items;
-                        return Self::end(this, Error::IdleTimeout { idle, items });
+                        let error = match fire {
+                            Fire::Deadline(bound) => exceeded(bound, this.bounds.attempts),
+                            Fire::Idle(idle) => Error::IdleTimeout {
+                                idle,
+                                items: *this.items,
+                            },
+                        };
+                        return Self::end(this, error);
                     }
                 }
                 if let Some(cancelled) = this.cancelled.as_mut().as_pin_mut()

@@ -221,6 +221,19 @@ async fn the_deadline_ends_a_stream_that_keeps_producing_at_exactly_the_deadline
 }
 
 #[tokio::test(start_paused = true)]
+async fn when_the_idle_timeout_and_the_deadline_fall_together_the_deadline_ends_the_stream() {
+    let policy = Policy::builder().deadline(300 * MS).build().expect("valid");
+    let (opened, _) = open(&policy, idle(100 * MS), |_| {
+        Ok(script([(100, Ok(1)), (100, Ok(2))], true))
+    })
+    .await;
+    assert_eq!(
+        drain(opened.expect("opened")).await,
+        ["1", "2", "deadline of 300ms exceeded after 1 attempt"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
     let policy = Policy::builder()
         .deadline(1000 * MS)
@@ -530,8 +543,8 @@ async fn a_stream_on_a_manual_clock_idles_out_only_when_the_clock_reaches_the_id
             .map(|i| i.map_err(|e| e.to_string()))
             .collect::<Vec<_>>()
     });
-    // The deadline's timer (30 s) and the idle timer.
-    wait_for_pending(&mut consumer, || clock.sleepers() == 2, "the stall")
+    // One timer, at the earlier of the idle window's end and the deadline (30 s).
+    wait_for_pending(&mut consumer, || clock.sleepers() == 1, "the stall")
         .await
         .expect("the consumer waits");
     let early = advance_until(&clock, 4_999 * MS, || consumer.is_finished(), "no end", 1).await;
