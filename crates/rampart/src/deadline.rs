@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::ambient::Ambient;
 use crate::clock::Instant;
+use crate::drain::Drain;
 
 /// The instant by which a caller stops waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -76,5 +77,92 @@ impl Deadline {
     /// Runs `future` with this deadline ambient (or the enclosing one, if that is earlier).
     pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
         Ambient::new().with_deadline(self).scope(future)
+    }
+}
+
+/// Where a call's effective deadline came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    Policy,
+    Inherited,
+    Drain,
+}
+
+/// A call's effective deadline: the earliest of its bounds, resolved once when it starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Effective {
+    pub(crate) at: Instant,
+    /// From the start of the call: what `DeadlineExceeded` reports.
+    pub(crate) span: Duration,
+    pub(crate) source: Source,
+}
+
+impl Effective {
+    /// The deadline of a call that starts at `start`: the earliest of the policy's
+    /// `deadline`, the `inherited` one (when the policy reads the ambient deadline) and the
+    /// grace of `drain` (when it is draining). The policy's own needs no subtraction; the others
+    /// are measured from `start`.
+    pub(crate) fn resolve(
+        start: Instant,
+        deadline: Option<Duration>,
+        inherited: Option<Deadline>,
+        drain: &Drain,
+    ) -> Option<Effective> {
+        let mut bound = deadline.and_then(|span| {
+            start.checked_add(span).map(|at| Effective {
+                at,
+                span,
+                source: Source::Policy,
+            })
+        });
+        let mut clamp = |at: Instant, source| {
+            if bound.is_none_or(|b: Effective| at < b.at) {
+                bound = Some(Effective {
+                    at,
+                    span: at.saturating_duration_since(start),
+                    source,
+                });
+            }
+        };
+        if let Some(inherited) = inherited {
+            clamp(inherited.instant(), Source::Inherited);
+        }
+        if drain.is_draining()
+            && let Some(grace) = drain.grace_until()
+        {
+            clamp(grace, Source::Drain);
+        }
+        bound
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_deadline_is_the_earliest_bound_measured_from_the_start() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        let drain = Drain::new();
+        let policy = Effective::resolve(start, Some(ms(500)), None, &drain).expect("a bound");
+        assert_eq!(
+            (policy.at, policy.span, policy.source),
+            (start + ms(500), ms(500), Source::Policy)
+        );
+        let later = Deadline::at(start + ms(900));
+        let kept = Effective::resolve(start, Some(ms(500)), Some(later), &drain).expect("a bound");
+        assert_eq!(kept.source, Source::Policy);
+        let sooner = Deadline::at(start + ms(300));
+        let inherited =
+            Effective::resolve(start, Some(ms(500)), Some(sooner), &drain).expect("a bound");
+        assert_eq!(
+            (inherited.span, inherited.source),
+            (ms(300), Source::Inherited)
+        );
+        drain.begin_at(start, Some(ms(100)));
+        let grace = Effective::resolve(start, None, Some(sooner), &drain).expect("a bound");
+        assert_eq!((grace.span, grace.source), (ms(100), Source::Drain));
+        assert!(Effective::resolve(start, None, None, &Drain::new()).is_none());
     }
 }

@@ -55,6 +55,14 @@ pub enum Error<E> {
         /// The last attempt's failure, if an attempt ran (also [`source`](StdError::source)).
         last: Option<Box<Error<E>>>,
     },
+    /// A [stream](crate::stream) delivered no item within its idle timeout: the source went
+    /// silent between items (never before the first, which the attempt timeout bounds).
+    IdleTimeout {
+        /// The idle timeout that applied.
+        idle: Duration,
+        /// Items the stream had delivered.
+        items: u64,
+    },
     /// A component refused the call or its next attempt.
     Rejected {
         /// Which component refused.
@@ -139,11 +147,14 @@ impl<E> Error<E> {
         matches!(self, Error::Cancelled)
     }
 
-    /// Whether a time bound ended the call: an attempt timeout or the deadline.
+    /// Whether a time bound ended the call: an attempt timeout, the deadline, or a stream's
+    /// idle timeout.
     pub fn is_timeout(&self) -> bool {
         matches!(
             self,
-            Error::AttemptTimeout { .. } | Error::DeadlineExceeded { .. }
+            Error::AttemptTimeout { .. }
+                | Error::DeadlineExceeded { .. }
+                | Error::IdleTimeout { .. }
         )
     }
 
@@ -247,6 +258,13 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     ),
                     None => Ok(()),
                 }
+            }
+            Error::IdleTimeout { idle, items } => {
+                let s = if *items == 1 { "" } else { "s" };
+                write!(
+                    f,
+                    "stream stalled: no item within its {idle:?} idle timeout after {items} item{s}"
+                )
             }
             Error::Rejected {
                 reason,
@@ -405,6 +423,20 @@ mod tests {
         );
         assert!(e.is_rejected());
         assert_eq!(e.retry_after(), Some(Duration::from_millis(300)));
+    }
+
+    #[test]
+    fn idle_timeout_message_gives_the_timeout_and_the_items_delivered_and_is_a_timeout() {
+        let e: Error<&str> = Error::IdleTimeout {
+            idle: Duration::from_secs(5),
+            items: 1,
+        };
+        assert_eq!(
+            e.to_string(),
+            "stream stalled: no item within its 5s idle timeout after 1 item"
+        );
+        assert!(e.is_timeout());
+        assert_eq!(e.attempts(), None);
     }
 
     #[test]

@@ -52,6 +52,7 @@
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`keyed`] | one policy definition with its own state per tenant, host or route, in a bounded table |
 //! | [`blocking`] | the same policy for a synchronous callback |
+//! | [`stream`] | a call that answers with a stream: retried until its first item, then bounded |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
@@ -97,6 +98,7 @@ pub mod observe;
 pub mod outcome;
 pub mod policy;
 pub mod result;
+pub mod stream;
 mod sync;
 pub mod testing;
 pub mod timeout;
