@@ -52,6 +52,7 @@ use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transitio
 use crate::classify::{Classify, Verdict};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
+use crate::deadline::{Effective, Source};
 use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
@@ -111,23 +112,6 @@ enum Outcome<T, E> {
     Unadmitted { ceiling: Duration },
 }
 
-/// Where a call's effective deadline came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
-    Policy,
-    Inherited,
-    Drain,
-}
-
-/// The call's effective deadline.
-#[derive(Debug, Clone, Copy)]
-struct Bound {
-    at: Instant,
-    /// From the start of the call: what `DeadlineExceeded` reports.
-    span: Duration,
-    source: Source,
-}
-
 /// The legs of a hedged call (a sequential call has at most one in flight).
 #[derive(Debug, Default)]
 struct Legs {
@@ -150,7 +134,7 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     log: L,
     timed: bool,
     start: Option<Instant>,
-    deadline: Option<Bound>,
+    deadline: Option<Effective>,
     level: Criticality,
     attempts: u32,
     /// Whether the callback ran at least once (a call whose every attempt admission refused
@@ -216,36 +200,9 @@ where
             true => ambient.criticality(),
             false => Criticality::Critical,
         };
-        let mut deadline = None;
-        if let Some(start) = now {
-            // The policy's own deadline needs no subtraction; the others are clamped to it.
-            deadline = shared.deadline.and_then(|span| {
-                start.checked_add(span).map(|at| Bound {
-                    at,
-                    span,
-                    source: Source::Policy,
-                })
-            });
-            let mut clamp = |at: Instant, source| {
-                if deadline.is_none_or(|b: Bound| at < b.at) {
-                    deadline = Some(Bound {
-                        at,
-                        span: at.saturating_duration_since(start),
-                        source,
-                    });
-                }
-            };
-            if shared.ambient_deadline
-                && let Some(inherited) = ambient.deadline()
-            {
-                clamp(inherited.instant(), Source::Inherited);
-            }
-            if shared.drain.is_draining()
-                && let Some(grace) = shared.drain.grace_until()
-            {
-                clamp(grace, Source::Drain);
-            }
-        }
+        let inherited = ambient.deadline().filter(|_| shared.ambient_deadline);
+        let deadline = now
+            .and_then(|start| Effective::resolve(start, shared.deadline, inherited, &shared.drain));
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
