@@ -1,5 +1,6 @@
-//! Errors: a builder's settings that cannot work ([`ConfigError`]), and a Redis operation that
-//! failed or did not answer in time ([`StoreError`]).
+//! Errors: a builder's settings that cannot work ([`ConfigError`], rampart's own, each problem
+//! naming its field: `global_rate_limit.permits`), and a Redis operation that failed or did
+//! not answer in time ([`StoreError`]).
 //!
 //! A limiter never returns a [`StoreError`] to a call: a failed refill switches it to its local
 //! fallback and is reported once, in [`LimitEvent::Fallback`](crate::LimitEvent::Fallback).
@@ -9,71 +10,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-/// One invalid setting: the field and what was wrong with its value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigProblem {
-    field: String,
-    message: String,
-}
-
-impl ConfigProblem {
-    #[cold]
-    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigProblem {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The setting, e.g. `"global_rate_limit.permits"`.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-
-    /// What is wrong with it, with the value, e.g. `"must be at least 1 (was 0)"`.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.message)
-    }
-}
-
-/// Every invalid setting of a builder, reported at once by `build()`.
-///
-/// Permanent: the same settings fail the same way. Fix the named fields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    problems: Vec<ConfigProblem>,
-}
-
-impl ConfigError {
-    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
-        ConfigError { problems }
-    }
-
-    /// The problems, in the order the builder checks them.
-    pub fn problems(&self) -> &[ConfigProblem] {
-        &self.problems
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, problem) in self.problems.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{problem}")?;
-        }
-        Ok(())
-    }
-}
-
-impl StdError for ConfigError {}
+pub use rampart::ConfigError;
+pub use rampart::error::ConfigProblem;
 
 /// A Redis operation of a limiter that failed or did not finish within its bound.
 ///

@@ -20,6 +20,7 @@
 //! Which errors are worth retrying later? [`Error::Cancelled`] and [`Error::Config`] never are;
 //! timeouts and rejections usually are, after [`Error::retry_after`] when it is given.
 
+use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
@@ -298,22 +299,26 @@ impl<E: StdError + 'static> StdError for Error<E> {
 /// One invalid setting: the field and what is wrong with its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
-    field: &'static str,
+    field: Cow<'static, str>,
     message: String,
 }
 
 impl ConfigProblem {
+    /// The setting `field` (a builder's setter, prefixed by what it configures where that
+    /// helps: `"breaker.jitter"`) and what is wrong with it, with the value (`"must be
+    /// between 0 and 1 (was 1.5)"`). Public so that crates building on rampart (rampart-redis)
+    /// report their settings the same way.
     #[cold]
-    pub(crate) fn new(field: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(field: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         ConfigProblem {
-            field,
+            field: field.into(),
             message: message.into(),
         }
     }
 
     /// The builder field (or generator) at fault, e.g. `"attempt_timeout"`.
-    pub fn field(&self) -> &'static str {
-        self.field
+    pub fn field(&self) -> &str {
+        &self.field
     }
 
     /// What is wrong, with the value, e.g. `"must be positive (was 0ns)"`.
@@ -335,8 +340,9 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// An error of `problems` (at least one, in the order the builder checks its settings).
     #[cold]
-    pub(crate) fn new(problems: Vec<ConfigProblem>) -> Self {
+    pub fn new(problems: Vec<ConfigProblem>) -> Self {
         ConfigError { problems }
     }
 
