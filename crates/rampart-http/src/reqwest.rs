@@ -35,7 +35,7 @@ use rampart::admit::{Admit, Unlimited};
 
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
-use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp};
+use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
 
 impl HttpResponse for ::reqwest::Response {
     fn status(&self) -> http::StatusCode {
@@ -146,7 +146,7 @@ impl<A: Admit + Clone> Client<A> {
             .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
         let host = &host.value;
         *request.timeout_mut() = None;
-        let stamp = Stamp::prepare(&engine.names, request.headers_mut());
+        let (stamp, caller) = Stamp::prepare(&engine.names, request.headers_mut());
         let plan = engine.plan(host, request.method(), marked);
         let in_memory = request.try_clone().is_some()
             && request
@@ -156,38 +156,41 @@ impl<A: Admit + Clone> Client<A> {
                 <= engine.replay_limit;
         let names = engine.names.clone();
         let http = self.http.clone();
-        let outcome = if plan == Plan::Replay && in_memory {
-            // `run` hedges when the host's policy hedges.
-            host.full
-                .run(async |attempt: &rampart::Attempt| {
-                    let Some(mut request) = request.try_clone() else {
-                        unreachable!("a request with a body in memory clones")
-                    };
-                    stamp.write(&names, request.headers_mut(), attempt);
-                    http.execute(request).await
-                })
-                .await
-        } else {
-            if plan == Plan::Replay {
-                engine.not_replayable(host);
+        let outcome = within(caller, async {
+            if plan == Plan::Replay && in_memory {
+                // `run` hedges when the host's policy hedges.
+                host.full
+                    .run(async |attempt: &rampart::Attempt| {
+                        let Some(mut request) = request.try_clone() else {
+                            unreachable!("a request with a body in memory clones")
+                        };
+                        stamp.write(&names, request.headers_mut(), attempt);
+                        http.execute(request).await
+                    })
+                    .await
+            } else {
+                if plan == Plan::Replay {
+                    engine.not_replayable(host);
+                }
+                // Taken by the one attempt; a callback borrows what it uses, so the request waits
+                // behind a lock (uncontended) rather than in a mutated capture.
+                let request = std::sync::Mutex::new(Some(request));
+                host.once
+                    .run(async |attempt| {
+                        let taken = request
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .take();
+                        let Some(mut request) = taken else {
+                            unreachable!("a one-attempt policy runs its callback once")
+                        };
+                        stamp.write(&names, request.headers_mut(), attempt);
+                        http.execute(request).await
+                    })
+                    .await
             }
-            // Taken by the one attempt; a callback borrows what it uses, so the request waits
-            // behind a lock (uncontended) rather than in a mutated capture.
-            let request = std::sync::Mutex::new(Some(request));
-            host.once
-                .run(async |attempt| {
-                    let taken = request
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    let Some(mut request) = taken else {
-                        unreachable!("a one-attempt policy runs its callback once")
-                    };
-                    stamp.write(&names, request.headers_mut(), attempt);
-                    http.execute(request).await
-                })
-                .await
-        };
+        })
+        .await;
         outcome.map_err(ClientError::Call)
     }
 }

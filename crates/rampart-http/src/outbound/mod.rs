@@ -16,9 +16,24 @@
 //! | `X-Criticality` | the ambient level (`Critical` for an unlabeled call) |
 //! | `X-Rampart-Retry` | `1` on a retry or hedge, absent on a first attempt |
 //!
-//! replacing whatever the caller wrote in those headers. The policies read the ambient
-//! deadline and criticality, so inside a handler served by the [inbound layer](crate::inbound)
-//! a call never outlives the request it serves, and an expired request makes no call at all.
+//! replacing whatever the caller wrote in those headers. A deadline the caller wrote itself
+//! (`grpc-timeout` on a gRPC request, as tonic's `set_timeout` writes it, else
+//! `X-Deadline-Ms`) is never extended: the call runs within it, so its attempts write the
+//! smaller of the caller's value and the time rampart has left, and rampart's own timer ends
+//! the call there. The policies read the ambient deadline and criticality, so inside a
+//! handler served by the [inbound layer](crate::inbound) a call never outlives the request it
+//! serves, and an expired request makes no call at all.
+//!
+//! # gRPC
+//!
+//! Responses are classified by their `grpc-status` (see [`crate::classify`]): `UNAVAILABLE`
+//! is retried, `RESOURCE_EXHAUSTED` is retried after its `grpc-retry-pushback-ms`. gRPC calls
+//! are `POST`s, so they get one attempt unless marked [`Repeatable`] (in tonic:
+//! `request.extensions_mut().insert(Repeatable)`). A transport error in the last millisecond
+//! of a gRPC attempt's ceiling is the transport's own timer (tonic arms one from the
+//! `grpc-timeout` the attempt carried), so the attempt waits that moment for rampart's timer,
+//! and the call ends with rampart's timeout, not the transport's error. With the `tonic`
+//! feature, `OutboundLayer::grpc` puts a tonic `Channel` under the layer in one line.
 //!
 //! Only replayable requests are retried or hedged: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`
 //! and `TRACE`, or any request carrying the [`Repeatable`] extension. A replayable request's
@@ -80,18 +95,22 @@ mod service;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::budget::{RetryBudget, RetryBudgetBuilder};
 use rampart::hedge::Hedge;
-use rampart::{Ambient, Attempt, ConfigError, Criticality, Policy, PolicyBuilder};
+use rampart::{Ambient, Attempt, ConfigError, Criticality, Deadline, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
-use crate::header::{GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc};
+use crate::header::{
+    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc, last, parse_deadline_ms,
+    parse_grpc_timeout,
+};
 
 pub(crate) use hosts::HostKey;
 use hosts::{Entry, HostTable};
@@ -164,12 +183,32 @@ impl Default for OutboundLayer {
 }
 
 impl<A> OutboundLayer<A> {
+    /// Wraps `inner` as [`layer`](Layer::layer) does, but every request through it uses the
+    /// host entry `key` (one breaker and one budget), whatever its URI says: for a client
+    /// whose requests carry relative URIs (a tonic channel adds its origin below any layer,
+    /// so without a key all its requests would share the entry `""`). By convention the key
+    /// is `host:port`, as the keys the layer makes from URIs are; it also names the host's
+    /// policies (`"outbound inventory:50051"`).
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::new();
+    /// let service = layer.layer_for("inventory:50051", tower::service_fn(|_: http::Request<rampart_http::ReplayBody<http_body_util::Empty<bytes::Bytes>>>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// # drop(service);
+    /// ```
+    pub fn layer_for<S>(&self, key: &str, inner: S) -> Outbound<S, A> {
+        Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
+    }
+
     /// Hosts in the table now.
     pub fn hosts(&self) -> usize {
         self.engine.hosts.len()
     }
 
-    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
     pub(crate) fn engine(&self) -> &Arc<Engine<A>> {
         &self.engine
     }
@@ -190,7 +229,7 @@ impl<S, A> Layer<S> for OutboundLayer<A> {
     type Service = Outbound<S, A>;
 
     fn layer(&self, inner: S) -> Outbound<S, A> {
-        Outbound::new(inner, Arc::clone(&self.engine))
+        Outbound::new(inner, Arc::clone(&self.engine), None)
     }
 }
 
@@ -501,23 +540,36 @@ impl<A: Admit + Clone> Engine<A> {
 /// How a request's attempts are stamped: read once per request, written once per attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp {
-    grpc: bool,
+    pub(crate) grpc: bool,
 }
 
+/// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
+/// transport's own timer, armed from the `grpc-timeout` the attempt carried (written floored,
+/// in units down to a millisecond): the attempt waits for rampart's timer, a moment away.
+pub(crate) const TRANSPORT_TIMER_SLACK: Duration = Duration::from_millis(1);
+
 impl Stamp {
-    /// Reads whether the request is gRPC, and takes out what the caller wrote that a first
-    /// attempt must not carry (a retry mark, a deadline in the other encoding).
-    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> Stamp {
+    /// Reads whether the request is gRPC and the deadline its caller wrote (`grpc-timeout`
+    /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
+    /// out what the caller wrote that a first attempt must not carry (a retry mark, a
+    /// deadline in the other encoding).
+    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
         let grpc = is_grpc(headers);
         headers.remove(&names.retry);
-        if grpc {
+        let written = if grpc {
             headers.remove(&names.deadline);
-        }
-        Stamp { grpc }
+            last(headers, &GRPC_TIMEOUT).and_then(|v| parse_grpc_timeout(v.as_bytes()))
+        } else {
+            last(headers, &names.deadline).and_then(|v| parse_deadline_ms(v.as_bytes()))
+        };
+        (Stamp { grpc }, written.map(Deadline::after))
     }
 
     /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
     /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    ///
+    /// The deadline written is never later than the caller's own: the call runs within it
+    /// (see [`within`]), so the attempt's time left already counts it.
     pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
         // A bounded attempt always says so, even in its last nanosecond.
         let left = attempt
@@ -541,5 +593,24 @@ impl Stamp {
         if attempt.is_retry() {
             headers.insert(&names.retry, HeaderValue::from_static("1"));
         }
+    }
+
+    /// Whether an attempt's transport error came when its ceiling was (all but) reached, on
+    /// a gRPC request: then it is the transport's timer, armed from the header this attempt
+    /// wrote, and rampart's own timer decides the outcome instead.
+    pub(crate) fn is_transport_timer(self, attempt: &Attempt) -> bool {
+        self.grpc
+            && attempt
+                .remaining()
+                .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
+    }
+}
+
+/// Runs `call` within the deadline its caller wrote, if any: the policies read the ambient
+/// deadline, so the call's deadline is never later than the caller's.
+pub(crate) async fn within<F: std::future::Future>(caller: Option<Deadline>, call: F) -> F::Output {
+    match caller {
+        Some(deadline) => Ambient::new().with_deadline(deadline).scope(call).await,
+        None => call.await,
     }
 }

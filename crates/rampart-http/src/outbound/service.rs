@@ -14,7 +14,7 @@ use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
 use tower_service::Service;
 
-use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp};
+use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 
@@ -25,11 +25,14 @@ use crate::error::{BoxError, ClientError};
 pub struct Outbound<S, A = Unlimited> {
     inner: S,
     engine: Arc<Engine<A>>,
+    /// The host entry of every request, when it was named (see
+    /// [`OutboundLayer::layer_for`](super::OutboundLayer::layer_for)).
+    key: Option<Arc<str>>,
 }
 
 impl<S, A> Outbound<S, A> {
-    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>) -> Self {
-        Outbound { inner, engine }
+    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>, key: Option<Arc<str>>) -> Self {
+        Outbound { inner, engine, key }
     }
 }
 
@@ -38,6 +41,7 @@ impl<S: Clone, A> Clone for Outbound<S, A> {
         Outbound {
             inner: self.inner.clone(),
             engine: Arc::clone(&self.engine),
+            key: self.key.clone(),
         }
     }
 }
@@ -90,12 +94,19 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let engine = Arc::clone(&self.engine);
-        let host = engine.host(&HostKey::of(request.uri(), request.headers()));
+        let key = match &self.key {
+            Some(key) => HostKey::Borrowed(key),
+            None => HostKey::of(request.uri(), request.headers()),
+        };
+        let host = engine.host(&key);
         let service = self.inner.clone();
         let (mut parts, body) = request.into_parts();
-        let stamp = Stamp::prepare(&engine.names, &mut parts.headers);
+        let (stamp, caller) = Stamp::prepare(&engine.names, &mut parts.headers);
         let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
-            Ok(host) => Box::pin(send(engine, host, service, parts, body, stamp)),
+            Ok(host) => Box::pin(within(
+                caller,
+                send(engine, host, service, parts, body, stamp),
+            )),
             Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
                 rampart::Error::Config(e),
             )))),
@@ -173,7 +184,13 @@ where
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .next(attempt);
-            service.call(request).await
+            match service.call(request).await {
+                Err(e) if stamp.is_transport_timer(attempt) => {
+                    attempt.cancelled().await;
+                    Err(e)
+                }
+                outcome => outcome,
+            }
         };
         // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
         policy.run(op).await.map_err(ClientError::Call)
