@@ -71,6 +71,7 @@
 //! |---|---|---|
 //! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`] (through `axum-core` only) |
 //! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
+//! | `tonic` | off | `OutboundLayer::grpc`: a tonic channel under the outbound layer in one line, rampart's decisions as `tonic::Status` (tonic without default features: no transport, no TLS) |
 //!
 //! # Modules
 //!
@@ -85,11 +86,14 @@
 //! | [`error`] | the client error |
 //! | [`event`] | what the layers decided on their own |
 //! | `reqwest` | the reqwest client (feature `reqwest`) |
+//! | `grpc` | the tonic channel and `tonic::Status` (feature `tonic`) |
 
 pub mod body;
 pub mod classify;
 pub mod error;
 pub mod event;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod header;
 pub mod inbound;
 pub mod outbound;
@@ -101,6 +105,8 @@ pub use body::{ReplayBody, ResponseBody};
 pub use classify::{HttpClassifier, HttpResponse};
 pub use error::ClientError;
 pub use event::EdgeEvent;
+#[cfg(feature = "tonic")]
+pub use grpc::GrpcChannel;
 pub use inbound::{Inbound, InboundLayer};
 pub use outbound::{Outbound, OutboundBuilder, OutboundLayer, Repeatable, is_replayable};
 pub use problem::Problem;
