@@ -414,3 +414,70 @@ async fn a_queued_request_runs_when_a_permit_frees_up() {
     );
     assert_eq!(limit.available(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn grpcs_own_retry_mark_is_served_as_a_retry() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new().layer(handler.service());
+    for attempts in ["1", "0"] {
+        service
+            .clone()
+            .oneshot(request(&[
+                ("content-type", "application/grpc"),
+                ("grpc-previous-rpc-attempts", attempts),
+            ]))
+            .await
+            .expect("infallible");
+    }
+    let retries: Vec<_> = handler.seen().iter().map(|s| s.retry).collect();
+    assert_eq!(retries, [true, false]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_smallest_of_the_mesh_deadline_headers_is_the_handlers_deadline() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new().layer(handler.service());
+    for headers in [
+        &[("x-envoy-expected-rq-timeout-ms", "300")][..],
+        &[("connect-timeout-ms", "400")],
+        &[
+            ("x-deadline-ms", "900"),
+            ("x-envoy-expected-rq-timeout-ms", "700"),
+            ("connect-timeout-ms", "600"),
+            ("grpc-timeout", "500m"),
+        ],
+    ] {
+        service
+            .clone()
+            .oneshot(request(headers))
+            .await
+            .expect("infallible");
+    }
+    let left: Vec<_> = handler.seen().iter().map(|s| s.left_ms).collect();
+    assert_eq!(left, [Some(300), Some(400), Some(500)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_request_rejected_for_its_deadline_gets_connects_json_error() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new()
+        .reject_expired(true)
+        .reserve(Duration::from_millis(50))
+        .layer(handler.service());
+    let response = service
+        .oneshot(request(&[
+            ("content-type", "application/json"),
+            ("connect-protocol-version", "1"),
+            ("connect-timeout-ms", "20"),
+        ]))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let body = text(response).await;
+    assert!(
+        body.starts_with(r#"{"code":"deadline_exceeded","message":"#),
+        "{body}"
+    );
+    assert!(handler.seen().is_empty());
+}
