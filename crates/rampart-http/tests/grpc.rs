@@ -19,6 +19,7 @@ use hyper_util::service::TowerToHyperService;
 use rampart::Deadline;
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
+use rampart::breaker::Breaker;
 use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Channel, Endpoint};
@@ -281,6 +282,47 @@ async fn the_inbound_handler_sees_the_grpc_timeout_as_its_ambient_deadline() {
     let sent = seen[0].grpc_timeout.expect("a grpc-timeout");
     assert!(sent <= Duration::from_secs(2), "sent {sent:?}");
     assert!(seen[0].ambient_left.is_some_and(|d| d <= sent));
+}
+
+#[tokio::test]
+async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback() {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new()).await;
+    let layer = OutboundLayer::builder()
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer");
+    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    for _ in 0..2 {
+        let status = call(&client, "/t.T/Flaky", false, None)
+            .await
+            .expect_err("the server is warming up");
+        assert_eq!(status.message(), "warming up", "the server's own status");
+    }
+    let status = call(&client, "/t.T/Flaky", false, None)
+        .await
+        .expect_err("the breaker is open");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(
+        status.message().contains("circuit breaker open"),
+        "{status:?}"
+    );
+    let pushback = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a pushback in milliseconds");
+    assert!(pushback > 0 && pushback <= 30_000, "pushback {pushback}");
+    assert_eq!(
+        server.seen("/t.T/Flaky").len(),
+        2,
+        "the third call was not sent"
+    );
 }
 
 #[tokio::test]

@@ -28,7 +28,8 @@ const INLINE: usize = 264;
 
 impl<'a> HostKey<'a> {
     /// The key of a request: its URI's authority, else its `Host` header; requests with
-    /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`.
+    /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`
+    /// unless their service names one (`OutboundLayer::layer_for`).
     pub(crate) fn of(uri: &'a Uri, headers: &HeaderMap) -> HostKey<'a> {
         let default_port = if uri.scheme() == Some(&Scheme::HTTPS) {
             443

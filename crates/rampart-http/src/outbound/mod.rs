@@ -35,6 +35,14 @@
 //! and the call ends with rampart's timeout, not the transport's error. With the `tonic`
 //! feature, `OutboundLayer::grpc` puts a tonic `Channel` under the layer in one line.
 //!
+//! # Host keys
+//!
+//! A request's host entry is keyed by `host:port` from its URI's authority (the host in
+//! lowercase, the port explicit: 80 for `http`, 443 for `https`), else from its `Host`
+//! header. A request with neither (a relative URI, as a tonic channel sends) falls in the
+//! entry `""`, shared by every such request: name the key instead with
+//! [`OutboundLayer::layer_for`] (`OutboundLayer::grpc` does, with the channel's origin).
+//!
 //! Only replayable requests are retried or hedged: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`
 //! and `TRACE`, or any request carrying the [`Repeatable`] extension. A replayable request's
 //! body is read into memory first, up to [`replay_limit`](OutboundBuilder::replay_limit); a
