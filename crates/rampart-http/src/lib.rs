@@ -50,7 +50,7 @@
 //!         .expect("valid request");
 //!     match client.oneshot(request).await {
 //!         Ok(response) => response.map(Body::new),
-//!         Err(error) => error.into_response().map(Body::new), // 504 or 503, as problem+json
+//!         Err(error) => error.into_problem_response().map(Body::new), // 504 or 503, as problem+json
 //!     }
 //! }
 //!

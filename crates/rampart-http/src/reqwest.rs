@@ -13,6 +13,10 @@
 //! cleared before it is sent. A client you build yourself ([`Client::with_client`]) should be
 //! built without `timeout` too.
 //!
+//! [`try_execute`](Client::try_execute) and
+//! [`try_execute_repeatable`](Client::try_execute_repeatable) return the report of the call
+//! (rampart's [`CallResult`]: the outcome, the stop reason, the attempts).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
@@ -32,6 +36,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use rampart::admit::{Admit, Unlimited};
+use rampart::{CallResult, Cancelled};
 
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
@@ -130,11 +135,44 @@ impl<A: Admit + Clone> Client<A> {
         self.run(request, true).await
     }
 
+    /// Like [`execute`](Self::execute), with the report of the call: the stop reason and
+    /// the attempts, as rampart's `try_run` gives them. `Err` when no call ran to a report:
+    /// the host's policy could not be made, or the caller cancelled.
+    pub async fn try_execute(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
+        self.report(request, false).await
+    }
+
+    /// Like [`execute_repeatable`](Self::execute_repeatable), with the report of the call; see
+    /// [`try_execute`](Self::try_execute).
+    pub async fn try_execute_repeatable(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
+        self.report(request, true).await
+    }
+
     async fn run(
+        &self,
+        request: ::reqwest::Request,
+        marked: bool,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        self.report(request, marked)
+            .await?
+            .into_result()
+            .map_err(ClientError::Call)
+    }
+
+    async fn report(
         &self,
         mut request: ::reqwest::Request,
         marked: bool,
-    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
         let engine = &self.engine;
         let url = request.url();
         let key = HostKey::new(
@@ -158,9 +196,9 @@ impl<A: Admit + Clone> Client<A> {
         let http = self.http.clone();
         let outcome = within(caller, async {
             if plan == Plan::Replay && in_memory {
-                // `run` hedges when the host's policy hedges.
+                // `try_run` hedges when the host's policy hedges.
                 host.full
-                    .run(async |attempt: &rampart::Attempt| {
+                    .try_run(async |attempt: &rampart::Attempt| {
                         let Some(mut request) = request.try_clone() else {
                             unreachable!("a request with a body in memory clones")
                         };
@@ -176,7 +214,7 @@ impl<A: Admit + Clone> Client<A> {
                 // behind a lock (uncontended) rather than in a mutated capture.
                 let request = std::sync::Mutex::new(Some(request));
                 host.once
-                    .run(async |attempt| {
+                    .try_run(async |attempt| {
                         let taken = request
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -191,6 +229,6 @@ impl<A: Admit + Clone> Client<A> {
             }
         })
         .await;
-        outcome.map_err(ClientError::Call)
+        outcome.map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
     }
 }
