@@ -655,3 +655,22 @@ async fn a_transport_timer_armed_from_the_header_loses_the_tie_to_ramparts_timer
     assert!(error.is_timeout(), "{error}");
     assert!(error.transport().is_none(), "{error}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_that_leaves_less_than_the_min_attempt_time_sends_nothing_more() {
+    let upstream = Upstream::new(|_, _| Reply {
+        retry_after: Some("9"),
+        ..reply(503)
+    });
+    let client = layer(
+        OutboundLayer::builder().policy(|p| quick(p).min_attempt_time(Duration::from_millis(1500))),
+    )
+    .layer(upstream.service());
+    // 10 s deadline, a 9 s Retry-After: the retry would start with 1 s left.
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("the last response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(upstream.calls().len(), 1);
+}

@@ -79,12 +79,13 @@
 //! |---|---|
 //! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
-//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures) |
+//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
 //! | [`hedge`](OutboundBuilder::hedge) | none |
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
+//! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
 //! # Errors

@@ -259,6 +259,69 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
 }
 
 #[test]
+fn a_retry_that_would_leave_less_than_the_min_attempt_time_is_not_started() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .min_attempt_time(50 * MS)
+        .backoff(Backoff::constant(560 * MS))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(400 * MS);
+    // 560 ms of backoff would leave 40 ms: less than the 50 ms an attempt needs.
+    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())))
+        .expect_err("the retry would start with too little left");
+    let Error::DeadlineExceeded { unfit, .. } = &error else {
+        panic!("expected DeadlineExceeded, got {error}");
+    };
+    assert_eq!(
+        *unfit,
+        Some(Unfit {
+            delay: 560 * MS,
+            left: 600 * MS
+        })
+    );
+}
+
+#[test]
+fn a_retry_that_leaves_the_min_attempt_time_is_started() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .min_attempt_time(50 * MS)
+        .backoff(Backoff::constant(540 * MS))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(400 * MS);
+    let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+    assert_eq!(sleep(next), 540 * MS);
+}
+
+#[test]
+fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
+    let error = Policy::builder()
+        .deadline(100 * MS)
+        .min_attempt_time(100 * MS)
+        .build()
+        .expect_err("invalid");
+    assert_eq!(
+        error.problems()[0].message(),
+        "must be shorter than the deadline (was 100ms, deadline 100ms)"
+    );
+    assert_eq!(error.problems()[0].field(), "min_attempt_time");
+}
+
+#[test]
 fn zero_backoff_starts_the_next_attempt_at_once() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
