@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use rampart::backoff::Backoff;
-use rampart::breaker::Breaker;
+use rampart::breaker::{Breaker, StateKind};
 use rampart::{Ambient, Criticality, Deadline, Instant, PolicyBuilder, RejectReason};
 use rampart_http::{
     ClientError, EdgeEvent, OutboundBuilder, OutboundLayer, Repeatable, ReplayBody,
@@ -673,4 +673,60 @@ async fn a_retry_after_that_leaves_less_than_the_min_attempt_time_sends_nothing_
         .expect("the last response");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(upstream.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_hosts_breaker_can_be_read_and_reset() {
+    let upstream = Upstream::new(|n, _| reply(if n < 2 { 500 } else { 200 }));
+    let layer = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .breaker(Breaker::builder().consecutive_failures(2).jitter(0.0))
+            .policy(quick),
+    );
+    let client = layer.layer(upstream.service());
+    assert!(layer.breaker("bad.test:80").is_none(), "no such host yet");
+    for _ in 0..2 {
+        client
+            .clone()
+            .oneshot(get("http://bad.test/"))
+            .await
+            .expect("a response");
+    }
+    let breaker = layer.breaker("bad.test:80").expect("the host's breaker");
+    assert_eq!(breaker.state(Instant::now()).kind(), StateKind::Open);
+    breaker.reset(Instant::now());
+    let response = client
+        .oneshot(get("http://bad.test/"))
+        .await
+        .expect("sent again after the reset");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(upstream.calls().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hosts_own_settings_apply_to_that_host_only() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(
+        OutboundLayer::builder()
+            .policy(quick)
+            .host("slow.test:80", |p| p.deadline(Duration::from_secs(60))),
+    )
+    .layer(upstream.service());
+    for uri in ["http://slow.test/", "http://fast.test/"] {
+        client.clone().oneshot(get(uri)).await.expect("a response");
+    }
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("60000".into()), Some("10000".into())]
+    );
+}
+
+#[test]
+fn a_hosts_invalid_settings_are_reported_by_build() {
+    let error = OutboundLayer::builder()
+        .host("bad.test:80", |p| p.deadline(Duration::ZERO))
+        .build()
+        .expect_err("invalid");
+    assert_eq!(error.problems()[0].field(), "deadline");
 }

@@ -173,6 +173,15 @@ impl<T> HostTable<T> {
         Ok(entry)
     }
 
+    /// The entry for `key`, if the table has one; its recency is left as it was.
+    pub(crate) fn peek(&self, key: &str) -> Option<Arc<Entry<T>>> {
+        self.map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
     /// Marks `entry` the most recently seen: a write only when it was not already.
     fn touch(&self, entry: &Entry<T>) {
         let now = self.clock.load(Ordering::Relaxed);

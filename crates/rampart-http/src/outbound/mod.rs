@@ -79,6 +79,7 @@
 //! |---|---|
 //! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
+//! | [`host`](OutboundBuilder::host) | none: one host's settings on top of `policy`'s |
 //! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
 //! | [`hedge`](OutboundBuilder::hedge) | none |
@@ -177,6 +178,7 @@ impl OutboundLayer {
             hedge: None,
             admit: Unlimited,
             configure: None,
+            hosts: Vec::new(),
             max_hosts: 1024,
             replay_limit: 64 * 1024,
             names: Names::default(),
@@ -217,6 +219,32 @@ impl<A> OutboundLayer<A> {
         self.engine.hosts.len()
     }
 
+    /// The circuit breaker of the host `key` (`host:port`, see the
+    /// [module docs](self#host-keys)), if the table has that host and the layer gives hosts
+    /// breakers. It is the host's own, shared with its policies: reading its state consumes
+    /// nothing, [`reset`](Breaker::reset) closes it, [`isolate`](Breaker::isolate) holds it
+    /// open. Looking it up does not make the host more recently seen.
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use rampart::Instant;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::new();
+    /// // ... requests to http://inventory:3001 ...
+    /// if let Some(breaker) = layer.breaker("inventory:3001") {
+    ///     println!("inventory: {:?}", breaker.state(Instant::now()));
+    ///     breaker.reset(Instant::now());
+    /// }
+    /// # }
+    /// ```
+    pub fn breaker(&self, key: &str) -> Option<Breaker> {
+        self.engine
+            .hosts
+            .peek(key)
+            .and_then(|entry| entry.value.breaker.clone())
+    }
+
     #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
     pub(crate) fn engine(&self) -> &Arc<Engine<A>> {
         &self.engine
@@ -254,6 +282,7 @@ pub struct OutboundBuilder<A = Unlimited> {
     hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
+    hosts: Vec<(Box<str>, Configure)>,
     max_hosts: usize,
     replay_limit: usize,
     names: Names,
@@ -318,6 +347,7 @@ impl<A> OutboundBuilder<A> {
             hedge: self.hedge,
             admit,
             configure: self.configure,
+            hosts: self.hosts,
             max_hosts: self.max_hosts,
             replay_limit: self.replay_limit,
             names: self.names,
@@ -345,6 +375,32 @@ impl<A> OutboundBuilder<A> {
         configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
     ) -> Self {
         self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// Settings for one host's policies, applied after [`policy`](Self::policy)'s for the
+    /// host whose key is `key` (`host:port`, as the [module docs](self#host-keys) make it,
+    /// or a key named with [`OutboundLayer::layer_for`]). The same settings can be changed as
+    /// in `policy`. A later call for the same key replaces an earlier one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .policy(|p| p.deadline(Duration::from_secs(2)))
+    ///     .host("reports.internal:80", |p| p.deadline(Duration::from_secs(30)))
+    ///     .build()
+    ///     .expect("valid policies");
+    /// # drop(layer);
+    /// ```
+    pub fn host(
+        mut self,
+        key: &str,
+        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.hosts.retain(|(k, _)| &**k != key);
+        self.hosts.push((Box::from(key), Arc::new(configure)));
         self
     }
 
@@ -400,8 +456,12 @@ impl<A> OutboundBuilder<A> {
             hedge: self.hedge,
             admit: self.admit,
             configure: self.configure,
+            hosts: self.hosts,
         };
         factory.build("validation:0")?;
+        for (key, _) in &factory.hosts {
+            factory.build(key)?;
+        }
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
                 names: self.names,
@@ -435,6 +495,8 @@ struct Factory<A> {
     hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
+    /// Per-host settings, applied after `configure`.
+    hosts: Vec<(Box<str>, Configure)>,
 }
 
 impl<A: Admit + Clone> Factory<A> {
@@ -451,6 +513,9 @@ impl<A: Admit + Clone> Factory<A> {
         let policy = |attempts: u32, criticality: bool| {
             let mut builder = Policy::builder();
             if let Some(configure) = &self.configure {
+                builder = configure(builder);
+            }
+            if let Some((_, configure)) = self.hosts.iter().find(|(k, _)| &**k == key) {
                 builder = configure(builder);
             }
             let mut builder = builder
@@ -484,6 +549,7 @@ impl<A: Admit + Clone> Factory<A> {
             key: Box::from(key),
             full,
             once,
+            breaker,
             retries: attempts > 1,
         })
     }
@@ -494,6 +560,8 @@ pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
+    /// The breaker both policies share, if the layer gives hosts one.
+    breaker: Option<Breaker>,
     retries: bool,
 }
 
