@@ -194,7 +194,7 @@ impl<A: Admit + Clone> Client<A> {
                 <= engine.replay_limit;
         let names = engine.names.clone();
         let http = self.http.clone();
-        let outcome = within(caller, async {
+        let call = async {
             if plan == Plan::Replay && in_memory {
                 // `try_run` hedges when the host's policy hedges.
                 host.full
@@ -227,8 +227,11 @@ impl<A: Admit + Clone> Client<A> {
                     })
                     .await
             }
-        })
-        .await;
+        };
+        let outcome = match caller {
+            Some(deadline) => within(deadline, call).await,
+            None => call.await,
+        };
         outcome.map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
     }
 }

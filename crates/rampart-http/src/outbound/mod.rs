@@ -633,13 +633,25 @@ impl Stamp {
     pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
         let grpc = is_grpc(headers);
         headers.remove(&names.retry);
-        let written = if grpc {
-            headers.remove(&names.deadline);
-            last(headers, &GRPC_TIMEOUT).and_then(|v| parse_grpc_timeout(v.as_bytes()))
+        // Every attempt writes the deadline and the criticality anew: what the caller wrote
+        // is read here and taken out, so that a replayable request's copies do not carry it.
+        headers.remove(&names.criticality);
+        let (written, other) = if grpc {
+            (&GRPC_TIMEOUT, &names.deadline)
         } else {
-            last(headers, &names.deadline).and_then(|v| parse_deadline_ms(v.as_bytes()))
+            (&names.deadline, &GRPC_TIMEOUT)
         };
-        (Stamp { grpc }, written.map(Deadline::after))
+        let parse = if grpc {
+            parse_grpc_timeout
+        } else {
+            parse_deadline_ms
+        };
+        let caller = last(headers, written).and_then(|v| parse(v.as_bytes()));
+        headers.remove(written);
+        if grpc {
+            headers.remove(other);
+        }
+        (Stamp { grpc }, caller.map(Deadline::after))
     }
 
     /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
@@ -683,11 +695,11 @@ impl Stamp {
     }
 }
 
-/// Runs `call` within the deadline its caller wrote, if any: the policies read the ambient
-/// deadline, so the call's deadline is never later than the caller's.
-pub(crate) async fn within<F: std::future::Future>(caller: Option<Deadline>, call: F) -> F::Output {
-    match caller {
-        Some(deadline) => Ambient::new().with_deadline(deadline).scope(call).await,
-        None => call.await,
-    }
+/// Runs `call` within the deadline its caller wrote: the policies read the ambient deadline,
+/// so the call's deadline is never later than the caller's.
+pub(crate) fn within<F: std::future::Future>(
+    caller: Deadline,
+    call: F,
+) -> impl std::future::Future<Output = F::Output> {
+    Ambient::new().with_deadline(caller).scope(call)
 }
