@@ -186,6 +186,14 @@ fn layer() -> OutboundLayer {
         .expect("valid outbound layer")
 }
 
+/// A server behind a plain inbound layer, and a channel to it under `layer`.
+async fn connected(layer: &OutboundLayer) -> (Server, GrpcChannel<Channel>) {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new()).await;
+    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    (server, client)
+}
+
 /// One unary call through `client`, marked repeatable when asked, with an optional
 /// timeout of the caller's own.
 async fn call(
@@ -213,10 +221,7 @@ async fn call(
 
 #[tokio::test]
 async fn a_trailers_only_unavailable_is_retried_and_then_answered() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
-    let layer = layer();
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer()).await;
     let answer = call(&client, "/t.T/Flaky", true, None).await;
     assert_eq!(answer.expect("answered"), "ok");
     assert_eq!(server.seen("/t.T/Flaky").len(), 3);
@@ -224,10 +229,7 @@ async fn a_trailers_only_unavailable_is_retried_and_then_answered() {
 
 #[tokio::test]
 async fn an_unavailable_in_the_trailers_is_retried_and_then_answered() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
-    let layer = layer();
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer()).await;
     let answer = call(&client, "/t.T/FlakyTrailers", true, None).await;
     assert_eq!(answer.expect("answered"), "ok");
     assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 3);
@@ -235,10 +237,7 @@ async fn an_unavailable_in_the_trailers_is_retried_and_then_answered() {
 
 #[tokio::test]
 async fn a_call_not_marked_repeatable_is_sent_once_and_its_unavailable_returned() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
-    let layer = layer();
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer()).await;
     let status = call(&client, "/t.T/Flaky", false, None)
         .await
         .expect_err("unavailable");
@@ -249,10 +248,7 @@ async fn a_call_not_marked_repeatable_is_sent_once_and_its_unavailable_returned(
 
 #[tokio::test]
 async fn the_callers_smaller_timeout_is_kept_and_ends_the_call_with_deadline_exceeded() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
-    let layer = layer();
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer()).await;
     let status = call(&client, "/t.T/Slow", true, Some(Duration::from_millis(100)))
         .await
         .expect_err("the 250 ms handler outlives the caller's 100 ms");
@@ -269,10 +265,7 @@ async fn the_callers_smaller_timeout_is_kept_and_ends_the_call_with_deadline_exc
 
 #[tokio::test]
 async fn the_inbound_handler_sees_the_grpc_timeout_as_its_ambient_deadline() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
-    let layer = layer();
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer()).await;
     let answer = call(&client, "/t.T/Echo", false, Some(Duration::from_secs(2)))
         .await
         .expect("answered");
@@ -286,8 +279,6 @@ async fn the_inbound_handler_sees_the_grpc_timeout_as_its_ambient_deadline() {
 
 #[tokio::test]
 async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback() {
-    let server = Server::default();
-    let addr = serve(server.clone(), InboundLayer::new()).await;
     let layer = OutboundLayer::builder()
         .breaker(
             Breaker::builder()
@@ -296,7 +287,7 @@ async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback()
         )
         .build()
         .expect("valid outbound layer");
-    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    let (server, client) = connected(&layer).await;
     for _ in 0..2 {
         let status = call(&client, "/t.T/Flaky", false, None)
             .await

@@ -330,25 +330,6 @@ async fn without_enforce_the_handler_runs_past_the_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_grpc_request_is_refused_with_a_grpc_status() {
-    let handler = Handler::new(Duration::ZERO);
-    let service = InboundLayer::new()
-        .reject_expired(true)
-        .reserve(Duration::from_millis(50))
-        .layer(handler.service());
-    let response = service
-        .oneshot(request(&[
-            ("content-type", "application/grpc"),
-            ("grpc-timeout", "20m"),
-        ]))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.headers()["grpc-status"], "4");
-    assert!(handler.seen().is_empty());
-}
-
-#[tokio::test(start_paused = true)]
 async fn admission_that_refuses_answers_503_with_retry_after() {
     let limit = ConcurrencyLimit::new(1);
     let watched = Watched::default();
@@ -458,26 +439,46 @@ async fn the_smallest_of_the_mesh_deadline_headers_is_the_handlers_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_connect_request_rejected_for_its_deadline_gets_connects_json_error() {
-    let handler = Handler::new(Duration::ZERO);
-    let service = InboundLayer::new()
-        .reject_expired(true)
-        .reserve(Duration::from_millis(50))
-        .layer(handler.service());
-    let response = service
-        .oneshot(request(&[
-            ("content-type", "application/json"),
-            ("connect-protocol-version", "1"),
-            ("connect-timeout-ms", "20"),
-        ]))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
-    assert_eq!(response.headers()["content-type"], "application/json");
-    let body = text(response).await;
-    assert!(
-        body.starts_with(r#"{"code":"deadline_exceeded","message":"#),
-        "{body}"
-    );
-    assert!(handler.seen().is_empty());
+async fn an_expired_request_is_refused_in_its_own_protocols_form() {
+    // (request headers, status, content type, what the answer carries)
+    type Headers = &'static [(&'static str, &'static str)];
+    let table: [(Headers, StatusCode, &str, &str); 2] = [
+        (
+            &[
+                ("content-type", "application/grpc"),
+                ("grpc-timeout", "20m"),
+            ],
+            StatusCode::OK,
+            "application/grpc",
+            "grpc-status 4",
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("connect-protocol-version", "1"),
+                ("connect-timeout-ms", "20"),
+            ],
+            StatusCode::GATEWAY_TIMEOUT,
+            "application/json",
+            r#"{"code":"deadline_exceeded","message":"#,
+        ),
+    ];
+    for (headers, status, content_type, carries) in table {
+        let handler = Handler::new(Duration::ZERO);
+        let service = InboundLayer::new()
+            .reject_expired(true)
+            .reserve(Duration::from_millis(50))
+            .layer(handler.service());
+        let response = service.oneshot(request(headers)).await.expect("infallible");
+        assert_eq!(response.status(), status, "{carries}");
+        assert_eq!(response.headers()["content-type"], content_type);
+        let grpc_status = response
+            .headers()
+            .get("grpc-status")
+            .map(|v| format!("grpc-status {}", v.to_str().expect("ascii")));
+        let body = text(response).await;
+        let answer = grpc_status.unwrap_or(body);
+        assert!(answer.starts_with(carries), "{answer}");
+        assert!(handler.seen().is_empty());
+    }
 }

@@ -259,52 +259,41 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
 }
 
 #[test]
-fn a_retry_that_would_leave_less_than_the_min_attempt_time_is_not_started() {
-    let clock = ManualClock::new();
-    let policy = Policy::builder()
-        .clock(clock.clone())
-        .deadline(1000 * MS)
-        .min_attempt_time(50 * MS)
-        .backoff(Backoff::constant(560 * MS))
-        .build()
-        .expect("valid");
-    let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
-    clock.advance(400 * MS);
-    // 560 ms of backoff would leave 40 ms: less than the 50 ms an attempt needs.
-    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())))
-        .expect_err("the retry would start with too little left");
-    let Error::DeadlineExceeded { unfit, .. } = &error else {
-        panic!("expected DeadlineExceeded, got {error}");
-    };
-    assert_eq!(
-        *unfit,
-        Some(Unfit {
-            delay: 560 * MS,
-            left: 600 * MS
-        })
-    );
-}
-
-#[test]
-fn a_retry_that_leaves_the_min_attempt_time_is_started() {
-    let clock = ManualClock::new();
-    let policy = Policy::builder()
-        .clock(clock.clone())
-        .deadline(1000 * MS)
-        .min_attempt_time(50 * MS)
-        .backoff(Backoff::constant(540 * MS))
-        .build()
-        .expect("valid");
-    let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
-    clock.advance(400 * MS);
-    let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
-    assert_eq!(sleep(next), 540 * MS);
+fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
+    // A 1 s deadline, the first attempt failing at 400 ms: a backoff of 540 ms leaves 60 ms,
+    // one of 560 ms leaves 40 ms, less than the 50 ms an attempt needs.
+    for (backoff, starts) in [(540 * MS, true), (560 * MS, false)] {
+        let clock = ManualClock::new();
+        let policy = Policy::builder()
+            .clock(clock.clone())
+            .deadline(1000 * MS)
+            .min_attempt_time(50 * MS)
+            .backoff(Backoff::constant(backoff))
+            .build()
+            .expect("valid");
+        let mut report = Report::default();
+        let mut machine: Plain<'_, '_> =
+            Machine::new(&policy.shared, &mut report, Some(clock.now()));
+        let ticket = attempt(machine.start(false));
+        let a = handle(&policy, &ticket);
+        clock.advance(400 * MS);
+        let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+        if starts {
+            assert_eq!(sleep(next), backoff);
+            continue;
+        }
+        let error = done(next).expect_err("the retry would start with too little left");
+        let Error::DeadlineExceeded { unfit, .. } = &error else {
+            panic!("expected DeadlineExceeded, got {error}");
+        };
+        assert_eq!(
+            *unfit,
+            Some(Unfit {
+                delay: backoff,
+                left: 600 * MS
+            })
+        );
+    }
 }
 
 #[test]
