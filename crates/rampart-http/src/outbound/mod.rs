@@ -579,7 +579,7 @@ pub(crate) struct Engine<A> {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
     max_hosts: usize,
-    hosts: HostTable<Host<A>>,
+    pub(crate) hosts: HostTable<Host<A>>,
     factory: Factory<A>,
     pub(crate) listeners: Listeners,
 }

@@ -14,7 +14,7 @@ use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
 use tower_service::Service;
 
-use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
+use super::{Engine, Entry, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
@@ -29,11 +29,19 @@ pub struct Outbound<S, A = Unlimited> {
     /// The host entry of every request, when it was named (see
     /// [`OutboundLayer::layer_for`](super::OutboundLayer::layer_for)).
     key: Option<Arc<str>>,
+    /// The entry of the last request's host, reused while requests go to the same host and
+    /// the table keeps it: no lock on the table then. A clone starts without one.
+    last: Option<Arc<Entry<Host<A>>>>,
 }
 
 impl<S, A> Outbound<S, A> {
     pub(crate) fn new(inner: S, engine: Arc<Engine<A>>, key: Option<Arc<str>>) -> Self {
-        Outbound { inner, engine, key }
+        Outbound {
+            inner,
+            engine,
+            key,
+            last: None,
+        }
     }
 }
 
@@ -43,6 +51,7 @@ impl<S: Clone, A> Clone for Outbound<S, A> {
             inner: self.inner.clone(),
             engine: Arc::clone(&self.engine),
             key: self.key.clone(),
+            last: None,
         }
     }
 }
@@ -99,7 +108,19 @@ where
             Some(key) => HostKey::Borrowed(key),
             None => HostKey::of(request.uri(), request.headers()),
         };
-        let host = engine.host(&key);
+        let kept = self
+            .last
+            .as_ref()
+            .filter(|entry| entry.is_current() && *entry.value.key == *key.as_str());
+        let host = match kept {
+            Some(entry) => {
+                engine.hosts.touch(entry);
+                Ok(Arc::clone(entry))
+            }
+            None => engine
+                .host(&key)
+                .inspect(|entry| self.last = Some(Arc::clone(entry))),
+        };
         let service = self.inner.clone();
         let (mut parts, body) = request.into_parts();
         let (stamp, caller) = Stamp::prepare(&engine.names, &mut parts.headers);
