@@ -258,19 +258,24 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     );
 }
 
+/// A policy with a 1 s deadline, a 50 ms minimum attempt time and a constant `backoff`.
+fn min_attempt_time_policy(clock: &ManualClock, backoff: Duration) -> Policy {
+    Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .min_attempt_time(50 * MS)
+        .backoff(Backoff::constant(backoff))
+        .build()
+        .expect("valid")
+}
+
 #[test]
 fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
     // A 1 s deadline, the first attempt failing at 400 ms: a backoff of 540 ms leaves 60 ms,
     // one of 560 ms leaves 40 ms, less than the 50 ms an attempt needs.
     for (backoff, starts) in [(540 * MS, true), (560 * MS, false)] {
         let clock = ManualClock::new();
-        let policy = Policy::builder()
-            .clock(clock.clone())
-            .deadline(1000 * MS)
-            .min_attempt_time(50 * MS)
-            .backoff(Backoff::constant(backoff))
-            .build()
-            .expect("valid");
+        let policy = min_attempt_time_policy(&clock, backoff);
         let mut report = Report::default();
         let mut machine: Plain<'_, '_> =
             Machine::new(&policy.shared, &mut report, Some(clock.now()));
