@@ -68,7 +68,7 @@ async fn handle(State(hop): State<Hop>, headers: HeaderMap, uri: Uri) -> Respons
                 .expect("valid request");
             match client.clone().oneshot(request).await {
                 Ok(response) => response.map(Body::new),
-                Err(error) => error.into_response().map(Body::new),
+                Err(error) => error.into_problem_response().map(Body::new),
             }
         }
     }

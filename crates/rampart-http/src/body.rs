@@ -108,8 +108,8 @@ pin_project! {
     /// again, or the caller's body streamed once (after any bytes already read from it).
     ///
     /// Put it in the inner service's request type: a hyper-util client is built as
-    /// `Client<_, ReplayBody<B>>`; a tonic channel is reached through a `map_request` that
-    /// wraps it in `tonic::body::Body::new`.
+    /// `Client<_, ReplayBody<B>>`; a tonic channel goes under the layer with
+    /// `OutboundLayer::grpc` (feature `tonic`), which wraps it in `tonic::body::Body::new`.
     pub struct ReplayBody<B> {
         #[pin]
         kind: ReplayKind<B>,

@@ -107,8 +107,10 @@ impl<E: fmt::Display> ClientError<E> {
         }
     }
 
-    /// The response for this error: its [problem document](Self::problem).
-    pub fn into_response(self) -> Response<Full<Bytes>> {
+    /// The response for this error: its [problem document](Self::problem). (Named apart
+    /// from axum's `IntoResponse::into_response`, which the `axum` feature implements too
+    /// and which an inherent method of the same name would shadow.)
+    pub fn into_problem_response(self) -> Response<Full<Bytes>> {
         self.problem().into_response()
     }
 }
@@ -128,9 +130,13 @@ impl<E: fmt::Display> fmt::Display for ClientError<E> {
     }
 }
 
+/// The chain goes through the transport's own error: `Call(Inner(e))` has `e` as its source
+/// (rampart's `Error::Inner` is transparent, so `e` would otherwise be skipped), so that code
+/// walking the chain for a transport's type (tonic's `Status::from_error` does) finds it.
 impl<E: StdError + 'static> StdError for ClientError<E> {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
+            ClientError::Call(rampart::Error::Inner(e)) => Some(e),
             ClientError::Call(e) => e.source(),
             ClientError::Body(e) => Some(e.as_ref()),
         }
@@ -167,9 +173,23 @@ mod tests {
         }
         .into();
         assert_eq!(rejected.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(rejected.into_response().headers()["retry-after"], "9");
+        assert_eq!(
+            rejected.into_problem_response().headers()["retry-after"],
+            "9"
+        );
         let transport: ClientError<&str> = rampart::Error::Inner("reset").into();
         assert_eq!(transport.status(), StatusCode::BAD_GATEWAY);
         assert_eq!(transport.transport(), Some(&"reset"));
+    }
+
+    #[test]
+    fn the_transport_error_is_in_the_source_chain() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let error: ClientError<std::io::Error> = rampart::Error::Inner(io).into();
+        let source = StdError::source(&error).expect("a source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the transport's own error");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
     }
 }

@@ -12,6 +12,17 @@
 //! | `X-Criticality` | `Sheddable`, `SheddablePlus`, `Critical` or `CriticalPlus`, any case | `Sheddable` |
 //! | `X-Rampart-Retry` | `1` on a retry or hedge of an earlier request | `1` |
 //!
+//! Read on arrival besides those (the smallest deadline counts):
+//!
+//! | header | who writes it | format | example |
+//! |---|---|---|---|
+//! | `x-envoy-expected-rq-timeout-ms` | Envoy, the time it will wait for this request | as `X-Deadline-Ms` | `1500` |
+//! | `Connect-Timeout-Ms` | Connect clients | 1 to 10 digits, at least 1 | `1500` |
+//! | `grpc-previous-rpc-attempts` | gRPC's own retries, on a retry | a whole number; 1 or more marks a retry | `2` |
+//!
+//! And in gRPC responses: `grpc-status` (a whole number, the status code) and
+//! `grpc-retry-pushback-ms` (when to try again, in milliseconds; negative means do not).
+//!
 //! Everything received is untrusted: a value that is not exactly in the format is ignored, never
 //! guessed at (`"0"`, `"-5"`, `"200ms"`, `"2.5"`, `" 200"` and numbers past 31 bits are not
 //! deadlines), and a received `CriticalPlus` is read as `Critical`
@@ -47,6 +58,26 @@ pub const X_CRITICALITY: HeaderName = HeaderName::from_static("x-criticality");
 pub const X_RAMPART_RETRY: HeaderName = HeaderName::from_static("x-rampart-retry");
 /// `grpc-timeout`: gRPC's deadline header.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// `x-envoy-expected-rq-timeout-ms`: the time Envoy will wait for the request, in milliseconds.
+pub const X_ENVOY_EXPECTED_RQ_TIMEOUT_MS: HeaderName =
+    HeaderName::from_static("x-envoy-expected-rq-timeout-ms");
+/// `connect-timeout-ms`: the Connect protocol's deadline header, in milliseconds.
+pub const CONNECT_TIMEOUT_MS: HeaderName = HeaderName::from_static("connect-timeout-ms");
+/// `connect-protocol-version`: sent by Connect clients on unary requests.
+pub const CONNECT_PROTOCOL_VERSION: HeaderName =
+    HeaderName::from_static("connect-protocol-version");
+/// `grpc-previous-rpc-attempts`: how many earlier attempts gRPC's own retry made for this call.
+pub const GRPC_PREVIOUS_RPC_ATTEMPTS: HeaderName =
+    HeaderName::from_static("grpc-previous-rpc-attempts");
+/// `grpc-status`: a gRPC response's status code (in the headers of a trailers-only response,
+/// else in the trailers).
+pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+/// `grpc-message`: a gRPC response's status message, percent-encoded.
+pub const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+/// `grpc-retry-pushback-ms`: when a gRPC client may try again, in milliseconds; a negative
+/// value asks it not to retry.
+pub const GRPC_RETRY_PUSHBACK_MS: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 
 /// The largest `X-Deadline-Ms`: 2^31 − 1 ms, about 24.8 days.
 pub const MAX_DEADLINE_MS: u64 = (1 << 31) - 1;
@@ -95,6 +126,13 @@ pub fn format_deadline_ms(left: Option<Duration>) -> Option<HeaderValue> {
     let left = left.filter(|d| !d.is_zero())?;
     let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
     Some(number(ms.clamp(1, MAX_DEADLINE_MS), ""))
+}
+
+/// Parses a `Connect-Timeout-Ms` value: 1 to 10 ASCII digits, at least 1 (Connect's format).
+pub fn parse_connect_timeout_ms(value: &[u8]) -> Option<Duration> {
+    parse_digits(value, 10)
+        .filter(|ms| *ms >= 1)
+        .map(Duration::from_millis)
 }
 
 /// Parses a `grpc-timeout` value: 1 to 8 ASCII digits, then one unit letter (`H`, `M`, `S`,
@@ -166,6 +204,55 @@ pub fn parse_criticality(value: &[u8]) -> Option<Criticality> {
         .and_then(Criticality::parse_inbound)
 }
 
+/// Whether the request is Connect's (it carries `Connect-Protocol-Version` or
+/// `Connect-Timeout-Ms`, or its content type is `application/connect+...`), and so wants its
+/// errors as Connect's JSON.
+pub fn is_connect(headers: &HeaderMap) -> bool {
+    headers.contains_key(CONNECT_PROTOCOL_VERSION)
+        || headers.contains_key(CONNECT_TIMEOUT_MS)
+        || headers
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/connect+"))
+}
+
+/// What a `grpc-retry-pushback-ms` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushback {
+    /// Try again after this long.
+    After(Duration),
+    /// Do not try again: the value was negative, or not a number (as gRPC's retry design
+    /// reads it).
+    DoNotRetry,
+}
+
+/// Parses a `grpc-retry-pushback-ms` value: a whole number of milliseconds is
+/// [`Pushback::After`]; anything else (a negative number included) is
+/// [`Pushback::DoNotRetry`].
+pub fn parse_pushback(value: &[u8]) -> Pushback {
+    match parse_digits(value, 19) {
+        Some(ms) => Pushback::After(Duration::from_millis(ms)),
+        None => Pushback::DoNotRetry,
+    }
+}
+
+/// The pushback of a gRPC response's headers or trailers, if it has one.
+pub fn pushback(headers: &HeaderMap) -> Option<Pushback> {
+    last(headers, &GRPC_RETRY_PUSHBACK_MS).map(|v| parse_pushback(v.as_bytes()))
+}
+
+/// Formats a `grpc-retry-pushback-ms`: whole milliseconds rounded up, at least 1 (also when
+/// the refusing component did not say: then 1000, as `Retry-After` says 1 s).
+pub fn format_pushback(after: Option<Duration>) -> HeaderValue {
+    let after = after.unwrap_or(Duration::from_secs(1));
+    let ms = after.as_millis() + u128::from(after.subsec_nanos() % 1_000_000 > 0);
+    number(u64::try_from(ms).unwrap_or(u64::MAX).max(1), "")
+}
+
+/// Parses a `grpc-status` value: the code as a whole number.
+pub fn parse_grpc_status(value: &[u8]) -> Option<u32> {
+    parse_digits(value, 10).and_then(|n| u32::try_from(n).ok())
+}
+
 /// Whether the request is gRPC (its content type is `application/grpc`, with or without a
 /// `+proto`-style suffix), and so carries its deadline in `grpc-timeout`.
 pub fn is_grpc(headers: &HeaderMap) -> bool {
@@ -178,12 +265,14 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Received {
-    /// The time the caller is still waiting: the earlier of `X-Deadline-Ms` and
-    /// `grpc-timeout`, each ignored when malformed or above the maximum.
+    /// The time the caller is still waiting: the smallest of `X-Deadline-Ms` (or the
+    /// configured header), `grpc-timeout`, `x-envoy-expected-rq-timeout-ms` and
+    /// `Connect-Timeout-Ms`, each ignored when malformed or above the maximum.
     pub deadline: Option<Duration>,
     /// The level, when the header held one (never `CriticalPlus`).
     pub criticality: Option<Criticality>,
-    /// Whether the request is marked as a retry (the retry header's last value is `1`).
+    /// Whether the request is marked as a retry: the retry header's last value is `1`, or
+    /// `grpc-previous-rpc-attempts` is 1 or more.
     pub retry: bool,
 }
 
@@ -192,21 +281,28 @@ impl Received {
     /// clamped): a caller claiming more patience than the service allows is not believed.
     pub fn read(headers: &HeaderMap, names: &Names, maximum: Option<Duration>) -> Received {
         let within = |d: &Duration| maximum.is_none_or(|max| *d <= max);
-        let ms = last(headers, &names.deadline)
-            .and_then(|v| parse_deadline_ms(v.as_bytes()))
-            .filter(within);
-        let grpc = last(headers, &GRPC_TIMEOUT)
-            .and_then(|v| parse_grpc_timeout(v.as_bytes()))
-            .filter(within);
-        let deadline = match (ms, grpc) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let read = |name: &HeaderName, parse: fn(&[u8]) -> Option<Duration>| {
+            last(headers, name)
+                .and_then(|v| parse(v.as_bytes()))
+                .filter(within)
         };
+        let deadline = [
+            read(&names.deadline, parse_deadline_ms),
+            read(&GRPC_TIMEOUT, parse_grpc_timeout),
+            read(&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, parse_deadline_ms),
+            read(&CONNECT_TIMEOUT_MS, parse_connect_timeout_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let grpc_retry = last(headers, &GRPC_PREVIOUS_RPC_ATTEMPTS)
+            .and_then(|v| parse_digits(v.as_bytes(), 19))
+            .is_some_and(|n| n >= 1);
         Received {
             deadline,
             criticality: last(headers, &names.criticality)
                 .and_then(|v| parse_criticality(v.as_bytes())),
-            retry: last(headers, &names.retry).is_some_and(|v| v.as_bytes() == b"1"),
+            retry: grpc_retry || last(headers, &names.retry).is_some_and(|v| v.as_bytes() == b"1"),
         }
     }
 }
@@ -231,7 +327,9 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// component did not say).
 pub fn format_retry_after(after: Option<Duration>) -> HeaderValue {
     let after = after.unwrap_or(Duration::ZERO);
-    let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    let secs = after
+        .as_secs()
+        .saturating_add(u64::from(after.subsec_nanos() > 0));
     number(secs.max(1), "")
 }
 
@@ -410,6 +508,117 @@ mod tests {
         assert_eq!(format_retry_after(Some(ms(10))), "1");
         assert_eq!(format_retry_after(Some(ms(14_000))), "14");
         assert_eq!(format_retry_after(Some(ms(14_001))), "15");
+    }
+
+    #[test]
+    fn every_deadline_header_is_read_and_the_smallest_counts() {
+        // (header, value, the deadline it says alone)
+        let table: [(&HeaderName, &str, Option<Duration>); 12] = [
+            (&X_DEADLINE_MS, "700", Some(ms(700))),
+            (&X_DEADLINE_MS, "0", None),
+            (&GRPC_TIMEOUT, "600m", Some(ms(600))),
+            (&GRPC_TIMEOUT, "600", None),
+            (&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, "500", Some(ms(500))),
+            (&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, "0", None),
+            (&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, "5s", None),
+            (&CONNECT_TIMEOUT_MS, "400", Some(ms(400))),
+            (&CONNECT_TIMEOUT_MS, "9999999999", Some(ms(9_999_999_999))),
+            (&CONNECT_TIMEOUT_MS, "10000000000", None),
+            (&CONNECT_TIMEOUT_MS, "-1", None),
+            (&CONNECT_TIMEOUT_MS, "0", None),
+        ];
+        for (name, value, expected) in table {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, HeaderValue::from_static(value));
+            let got = Received::read(&headers, &Names::default(), None).deadline;
+            assert_eq!(got, expected, "{name}: {value}");
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            (X_DEADLINE_MS, "700"),
+            (GRPC_TIMEOUT, "600m"),
+            (X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, "500"),
+            (CONNECT_TIMEOUT_MS, "400"),
+        ] {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+        assert_eq!(
+            Received::read(&headers, &Names::default(), None).deadline,
+            Some(ms(400))
+        );
+        let max = Some(ms(450));
+        headers.insert(CONNECT_TIMEOUT_MS, HeaderValue::from_static("9000"));
+        assert_eq!(
+            Received::read(&headers, &Names::default(), max).deadline,
+            None,
+            "every one above the maximum is ignored"
+        );
+        headers.insert(
+            X_ENVOY_EXPECTED_RQ_TIMEOUT_MS,
+            HeaderValue::from_static("300"),
+        );
+        assert_eq!(
+            Received::read(&headers, &Names::default(), max).deadline,
+            Some(ms(300))
+        );
+    }
+
+    #[test]
+    fn grpc_previous_rpc_attempts_of_one_or_more_marks_a_retry() {
+        for (value, retry) in [
+            ("1", true),
+            ("4", true),
+            ("0", false),
+            ("x", false),
+            ("-1", false),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(GRPC_PREVIOUS_RPC_ATTEMPTS, HeaderValue::from_static(value));
+            let got = Received::read(&headers, &Names::default(), None).retry;
+            assert_eq!(got, retry, "grpc-previous-rpc-attempts: {value}");
+        }
+    }
+
+    #[test]
+    fn pushback_is_milliseconds_and_anything_else_means_do_not_retry() {
+        assert_eq!(parse_pushback(b"250"), Pushback::After(ms(250)));
+        assert_eq!(parse_pushback(b"0"), Pushback::After(Duration::ZERO));
+        for bad in [&b"-1"[..], b"", b"soon", b"1.5"] {
+            assert_eq!(parse_pushback(bad), Pushback::DoNotRetry, "{bad:?}");
+        }
+        assert_eq!(format_pushback(Some(ms(250))), "250");
+        assert_eq!(format_pushback(Some(Duration::from_micros(1))), "1");
+        assert_eq!(format_pushback(Some(Duration::from_micros(2500))), "3");
+        assert_eq!(format_pushback(None), "1000");
+        assert_eq!(
+            format_pushback(Some(Duration::MAX)),
+            u64::MAX.to_string().as_str()
+        );
+    }
+
+    #[test]
+    fn retry_after_saturates_instead_of_overflowing() {
+        assert_eq!(
+            format_retry_after(Some(Duration::MAX)),
+            u64::MAX.to_string().as_str()
+        );
+    }
+
+    #[test]
+    fn connect_requests_are_recognised_by_their_headers_or_content_type() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_connect(&headers));
+        headers.insert(CONNECT_PROTOCOL_VERSION, HeaderValue::from_static("1"));
+        assert!(is_connect(&headers));
+        let mut headers = HeaderMap::new();
+        headers.insert(CONNECT_TIMEOUT_MS, HeaderValue::from_static("100"));
+        assert!(is_connect(&headers));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/connect+json"),
+        );
+        assert!(is_connect(&headers));
     }
 
     #[test]

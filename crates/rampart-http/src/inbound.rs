@@ -2,8 +2,9 @@
 //! context.
 //!
 //! A service holding 200 ms of its caller's patience should not let the next service work for
-//! ten seconds. [`InboundLayer`] reads what the caller sent (`X-Deadline-Ms` or
-//! `grpc-timeout`, `X-Criticality`, the retry mark; see [`crate::header`]) and runs the
+//! ten seconds. [`InboundLayer`] reads what the caller sent (the smallest of `X-Deadline-Ms`,
+//! `grpc-timeout`, Envoy's `x-envoy-expected-rq-timeout-ms` and Connect's
+//! `Connect-Timeout-Ms`; `X-Criticality`; the retry mark; see [`crate::header`]) and runs the
 //! handler's future inside an [`Ambient`] scope that says so. Every rampart policy inside that
 //! opted in to the ambient deadline (the outbound layer's policies always do) then ends its
 //! calls when the caller stops waiting, and an expired request makes no outbound call at all.
@@ -43,13 +44,17 @@
 //! handler runs with a deadline already passed, and every outbound call it makes fails fast
 //! without reaching the network.
 //!
-//! A request marked as a retry (`X-Rampart-Retry: 1`) is served with
+//! A request marked as a retry (`X-Rampart-Retry: 1`, or gRPC's own
+//! `grpc-previous-rpc-attempts` of 1 or more) is served with
 //! [`Ambient::with_inbound_retry`]: the outbound layer then makes one attempt per call, so
 //! that only the layer directly above a failure retries and retries do not multiply down the
 //! call graph.
 //!
-//! The layer's own answers are problem documents (see [`crate::problem`]), or trailers-only
-//! gRPC responses for gRPC requests.
+//! The layer's own answers are problem documents (see [`crate::problem`]), trailers-only
+//! gRPC responses for gRPC requests (a refusal with `grpc-retry-pushback-ms` beside
+//! `Retry-After`), and Connect's JSON errors (`{"code":"deadline_exceeded",...}`) for Connect
+//! requests (those with `Connect-Protocol-Version` or `Connect-Timeout-Ms`, or an
+//! `application/connect+...` content type).
 //!
 //! # Cancellation
 //!
@@ -79,7 +84,7 @@ use tower_service::Service;
 use crate::body::ResponseBody;
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
-use crate::header::{Names, Received, is_grpc};
+use crate::header::{Names, Received, is_connect, is_grpc};
 use crate::problem::{self, Problem};
 
 /// Puts the received deadline and criticality into the handler's ambient scope; see the
@@ -135,8 +140,9 @@ impl<A> InboundLayer<A> {
         self
     }
 
-    /// The deadline header, in milliseconds (default `x-deadline-ms`). `grpc-timeout` is
-    /// always read too; the earlier of the two counts.
+    /// The deadline header, in milliseconds (default `x-deadline-ms`). `grpc-timeout`,
+    /// `x-envoy-expected-rq-timeout-ms` and `Connect-Timeout-Ms` are always read too; the
+    /// smallest counts.
     pub fn deadline_header(mut self, name: HeaderName) -> Self {
         self.config.names.deadline = name;
         self
@@ -284,7 +290,7 @@ where
         let now = Instant::now();
         let mut received = Received::read(request.headers(), &config.names, config.maximum);
         received.deadline = received.deadline.or(config.default_deadline);
-        let grpc = is_grpc(request.headers());
+        let wire = Wire::of(request.headers());
         if config.reject_expired
             && let Some(left) = received.deadline
             && left <= config.reserve
@@ -303,7 +309,7 @@ where
                     config.reserve.as_millis()
                 ),
             );
-            return ResponseFuture::answered(problem, grpc);
+            return ResponseFuture::answered(problem, wire);
         }
         let budget = received
             .deadline
@@ -340,7 +346,7 @@ where
             match first {
                 Poll::Ready(Ok(permit)) => held = Some(Held::new(&self.config, permit, now)),
                 Poll::Ready(Err(refusal)) => {
-                    return ResponseFuture::answered(shed(config, level, refusal), grpc);
+                    return ResponseFuture::answered(shed(config, level, refusal), wire);
                 }
                 Poll::Pending => {
                     // Queued: wait without holding this service, boxed because the wait
@@ -360,7 +366,7 @@ where
                         },
                         timer: timer(true),
                         ambient,
-                        grpc,
+                        wire,
                         enforce,
                         held: None,
                         config: Some(Arc::clone(&self.config)),
@@ -375,7 +381,7 @@ where
             state: State::Running { future },
             timer: timer(enforce.is_some()),
             ambient,
-            grpc,
+            wire,
             enforce,
             held,
             config: enforce.map(|_| Arc::clone(&self.config)),
@@ -386,6 +392,37 @@ where
 
 type Acquire<A> =
     Pin<Box<dyn Future<Output = Result<<A as Admit>::Permit, Refusal>> + Send + 'static>>;
+
+/// The protocol a request speaks, and so the form of the layer's own answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    /// A problem document.
+    Http,
+    /// A trailers-only gRPC response.
+    Grpc,
+    /// Connect's JSON error.
+    Connect,
+}
+
+impl Wire {
+    fn of(headers: &http::HeaderMap) -> Wire {
+        if is_grpc(headers) {
+            Wire::Grpc
+        } else if is_connect(headers) {
+            Wire::Connect
+        } else {
+            Wire::Http
+        }
+    }
+
+    fn answer(self, problem: Problem) -> Response<http_body_util::Full<bytes::Bytes>> {
+        match self {
+            Wire::Http => problem.into_response(),
+            Wire::Grpc => problem.into_grpc_response(),
+            Wire::Connect => problem.into_connect_response(),
+        }
+    }
+}
 
 /// The 503 for a refused admission, and its event.
 fn shed<A>(config: &Config<A>, level: Criticality, refusal: Refusal) -> Problem {
@@ -446,7 +483,7 @@ pin_project! {
         #[pin]
         timer: Option<Sleep>,
         ambient: Ambient,
-        grpc: bool,
+        wire: Wire,
         enforce: Option<Duration>,
         held: Option<Held<A>>,
         config: Option<Arc<Config<A>>>,
@@ -472,14 +509,14 @@ where
     S: Service<Request<B>>,
     A: Admit,
 {
-    fn answered(problem: Problem, grpc: bool) -> Self {
+    fn answered(problem: Problem, wire: Wire) -> Self {
         ResponseFuture {
             state: State::Answered {
                 problem: Some(problem),
             },
             timer: None,
             ambient: Ambient::new(),
-            grpc,
+            wire,
             enforce: None,
             held: None,
             config: None,
@@ -572,11 +609,7 @@ where
                     let Some(problem) = problem.take() else {
                         panic!("inbound response future polled after completion")
                     };
-                    let response = if *this.grpc {
-                        problem.into_grpc_response()
-                    } else {
-                        problem.into_response()
-                    };
+                    let response = this.wire.answer(problem);
                     return Poll::Ready(Ok(response.map(ResponseBody::answer)));
                 }
             }

@@ -52,7 +52,7 @@
 //!         .expect("valid request");
 //!     match client.oneshot(request).await {
 //!         Ok(response) => response.map(Body::new),
-//!         Err(error) => error.into_response().map(Body::new), // 504 or 503, as problem+json
+//!         Err(error) => error.into_problem_response().map(Body::new), // 504 or 503, as problem+json
 //!     }
 //! }
 //!
@@ -73,6 +73,7 @@
 //! |---|---|---|
 //! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`] (through `axum-core` only) |
 //! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
+//! | `tonic` | off | `OutboundLayer::grpc`: a tonic channel under the outbound layer in one line, rampart's decisions as `tonic::Status` (tonic without default features: no transport, no TLS) |
 //!
 //! # Modules
 //!
@@ -87,11 +88,14 @@
 //! | [`error`] | the client error |
 //! | [`event`] | what the layers decided on their own |
 //! | `reqwest` | the reqwest client (feature `reqwest`) |
+//! | `grpc` | the tonic channel and `tonic::Status` (feature `tonic`) |
 
 pub mod body;
 pub mod classify;
 pub mod error;
 pub mod event;
+#[cfg(feature = "tonic")]
+pub mod grpc;
 pub mod header;
 pub mod inbound;
 pub mod observe;
@@ -104,6 +108,8 @@ pub use body::{ReplayBody, ResponseBody};
 pub use classify::{HttpClassifier, HttpResponse};
 pub use error::ClientError;
 pub use event::EdgeEvent;
+#[cfg(feature = "tonic")]
+pub use grpc::GrpcChannel;
 pub use inbound::{Inbound, InboundLayer};
 pub use outbound::{Outbound, OutboundBuilder, OutboundLayer, Repeatable, is_replayable};
 pub use problem::Problem;

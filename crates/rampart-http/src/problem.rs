@@ -21,7 +21,11 @@
 //!
 //! A gRPC request gets the same decision as a trailers-only gRPC response instead
 //! (HTTP 200, `grpc-status` 4 `DEADLINE_EXCEEDED` for 504, 14 `UNAVAILABLE` for 502 and 503,
-//! 13 `INTERNAL` for 500).
+//! 13 `INTERNAL` for 500); a 503 also carries `grpc-retry-pushback-ms` and `Retry-After`
+//! (the same time, in milliseconds and seconds). A Connect request gets Connect's JSON error
+//! (`{"code":"deadline_exceeded","message":"..."}`, `application/json`, with the HTTP status
+//! Connect gives the code: 504 `deadline_exceeded`, 503 `unavailable`, 500 `internal`, 502
+//! `unavailable`).
 //!
 //! ```
 //! use std::time::Duration;
@@ -50,7 +54,9 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 use rampart::RejectReason;
 
-use crate::header::format_retry_after;
+use crate::header::{
+    GRPC_MESSAGE, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback, format_retry_after,
+};
 
 /// `urn:rampart:deadline-expired-on-arrival`.
 pub const EXPIRED_ON_ARRIVAL: &str = "urn:rampart:deadline-expired-on-arrival";
@@ -197,19 +203,17 @@ impl Problem {
     pub fn into_response(self) -> Response<Full<Bytes>> {
         let mut response = Response::new(Full::new(Bytes::from(self.to_json())));
         *response.status_mut() = self.status;
-        let headers = response.headers_mut();
-        headers.insert(
+        response.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.retry_after.is_some() {
-            headers.insert(RETRY_AFTER, format_retry_after(self.retry_after));
-        }
+        self.write_retry_after(&mut response);
         response
     }
 
     /// The same decision as a trailers-only gRPC response: HTTP 200 with `grpc-status` and
-    /// `grpc-message` in the headers and an empty body.
+    /// `grpc-message` in the headers and an empty body; on a 503, `grpc-retry-pushback-ms`
+    /// and `Retry-After` too.
     pub fn into_grpc_response(self) -> Response<Full<Bytes>> {
         let code = match self.status {
             StatusCode::GATEWAY_TIMEOUT => "4",
@@ -219,11 +223,55 @@ impl Problem {
         let mut response = Response::new(Full::new(Bytes::new()));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert("grpc-status", HeaderValue::from_static(code));
+        headers.insert(GRPC_STATUS, HeaderValue::from_static(code));
         if let Ok(message) = HeaderValue::from_str(&grpc_message(&self.detail)) {
-            headers.insert("grpc-message", message);
+            headers.insert(GRPC_MESSAGE, message);
         }
+        if self.wants_retry_after() {
+            headers.insert(GRPC_RETRY_PUSHBACK_MS, format_pushback(self.retry_after));
+        }
+        self.write_retry_after(&mut response);
         response
+    }
+
+    /// The same decision as Connect's error for a unary call: `application/json` with
+    /// `{"code":...,"message":...}` and the HTTP status Connect gives the code, `Retry-After`
+    /// on a 503.
+    pub fn into_connect_response(self) -> Response<Full<Bytes>> {
+        let (code, status) = match self.status {
+            StatusCode::GATEWAY_TIMEOUT => ("deadline_exceeded", StatusCode::GATEWAY_TIMEOUT),
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY => {
+                ("unavailable", StatusCode::SERVICE_UNAVAILABLE)
+            }
+            _ => ("internal", StatusCode::INTERNAL_SERVER_ERROR),
+        };
+        let mut json = String::with_capacity(32 + self.detail.len());
+        json.push_str("{\"code\":");
+        push_json_string(&mut json, code);
+        json.push_str(",\"message\":");
+        push_json_string(&mut json, &self.detail);
+        json.push('}');
+        let mut response = Response::new(Full::new(Bytes::from(json)));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        self.write_retry_after(&mut response);
+        response
+    }
+
+    /// Whether the answer says when to try again: a 503 always does, 1 s when no component
+    /// said.
+    fn wants_retry_after(&self) -> bool {
+        self.status == StatusCode::SERVICE_UNAVAILABLE || self.retry_after.is_some()
+    }
+
+    fn write_retry_after<B>(&self, response: &mut Response<B>) {
+        if self.wants_retry_after() {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, format_retry_after(self.retry_after));
+        }
     }
 }
 
@@ -321,6 +369,82 @@ mod tests {
             Problem::from_error(&transport).status(),
             StatusCode::BAD_GATEWAY
         );
+    }
+
+    #[test]
+    fn a_refusal_in_grpc_form_carries_pushback_beside_retry_after() {
+        let p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            OVERLOADED,
+            "Overloaded",
+            "full",
+        )
+        .with_retry_after(Some(Duration::from_millis(1500)));
+        let response = p.into_grpc_response();
+        assert_eq!(response.headers()["grpc-status"], "14");
+        assert_eq!(response.headers()["grpc-retry-pushback-ms"], "1500");
+        assert_eq!(response.headers()["retry-after"], "2");
+        let unsaid = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            OVERLOADED,
+            "Overloaded",
+            "full",
+        );
+        assert_eq!(
+            unsaid.into_grpc_response().headers()["grpc-retry-pushback-ms"],
+            "1000"
+        );
+        let timeout = Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            DEADLINE_EXCEEDED,
+            "Deadline exceeded",
+            "late",
+        );
+        assert!(
+            !timeout
+                .into_grpc_response()
+                .headers()
+                .contains_key("grpc-retry-pushback-ms")
+        );
+    }
+
+    #[test]
+    fn the_connect_form_is_connects_json_error_with_its_http_status() {
+        let p = Problem::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            EXPIRED_ON_ARRIVAL,
+            "Deadline expired on arrival",
+            "no \"time\" left",
+        );
+        let response = p.into_connect_response();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let body = response.into_body();
+        let bytes = futures_bytes(body);
+        assert_eq!(
+            bytes,
+            r#"{"code":"deadline_exceeded","message":"no \"time\" left"}"#
+        );
+        let shed = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            OVERLOADED,
+            "Overloaded",
+            "full",
+        )
+        .into_connect_response();
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(shed.headers()["retry-after"], "1");
+    }
+
+    /// The bytes of a `Full` body (ready at once).
+    fn futures_bytes(body: Full<Bytes>) -> Bytes {
+        use http_body::Body as _;
+        let mut body = std::pin::pin!(body);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match body.as_mut().poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+            _ => Bytes::new(),
+        }
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! cleared before it is sent. A client you build yourself ([`Client::with_client`]) should be
 //! built without `timeout` too.
 //!
+//! [`try_execute`](Client::try_execute) and
+//! [`try_execute_repeatable`](Client::try_execute_repeatable) return the report of the call
+//! (rampart's [`CallResult`]: the outcome, the stop reason, the attempts).
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
@@ -32,10 +36,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use rampart::admit::{Admit, Unlimited};
+use rampart::{CallResult, Cancelled};
 
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
-use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp};
+use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
 
 impl HttpResponse for ::reqwest::Response {
     fn status(&self) -> http::StatusCode {
@@ -130,11 +135,44 @@ impl<A: Admit + Clone> Client<A> {
         self.run(request, true).await
     }
 
+    /// Like [`execute`](Self::execute), with the report of the call: the stop reason and
+    /// the attempts, as rampart's `try_run` gives them. `Err` when no call ran to a report:
+    /// the host's policy could not be made, or the caller cancelled.
+    pub async fn try_execute(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
+        self.report(request, false).await
+    }
+
+    /// Like [`execute_repeatable`](Self::execute_repeatable), with the report of the call; see
+    /// [`try_execute`](Self::try_execute).
+    pub async fn try_execute_repeatable(
+        &self,
+        request: ::reqwest::Request,
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
+        self.report(request, true).await
+    }
+
     async fn run(
+        &self,
+        request: ::reqwest::Request,
+        marked: bool,
+    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+        self.report(request, marked)
+            .await?
+            .into_result()
+            .map_err(ClientError::Call)
+    }
+
+    async fn report(
         &self,
         mut request: ::reqwest::Request,
         marked: bool,
-    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
+    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
+    {
         let engine = &self.engine;
         let url = request.url();
         let key = HostKey::new(
@@ -146,7 +184,7 @@ impl<A: Admit + Clone> Client<A> {
             .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
         let host = &host.value;
         *request.timeout_mut() = None;
-        let stamp = Stamp::prepare(&engine.names, request.headers_mut());
+        let (stamp, caller) = Stamp::prepare(&engine.names, request.headers_mut());
         let plan = engine.plan(host, request.method(), marked);
         let in_memory = request.try_clone().is_some()
             && request
@@ -156,38 +194,44 @@ impl<A: Admit + Clone> Client<A> {
                 <= engine.replay_limit;
         let names = engine.names.clone();
         let http = self.http.clone();
-        let outcome = if plan == Plan::Replay && in_memory {
-            // `run` hedges when the host's policy hedges.
-            host.full
-                .run(async |attempt: &rampart::Attempt| {
-                    let Some(mut request) = request.try_clone() else {
-                        unreachable!("a request with a body in memory clones")
-                    };
-                    stamp.write(&names, request.headers_mut(), attempt);
-                    http.execute(request).await
-                })
-                .await
-        } else {
-            if plan == Plan::Replay {
-                engine.not_replayable(host);
+        let call = async {
+            if plan == Plan::Replay && in_memory {
+                // `try_run` hedges when the host's policy hedges.
+                host.full
+                    .try_run(async |attempt: &rampart::Attempt| {
+                        let Some(mut request) = request.try_clone() else {
+                            unreachable!("a request with a body in memory clones")
+                        };
+                        stamp.write(&names, request.headers_mut(), attempt);
+                        http.execute(request).await
+                    })
+                    .await
+            } else {
+                if plan == Plan::Replay {
+                    engine.not_replayable(host);
+                }
+                // Taken by the one attempt; a callback borrows what it uses, so the request waits
+                // behind a lock (uncontended) rather than in a mutated capture.
+                let request = std::sync::Mutex::new(Some(request));
+                host.once
+                    .try_run(async |attempt| {
+                        let taken = request
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .take();
+                        let Some(mut request) = taken else {
+                            unreachable!("a one-attempt policy runs its callback once")
+                        };
+                        stamp.write(&names, request.headers_mut(), attempt);
+                        http.execute(request).await
+                    })
+                    .await
             }
-            // Taken by the one attempt; a callback borrows what it uses, so the request waits
-            // behind a lock (uncontended) rather than in a mutated capture.
-            let request = std::sync::Mutex::new(Some(request));
-            host.once
-                .run(async |attempt| {
-                    let taken = request
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    let Some(mut request) = taken else {
-                        unreachable!("a one-attempt policy runs its callback once")
-                    };
-                    stamp.write(&names, request.headers_mut(), attempt);
-                    http.execute(request).await
-                })
-                .await
         };
-        outcome.map_err(ClientError::Call)
+        let outcome = match caller {
+            Some(deadline) => within(deadline, call).await,
+            None => call.await,
+        };
+        outcome.map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
     }
 }

@@ -15,14 +15,14 @@ use tower::Service;
 use tower_layer::Layer;
 
 /// The outbound layer's allocations per replayable request (a `GET`) above the inner
-/// service's own: the boxed call future (1), the request template shared with the callback
-/// (1), the copy of the request head for the attempt (2: the header map's index and
-/// entries), the first copy of the URI and header values turning them into shared buffers
-/// (2), room for the criticality header in the copy (1), the deadline header's value (1).
-const REPLAYABLE_BUDGET: f64 = 8.0;
+/// service's own: the boxed call future (1: rampart's call future cannot be named), the copy
+/// of the request head for the attempt (2: the header map's index and entries, made with room
+/// for the stamped headers), the deadline header's value (1). The copy is what a retry needs:
+/// the inner service consumes the request it is given.
+const REPLAYABLE_BUDGET: f64 = 4.0;
 
 /// The same for a request sent once (a `POST`): no copy of the head.
-const ONCE_BUDGET: f64 = 3.0;
+const ONCE_BUDGET: f64 = 2.0;
 
 fn ready<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);

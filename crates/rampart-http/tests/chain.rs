@@ -92,7 +92,7 @@ async fn handle(State(hop): State<Hop>, headers: HeaderMap) -> Response {
                 .expect("valid request");
             match client.clone().oneshot(request).await {
                 Ok(response) => response.map(Body::new),
-                Err(error) => error.into_response().map(Body::new),
+                Err(error) => error.into_problem_response().map(Body::new),
             }
         }
         None => Response::new(Body::from("leaf")),

@@ -330,25 +330,6 @@ async fn without_enforce_the_handler_runs_past_the_deadline() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_grpc_request_is_refused_with_a_grpc_status() {
-    let handler = Handler::new(Duration::ZERO);
-    let service = InboundLayer::new()
-        .reject_expired(true)
-        .reserve(Duration::from_millis(50))
-        .layer(handler.service());
-    let response = service
-        .oneshot(request(&[
-            ("content-type", "application/grpc"),
-            ("grpc-timeout", "20m"),
-        ]))
-        .await
-        .expect("infallible");
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.headers()["grpc-status"], "4");
-    assert!(handler.seen().is_empty());
-}
-
-#[tokio::test(start_paused = true)]
 async fn admission_that_refuses_answers_503_with_retry_after() {
     let limit = ConcurrencyLimit::new(1);
     let watched = Watched::default();
@@ -413,4 +394,91 @@ async fn a_queued_request_runs_when_a_permit_frees_up() {
         StatusCode::OK
     );
     assert_eq!(limit.available(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpcs_own_retry_mark_is_served_as_a_retry() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new().layer(handler.service());
+    for attempts in ["1", "0"] {
+        service
+            .clone()
+            .oneshot(request(&[
+                ("content-type", "application/grpc"),
+                ("grpc-previous-rpc-attempts", attempts),
+            ]))
+            .await
+            .expect("infallible");
+    }
+    let retries: Vec<_> = handler.seen().iter().map(|s| s.retry).collect();
+    assert_eq!(retries, [true, false]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_smallest_of_the_mesh_deadline_headers_is_the_handlers_deadline() {
+    let handler = Handler::new(Duration::ZERO);
+    let service = InboundLayer::new().layer(handler.service());
+    for headers in [
+        &[("x-envoy-expected-rq-timeout-ms", "300")][..],
+        &[("connect-timeout-ms", "400")],
+        &[
+            ("x-deadline-ms", "900"),
+            ("x-envoy-expected-rq-timeout-ms", "700"),
+            ("connect-timeout-ms", "600"),
+            ("grpc-timeout", "500m"),
+        ],
+    ] {
+        service
+            .clone()
+            .oneshot(request(headers))
+            .await
+            .expect("infallible");
+    }
+    let left: Vec<_> = handler.seen().iter().map(|s| s.left_ms).collect();
+    assert_eq!(left, [Some(300), Some(400), Some(500)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_expired_request_is_refused_in_its_own_protocols_form() {
+    // (request headers, status, content type, what the answer carries)
+    type Headers = &'static [(&'static str, &'static str)];
+    let table: [(Headers, StatusCode, &str, &str); 2] = [
+        (
+            &[
+                ("content-type", "application/grpc"),
+                ("grpc-timeout", "20m"),
+            ],
+            StatusCode::OK,
+            "application/grpc",
+            "grpc-status 4",
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("connect-protocol-version", "1"),
+                ("connect-timeout-ms", "20"),
+            ],
+            StatusCode::GATEWAY_TIMEOUT,
+            "application/json",
+            r#"{"code":"deadline_exceeded","message":"#,
+        ),
+    ];
+    for (headers, status, content_type, carries) in table {
+        let handler = Handler::new(Duration::ZERO);
+        let service = InboundLayer::new()
+            .reject_expired(true)
+            .reserve(Duration::from_millis(50))
+            .layer(handler.service());
+        let response = service.oneshot(request(headers)).await.expect("infallible");
+        assert_eq!(response.status(), status, "{carries}");
+        assert_eq!(response.headers()["content-type"], content_type);
+        let grpc_status = response
+            .headers()
+            .get("grpc-status")
+            .map(|v| format!("grpc-status {}", v.to_str().expect("ascii")));
+        let body = text(response).await;
+        let answer = grpc_status.unwrap_or(body);
+        assert!(answer.starts_with(carries), "{answer}");
+        assert!(handler.seen().is_empty());
+    }
 }

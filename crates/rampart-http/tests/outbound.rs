@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use rampart::backoff::Backoff;
-use rampart::breaker::Breaker;
+use rampart::breaker::{Breaker, StateKind};
 use rampart::{Ambient, Criticality, Deadline, Instant, PolicyBuilder, RejectReason};
 use rampart_http::{
     ClientError, EdgeEvent, OutboundBuilder, OutboundLayer, Repeatable, ReplayBody,
@@ -42,6 +42,7 @@ struct Reply {
     status: u16,
     retry_after: Option<&'static str>,
     delay: Duration,
+    headers: &'static [(&'static str, &'static str)],
 }
 
 fn reply(status: u16) -> Reply {
@@ -49,6 +50,15 @@ fn reply(status: u16) -> Reply {
         status,
         retry_after: None,
         delay: Duration::ZERO,
+        headers: &[],
+    }
+}
+
+/// A trailers-only gRPC answer: HTTP 200 with the status (and more) in the headers.
+fn grpc_reply(headers: &'static [(&'static str, &'static str)]) -> Reply {
+    Reply {
+        headers,
+        ..reply(200)
     }
 }
 
@@ -102,6 +112,9 @@ impl Upstream {
                 let mut response = Response::builder().status(reply.status);
                 if let Some(after) = reply.retry_after {
                     response = response.header("retry-after", after);
+                }
+                for (name, value) in reply.headers {
+                    response = response.header(*name, *value);
                 }
                 Ok::<_, Infallible>(response.body(Full::default()).expect("valid response"))
             }
@@ -491,4 +504,229 @@ fn the_response_future_is_send() {
     let mut client = OutboundLayer::new().layer(upstream.service());
     let future = client.call(get("http://a.test/"));
     assert_send(&future);
+}
+
+fn grpc_post(headers: &[(&'static str, &'static str)]) -> Request<Full<Bytes>> {
+    let mut request = Request::post("http://a.test/pkg.Service/Method")
+        .header("content-type", "application/grpc");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut request = request.body(Full::default()).expect("valid request");
+    request.extensions_mut().insert(Repeatable);
+    request
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_unavailable_is_retried_and_then_answered() {
+    let upstream = Upstream::new(|n, _| {
+        if n < 2 {
+            grpc_reply(&[("grpc-status", "14")])
+        } else {
+            grpc_reply(&[("grpc-status", "0")])
+        }
+    });
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let response = client.oneshot(grpc_post(&[])).await.expect("a response");
+    assert_eq!(response.headers()["grpc-status"], "0");
+    assert_eq!(upstream.calls().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_resource_exhausted_is_retried_after_its_pushback() {
+    let upstream = Upstream::new(|n, _| {
+        if n == 0 {
+            grpc_reply(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", "750")])
+        } else {
+            grpc_reply(&[("grpc-status", "0")])
+        }
+    });
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    client.oneshot(grpc_post(&[])).await.expect("a response");
+    let calls = upstream.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].at - calls[0].at, Duration::from_millis(750));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_negative_pushback_is_not_retried_and_other_grpc_errors_are_permanent() {
+    for headers in [
+        &[("grpc-status", "14"), ("grpc-retry-pushback-ms", "-1")][..],
+        &[("grpc-status", "5")],
+    ] {
+        let upstream = Upstream::new(move |_, _| grpc_reply(headers));
+        let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+        let response = client.oneshot(grpc_post(&[])).await.expect("a response");
+        assert_eq!(response.headers()["grpc-status"], headers[0].1);
+        assert_eq!(upstream.calls().len(), 1, "{headers:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_deadline_exceeded_reply_is_not_a_success() {
+    let upstream = Upstream::new(|n, _| {
+        grpc_reply(if n == 0 {
+            &[("grpc-status", "4")]
+        } else {
+            &[("grpc-status", "0")]
+        })
+    });
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let response = client.oneshot(grpc_post(&[])).await.expect("a response");
+    assert_eq!(response.headers()["grpc-status"], "0");
+    assert_eq!(upstream.calls().len(), 2, "retried as a timed-out attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callers_smaller_deadline_is_kept_and_a_larger_one_cut_to_the_time_left() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let mut small = get("http://a.test/");
+    small
+        .headers_mut()
+        .insert("x-deadline-ms", "250".parse().expect("valid"));
+    client.clone().oneshot(small).await.expect("a response");
+    let mut large = get("http://a.test/");
+    large
+        .headers_mut()
+        .insert("x-deadline-ms", "999999".parse().expect("valid"));
+    client.clone().oneshot(large).await.expect("a response");
+    client
+        .oneshot(grpc_post(&[("grpc-timeout", "100m")]))
+        .await
+        .expect("a response");
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("250".into()), Some("10000".into()), None]
+    );
+    assert_eq!(
+        upstream.calls()[2].header("grpc-timeout").as_deref(),
+        Some("100000u")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_callers_own_deadline_ends_the_call_with_ramparts_timeout() {
+    let upstream = Upstream::new(|_, _| Reply {
+        delay: Duration::from_millis(250),
+        ..grpc_reply(&[("grpc-status", "0")])
+    });
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let started = Instant::now();
+    let error = client
+        .oneshot(grpc_post(&[("grpc-timeout", "100m")]))
+        .await
+        .expect_err("the caller's 100 ms ran out");
+    assert!(error.is_timeout(), "{error}");
+    assert_eq!(Instant::now() - started, Duration::from_millis(100));
+    assert_eq!(upstream.calls().len(), 1);
+}
+
+/// A transport that gives up on its own when the `grpc-timeout` it was sent runs out, as a
+/// tonic channel does.
+fn timing_out_transport()
+-> impl Service<UpstreamRequest, Response = Response<Full<Bytes>>, Error = &'static str, Future: Send>
++ Clone
++ Send
++ 'static {
+    tower::service_fn(|request: UpstreamRequest| async move {
+        let timeout = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|v| rampart_http::header::parse_grpc_timeout(v.as_bytes()))
+            .expect("a grpc-timeout");
+        tokio::time::sleep(timeout).await;
+        Err::<Response<Full<Bytes>>, _>("timeout expired")
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transport_timer_armed_from_the_header_loses_the_tie_to_ramparts_timer() {
+    let client = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .policy(|p| quick(p).attempt_timeout(Duration::from_millis(300))),
+    )
+    .layer(timing_out_transport());
+    let error = client
+        .oneshot(grpc_post(&[]))
+        .await
+        .expect_err("the attempt timed out");
+    assert!(error.is_timeout(), "{error}");
+    assert!(error.transport().is_none(), "{error}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_that_leaves_less_than_the_min_attempt_time_sends_nothing_more() {
+    let upstream = Upstream::new(|_, _| Reply {
+        retry_after: Some("9"),
+        ..reply(503)
+    });
+    let client = layer(
+        OutboundLayer::builder().policy(|p| quick(p).min_attempt_time(Duration::from_millis(1500))),
+    )
+    .layer(upstream.service());
+    // 10 s deadline, a 9 s Retry-After: the retry would start with 1 s left.
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("the last response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(upstream.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_hosts_breaker_can_be_read_and_reset() {
+    let upstream = Upstream::new(|n, _| reply(if n < 2 { 500 } else { 200 }));
+    let layer = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .breaker(Breaker::builder().consecutive_failures(2).jitter(0.0))
+            .policy(quick),
+    );
+    let client = layer.layer(upstream.service());
+    assert!(layer.breaker("bad.test:80").is_none(), "no such host yet");
+    for _ in 0..2 {
+        client
+            .clone()
+            .oneshot(get("http://bad.test/"))
+            .await
+            .expect("a response");
+    }
+    let breaker = layer.breaker("bad.test:80").expect("the host's breaker");
+    assert_eq!(breaker.state(Instant::now()).kind(), StateKind::Open);
+    breaker.reset(Instant::now());
+    let response = client
+        .oneshot(get("http://bad.test/"))
+        .await
+        .expect("sent again after the reset");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(upstream.calls().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hosts_own_settings_apply_to_that_host_only() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let client = layer(
+        OutboundLayer::builder()
+            .policy(quick)
+            .host("slow.test:80", |p| p.deadline(Duration::from_secs(60))),
+    )
+    .layer(upstream.service());
+    for uri in ["http://slow.test/", "http://fast.test/"] {
+        client.clone().oneshot(get(uri)).await.expect("a response");
+    }
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("60000".into()), Some("10000".into())]
+    );
+}
+
+#[test]
+fn a_hosts_invalid_settings_are_reported_by_build() {
+    let error = OutboundLayer::builder()
+        .host("bad.test:80", |p| p.deadline(Duration::ZERO))
+        .build()
+        .expect_err("invalid");
+    assert_eq!(error.problems()[0].field(), "deadline");
 }

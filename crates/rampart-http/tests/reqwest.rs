@@ -158,3 +158,55 @@ fn the_call_future_is_send() {
     let request = reqwest::Request::new(Method::GET, "http://127.0.0.1:9/".parse().expect("url"));
     assert_send(client.execute(request));
 }
+
+#[tokio::test]
+async fn try_execute_reports_the_stop_reason_and_the_attempts() {
+    let (server, addr) = serve(503, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    let get = client
+        .request(Method::GET, format!("http://{addr}/"))
+        .build()
+        .expect("a request");
+    let report = client.try_execute(get).await.expect("a report");
+    assert_eq!(report.stop(), rampart::StopReason::AttemptsExhausted);
+    assert_eq!(report.attempts(), 3);
+    assert_eq!(
+        report.value().map(reqwest::Response::status),
+        Some(StatusCode::SERVICE_UNAVAILABLE)
+    );
+    let post = client
+        .request(Method::POST, format!("http://{addr}/"))
+        .body("order-8")
+        .build()
+        .expect("a request");
+    // The host's breaker (5 consecutive failures) opens on the fifth 503.
+    let report = client.try_execute_repeatable(post).await.expect("a report");
+    assert_eq!(report.stop(), rampart::StopReason::DependencyUnavailable);
+    assert_eq!(report.attempts(), 2);
+    assert_eq!(
+        report.value().map(reqwest::Response::status),
+        Some(StatusCode::SERVICE_UNAVAILABLE),
+        "the last response is returned, not turned into an error"
+    );
+    assert_eq!(server.bodies().len(), 5);
+}
+
+#[tokio::test]
+async fn a_callers_smaller_deadline_header_is_kept() {
+    let (server, addr) = serve(200, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    client
+        .send(
+            client
+                .request(Method::GET, format!("http://{addr}/"))
+                .header("x-deadline-ms", "40"),
+        )
+        .await
+        .expect("a response");
+    let sent: u64 = server.header("x-deadline-ms")[0]
+        .as_deref()
+        .expect("a deadline")
+        .parse()
+        .expect("a number");
+    assert!(sent > 0 && sent <= 40, "{sent}");
+}

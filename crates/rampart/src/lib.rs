@@ -72,6 +72,7 @@
 //! | [`outcome`] | `StopReason` and `AttemptOutcome`: the vocabulary events and results share |
 //! | [`timeout`] | the per-attempt bound: timeout mode, generated and adaptive timeouts |
 //! | [`testing`] | helpers for tests on a manual clock |
+//! | `tower` | feature `tower`: a tower `Layer` that runs any service's calls under a policy |
 
 pub mod admit;
 pub mod ambient;
@@ -103,6 +104,8 @@ mod sync;
 pub mod testing;
 pub mod timeout;
 mod timer;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use ambient::Ambient;
 pub use attempt::Attempt;

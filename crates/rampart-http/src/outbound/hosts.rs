@@ -2,12 +2,14 @@
 //! recently seen host evicted when the table is full.
 //!
 //! A lookup takes a read lock and, only when the host was not already the most recently seen
-//! one, writes its recency; a new host takes the write lock once. Eviction scans the table
+//! one, writes its recency; a new host takes the write lock once. A service that calls the
+//! same host again reuses the entry it kept (while the table has not evicted it), without the
+//! lock. Eviction scans the table
 //! (at most `max` entries), and only when a new host arrives at a full table.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use http::uri::{Authority, Scheme};
@@ -28,7 +30,8 @@ const INLINE: usize = 264;
 
 impl<'a> HostKey<'a> {
     /// The key of a request: its URI's authority, else its `Host` header; requests with
-    /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`.
+    /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`
+    /// unless their service names one (`OutboundLayer::layer_for`).
     pub(crate) fn of(uri: &'a Uri, headers: &HeaderMap) -> HostKey<'a> {
         let default_port = if uri.scheme() == Some(&Scheme::HTTPS) {
             443
@@ -115,6 +118,16 @@ fn as_key(authority: &str) -> Option<&str> {
 pub(crate) struct Entry<T> {
     pub(crate) value: T,
     seen: AtomicU64,
+    /// Set when the table evicts the entry: a holder that kept it must look the host up
+    /// again.
+    evicted: AtomicBool,
+}
+
+impl<T> Entry<T> {
+    /// Whether the entry is still the table's.
+    pub(crate) fn is_current(&self) -> bool {
+        !self.evicted.load(Ordering::Relaxed)
+    }
 }
 
 /// At most `max` hosts; the least recently seen is evicted for a new one.
@@ -157,14 +170,15 @@ impl<T> HostTable<T> {
         let entry = Arc::new(Entry {
             value: make()?,
             seen: AtomicU64::new(0),
+            evicted: AtomicBool::new(false),
         });
         if map.len() >= self.max {
             let oldest = map
                 .iter()
                 .min_by_key(|(_, e)| e.seen.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                map.remove(&oldest);
+            if let Some(evicted) = oldest.and_then(|oldest| map.remove(&oldest)) {
+                evicted.evicted.store(true, Ordering::Relaxed);
             }
         }
         self.touch(&entry);
@@ -172,8 +186,17 @@ impl<T> HostTable<T> {
         Ok(entry)
     }
 
+    /// The entry for `key`, if the table has one; its recency is left as it was.
+    pub(crate) fn peek(&self, key: &str) -> Option<Arc<Entry<T>>> {
+        self.map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
     /// Marks `entry` the most recently seen: a write only when it was not already.
-    fn touch(&self, entry: &Entry<T>) {
+    pub(crate) fn touch(&self, entry: &Entry<T>) {
         let now = self.clock.load(Ordering::Relaxed);
         if now == 0 || entry.seen.load(Ordering::Relaxed) != now {
             let next = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
@@ -216,6 +239,15 @@ mod tests {
         );
         let uri: Uri = "/path".parse().expect("valid uri");
         assert_eq!(HostKey::of(&uri, &headers).as_str(), "svc.internal:7000");
+    }
+
+    #[test]
+    fn an_evicted_entry_says_so_to_whoever_kept_it() {
+        let table = HostTable::new(1);
+        let kept = table.get("a", || Ok::<_, ()>(1)).expect("made");
+        assert!(kept.is_current());
+        table.get("b", || Ok::<_, ()>(2)).expect("made");
+        assert!(!kept.is_current(), "a was evicted for b");
     }
 
     #[test]

@@ -16,9 +16,32 @@
 //! | `X-Criticality` | the ambient level (`Critical` for an unlabeled call) |
 //! | `X-Rampart-Retry` | `1` on a retry or hedge, absent on a first attempt |
 //!
-//! replacing whatever the caller wrote in those headers. The policies read the ambient
-//! deadline and criticality, so inside a handler served by the [inbound layer](crate::inbound)
-//! a call never outlives the request it serves, and an expired request makes no call at all.
+//! replacing whatever the caller wrote in those headers. A deadline the caller wrote itself
+//! (`grpc-timeout` on a gRPC request, as tonic's `set_timeout` writes it, else
+//! `X-Deadline-Ms`) is never extended: the call runs within it, so its attempts write the
+//! smaller of the caller's value and the time rampart has left, and rampart's own timer ends
+//! the call there. The policies read the ambient deadline and criticality, so inside a
+//! handler served by the [inbound layer](crate::inbound) a call never outlives the request it
+//! serves, and an expired request makes no call at all.
+//!
+//! # gRPC
+//!
+//! Responses are classified by their `grpc-status` (see [`crate::classify`]): `UNAVAILABLE`
+//! is retried, `RESOURCE_EXHAUSTED` is retried after its `grpc-retry-pushback-ms`. gRPC calls
+//! are `POST`s, so they get one attempt unless marked [`Repeatable`] (in tonic:
+//! `request.extensions_mut().insert(Repeatable)`). A transport error in the last millisecond
+//! of a gRPC attempt's ceiling is the transport's own timer (tonic arms one from the
+//! `grpc-timeout` the attempt carried), so the attempt waits that moment for rampart's timer,
+//! and the call ends with rampart's timeout, not the transport's error. With the `tonic`
+//! feature, `OutboundLayer::grpc` puts a tonic `Channel` under the layer in one line.
+//!
+//! # Host keys
+//!
+//! A request's host entry is keyed by `host:port` from its URI's authority (the host in
+//! lowercase, the port explicit: 80 for `http`, 443 for `https`), else from its `Host`
+//! header. A request with neither (a relative URI, as a tonic channel sends) falls in the
+//! entry `""`, shared by every such request: name the key instead with
+//! [`OutboundLayer::layer_for`] (`OutboundLayer::grpc` does, with the channel's origin).
 //!
 //! Only replayable requests are retried or hedged: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`
 //! and `TRACE`, or any request carrying the [`Repeatable`] extension. A replayable request's
@@ -56,12 +79,14 @@
 //! |---|---|
 //! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
-//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures) |
+//! | [`host`](OutboundBuilder::host) | none: one host's settings on top of `policy`'s |
+//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
 //! | [`hedge`](OutboundBuilder::hedge) | none |
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
+//! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
 //! # Errors
@@ -80,18 +105,22 @@ mod service;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::budget::{RetryBudget, RetryBudgetBuilder};
 use rampart::hedge::Hedge;
-use rampart::{Ambient, Attempt, ConfigError, Criticality, Policy, PolicyBuilder};
+use rampart::{Ambient, Attempt, ConfigError, Criticality, Deadline, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
-use crate::header::{GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc};
+use crate::header::{
+    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc, last, parse_deadline_ms,
+    parse_grpc_timeout,
+};
 
 pub(crate) use hosts::HostKey;
 use hosts::{Entry, HostTable};
@@ -149,6 +178,7 @@ impl OutboundLayer {
             hedge: None,
             admit: Unlimited,
             configure: None,
+            hosts: Vec::new(),
             max_hosts: 1024,
             replay_limit: 64 * 1024,
             names: Names::default(),
@@ -164,12 +194,58 @@ impl Default for OutboundLayer {
 }
 
 impl<A> OutboundLayer<A> {
+    /// Wraps `inner` as [`layer`](Layer::layer) does, but every request through it uses the
+    /// host entry `key` (one breaker and one budget), whatever its URI says: for a client
+    /// whose requests carry relative URIs (a tonic channel adds its origin below any layer,
+    /// so without a key all its requests would share the entry `""`). By convention the key
+    /// is `host:port`, as the keys the layer makes from URIs are; it also names the host's
+    /// policies (`"outbound inventory:50051"`).
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::new();
+    /// let service = layer.layer_for("inventory:50051", tower::service_fn(|_: http::Request<rampart_http::ReplayBody<http_body_util::Empty<bytes::Bytes>>>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+    /// }));
+    /// # drop(service);
+    /// ```
+    pub fn layer_for<S>(&self, key: &str, inner: S) -> Outbound<S, A> {
+        Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
+    }
+
     /// Hosts in the table now.
     pub fn hosts(&self) -> usize {
         self.engine.hosts.len()
     }
 
-    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    /// The circuit breaker of the host `key` (`host:port`, see the
+    /// [module docs](self#host-keys)), if the table has that host and the layer gives hosts
+    /// breakers. It is the host's own, shared with its policies: reading its state consumes
+    /// nothing, [`reset`](Breaker::reset) closes it, [`isolate`](Breaker::isolate) holds it
+    /// open. Looking it up does not make the host more recently seen.
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use rampart::Instant;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::new();
+    /// // ... requests to http://inventory:3001 ...
+    /// if let Some(breaker) = layer.breaker("inventory:3001") {
+    ///     println!("inventory: {:?}", breaker.state(Instant::now()));
+    ///     breaker.reset(Instant::now());
+    /// }
+    /// # }
+    /// ```
+    pub fn breaker(&self, key: &str) -> Option<Breaker> {
+        self.engine
+            .hosts
+            .peek(key)
+            .and_then(|entry| entry.value.breaker.clone())
+    }
+
+    #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
     pub(crate) fn engine(&self) -> &Arc<Engine<A>> {
         &self.engine
     }
@@ -190,7 +266,7 @@ impl<S, A> Layer<S> for OutboundLayer<A> {
     type Service = Outbound<S, A>;
 
     fn layer(&self, inner: S) -> Outbound<S, A> {
-        Outbound::new(inner, Arc::clone(&self.engine))
+        Outbound::new(inner, Arc::clone(&self.engine), None)
     }
 }
 
@@ -206,6 +282,7 @@ pub struct OutboundBuilder<A = Unlimited> {
     hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
+    hosts: Vec<(Box<str>, Configure)>,
     max_hosts: usize,
     replay_limit: usize,
     names: Names,
@@ -270,6 +347,7 @@ impl<A> OutboundBuilder<A> {
             hedge: self.hedge,
             admit,
             configure: self.configure,
+            hosts: self.hosts,
             max_hosts: self.max_hosts,
             replay_limit: self.replay_limit,
             names: self.names,
@@ -297,6 +375,32 @@ impl<A> OutboundBuilder<A> {
         configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
     ) -> Self {
         self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// Settings for one host's policies, applied after [`policy`](Self::policy)'s for the
+    /// host whose key is `key` (`host:port`, as the [module docs](self#host-keys) make it,
+    /// or a key named with [`OutboundLayer::layer_for`]). The same settings can be changed as
+    /// in `policy`. A later call for the same key replaces an earlier one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .policy(|p| p.deadline(Duration::from_secs(2)))
+    ///     .host("reports.internal:80", |p| p.deadline(Duration::from_secs(30)))
+    ///     .build()
+    ///     .expect("valid policies");
+    /// # drop(layer);
+    /// ```
+    pub fn host(
+        mut self,
+        key: &str,
+        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.hosts.retain(|(k, _)| &**k != key);
+        self.hosts.push((Box::from(key), Arc::new(configure)));
         self
     }
 
@@ -352,8 +456,12 @@ impl<A> OutboundBuilder<A> {
             hedge: self.hedge,
             admit: self.admit,
             configure: self.configure,
+            hosts: self.hosts,
         };
         factory.build("validation:0")?;
+        for (key, _) in &factory.hosts {
+            factory.build(key)?;
+        }
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
                 names: self.names,
@@ -387,6 +495,8 @@ struct Factory<A> {
     hedge: Option<Hedge>,
     admit: A,
     configure: Option<Configure>,
+    /// Per-host settings, applied after `configure`.
+    hosts: Vec<(Box<str>, Configure)>,
 }
 
 impl<A: Admit + Clone> Factory<A> {
@@ -403,6 +513,9 @@ impl<A: Admit + Clone> Factory<A> {
         let policy = |attempts: u32, criticality: bool| {
             let mut builder = Policy::builder();
             if let Some(configure) = &self.configure {
+                builder = configure(builder);
+            }
+            if let Some((_, configure)) = self.hosts.iter().find(|(k, _)| &**k == key) {
                 builder = configure(builder);
             }
             let mut builder = builder
@@ -436,6 +549,7 @@ impl<A: Admit + Clone> Factory<A> {
             key: Box::from(key),
             full,
             once,
+            breaker,
             retries: attempts > 1,
         })
     }
@@ -446,6 +560,8 @@ pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
+    /// The breaker both policies share, if the layer gives hosts one.
+    breaker: Option<Breaker>,
     retries: bool,
 }
 
@@ -463,7 +579,7 @@ pub(crate) struct Engine<A> {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
     max_hosts: usize,
-    hosts: HostTable<Host<A>>,
+    pub(crate) hosts: HostTable<Host<A>>,
     factory: Factory<A>,
     pub(crate) listeners: Listeners,
 }
@@ -501,23 +617,48 @@ impl<A: Admit + Clone> Engine<A> {
 /// How a request's attempts are stamped: read once per request, written once per attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp {
-    grpc: bool,
+    pub(crate) grpc: bool,
 }
 
+/// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
+/// transport's own timer, armed from the `grpc-timeout` the attempt carried (written floored,
+/// in units down to a millisecond): the attempt waits for rampart's timer, a moment away.
+pub(crate) const TRANSPORT_TIMER_SLACK: Duration = Duration::from_millis(1);
+
 impl Stamp {
-    /// Reads whether the request is gRPC, and takes out what the caller wrote that a first
-    /// attempt must not carry (a retry mark, a deadline in the other encoding).
-    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> Stamp {
+    /// Reads whether the request is gRPC and the deadline its caller wrote (`grpc-timeout`
+    /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
+    /// out what the caller wrote that a first attempt must not carry (a retry mark, a
+    /// deadline in the other encoding).
+    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
         let grpc = is_grpc(headers);
         headers.remove(&names.retry);
+        // Every attempt writes the deadline and the criticality anew: what the caller wrote
+        // is read here and taken out, so that a replayable request's copies do not carry it.
+        headers.remove(&names.criticality);
+        let (written, other) = if grpc {
+            (&GRPC_TIMEOUT, &names.deadline)
+        } else {
+            (&names.deadline, &GRPC_TIMEOUT)
+        };
+        let parse = if grpc {
+            parse_grpc_timeout
+        } else {
+            parse_deadline_ms
+        };
+        let caller = last(headers, written).and_then(|v| parse(v.as_bytes()));
+        headers.remove(written);
         if grpc {
-            headers.remove(&names.deadline);
+            headers.remove(other);
         }
-        Stamp { grpc }
+        (Stamp { grpc }, caller.map(Deadline::after))
     }
 
     /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
     /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    ///
+    /// The deadline written is never later than the caller's own: the call runs within it
+    /// (see [`within`]), so the attempt's time left already counts it.
     pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
         // A bounded attempt always says so, even in its last nanosecond.
         let left = attempt
@@ -542,4 +683,23 @@ impl Stamp {
             headers.insert(&names.retry, HeaderValue::from_static("1"));
         }
     }
+
+    /// Whether an attempt's transport error came when its ceiling was (all but) reached, on
+    /// a gRPC request: then it is the transport's timer, armed from the header this attempt
+    /// wrote, and rampart's own timer decides the outcome instead.
+    pub(crate) fn is_transport_timer(self, attempt: &Attempt) -> bool {
+        self.grpc
+            && attempt
+                .remaining()
+                .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
+    }
+}
+
+/// Runs `call` within the deadline its caller wrote: the policies read the ambient deadline,
+/// so the call's deadline is never later than the caller's.
+pub(crate) fn within<F: std::future::Future>(
+    caller: Deadline,
+    call: F,
+) -> impl std::future::Future<Output = F::Output> {
+    Ambient::new().with_deadline(caller).scope(call)
 }

@@ -14,9 +14,10 @@ use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
 use tower_service::Service;
 
-use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp};
+use super::{Engine, Entry, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
+use crate::header::Names;
 
 /// The service [`OutboundLayer`](super::OutboundLayer) makes.
 ///
@@ -25,11 +26,22 @@ use crate::error::{BoxError, ClientError};
 pub struct Outbound<S, A = Unlimited> {
     inner: S,
     engine: Arc<Engine<A>>,
+    /// The host entry of every request, when it was named (see
+    /// [`OutboundLayer::layer_for`](super::OutboundLayer::layer_for)).
+    key: Option<Arc<str>>,
+    /// The entry of the last request's host, reused while requests go to the same host and
+    /// the table keeps it: no lock on the table then. A clone starts without one.
+    last: Option<Arc<Entry<Host<A>>>>,
 }
 
 impl<S, A> Outbound<S, A> {
-    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>) -> Self {
-        Outbound { inner, engine }
+    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>, key: Option<Arc<str>>) -> Self {
+        Outbound {
+            inner,
+            engine,
+            key,
+            last: None,
+        }
     }
 }
 
@@ -38,6 +50,8 @@ impl<S: Clone, A> Clone for Outbound<S, A> {
         Outbound {
             inner: self.inner.clone(),
             engine: Arc::clone(&self.engine),
+            key: self.key.clone(),
+            last: None,
         }
     }
 }
@@ -90,12 +104,36 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let engine = Arc::clone(&self.engine);
-        let host = engine.host(&HostKey::of(request.uri(), request.headers()));
+        let key = match &self.key {
+            Some(key) => HostKey::Borrowed(key),
+            None => HostKey::of(request.uri(), request.headers()),
+        };
+        let kept = self
+            .last
+            .as_ref()
+            .filter(|entry| entry.is_current() && *entry.value.key == *key.as_str());
+        let host = match kept {
+            Some(entry) => {
+                engine.hosts.touch(entry);
+                Ok(Arc::clone(entry))
+            }
+            None => engine
+                .host(&key)
+                .inspect(|entry| self.last = Some(Arc::clone(entry))),
+        };
         let service = self.inner.clone();
         let (mut parts, body) = request.into_parts();
-        let stamp = Stamp::prepare(&engine.names, &mut parts.headers);
+        let (stamp, caller) = Stamp::prepare(&engine.names, &mut parts.headers);
         let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
-            Ok(host) => Box::pin(send(engine, host, service, parts, body, stamp)),
+            // Two futures, so that the common one (no deadline of the caller's) is not as
+            // large as the one that also holds the caller's scope.
+            Ok(host) => match caller {
+                Some(deadline) => Box::pin(within(
+                    deadline,
+                    send(engine, host, service, parts, body, stamp),
+                )),
+                None => Box::pin(send(engine, host, service, parts, body, stamp)),
+            },
             Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
                 rampart::Error::Config(e),
             )))),
@@ -148,35 +186,43 @@ where
             Kept::Replayable { data, trailers } => (Some((data, trailers)), None),
             Kept::Once(body) => (None, Some(body)),
         };
-        // Shared with the callback through one `Arc`: rampart's call future keeps its
+        // Owned by this block and borrowed by the callback: rampart's call future keeps its
         // callback in several states, so a callback that owned the request would carry it
-        // several times over. Behind a mutex so that the callback is `Sync` (hedged legs
-        // share it) for any `Send` service and body.
-        let template = Arc::new(Mutex::new(Template {
-            engine: Arc::clone(&engine),
+        // several times over. Behind a mutex (locked once per attempt, uncontended unless
+        // legs are hedged) so that the callback is `Sync` for any `Send` service and body.
+        let template = Mutex::new(Template {
             stamp,
             service,
             parts: Some(parts),
             replay,
             once,
-        }));
+        });
+        let names = &engine.names;
         let op = async |attempt: &Attempt| {
-            let mut service = template
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .service
-                .clone();
-            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-            // Made after the wait for readiness, so that the deadline written is the time
-            // left when the request goes out, and the request is not kept across the wait.
-            let request = template
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .next(attempt);
+            let mut ready: Option<S> = None;
+            // The request is made once the service is ready, so that the deadline written is
+            // the time left when the request goes out, and it is not kept across the wait.
+            let request = std::future::poll_fn(|cx| {
+                let mut template = template.lock().unwrap_or_else(PoisonError::into_inner);
+                let service = ready.get_or_insert_with(|| template.service.clone());
+                service
+                    .poll_ready(cx)
+                    .map_ok(|()| template.next(names, attempt))
+            })
+            .await?;
+            let Some(mut service) = ready else {
+                unreachable!("a service that was ready was kept")
+            };
             let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
             let response = span.instrument(service.call(request)).await;
             span.record_status(crate::observe::status(&response));
-            response
+            match response {
+                Err(e) if stamp.is_transport_timer(attempt) => {
+                    attempt.cancelled().await;
+                    Err(e)
+                }
+                outcome => outcome,
+            }
         };
         // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
         policy.run(op).await.map_err(ClientError::Call)
@@ -184,8 +230,7 @@ where
 }
 
 /// What each attempt is made from.
-struct Template<S, B, A> {
-    engine: Arc<Engine<A>>,
+struct Template<S, B> {
     stamp: Stamp,
     service: S,
     parts: Option<Parts>,
@@ -195,13 +240,13 @@ struct Template<S, B, A> {
     once: Option<ReplayBody<B>>,
 }
 
-impl<S, B, A> Template<S, B, A> {
+impl<S, B> Template<S, B> {
     /// The next attempt's request, its headers stamped: a copy of a replayable request, or
     /// the request itself, once.
-    fn next(&mut self, attempt: &Attempt) -> Request<ReplayBody<B>> {
+    fn next(&mut self, names: &Names, attempt: &Attempt) -> Request<ReplayBody<B>> {
         let (mut parts, body) = match (&self.replay, &self.parts) {
             (Some((data, trailers)), Some(parts)) => (
-                parts.clone(),
+                copy_head(parts),
                 ReplayBody::replay(data.clone(), trailers.clone()),
             ),
             _ => {
@@ -211,8 +256,27 @@ impl<S, B, A> Template<S, B, A> {
                 (parts, body)
             }
         };
-        self.stamp
-            .write(&self.engine.names, &mut parts.headers, attempt);
+        self.stamp.write(names, &mut parts.headers, attempt);
         Request::from_parts(parts, body)
     }
+}
+
+/// The headers an attempt's stamp may add to a copy: the deadline, the criticality and the
+/// retry mark.
+const STAMPED: usize = 3;
+
+/// A copy of a request head, its header map made with room for the stamp (a plain `clone`
+/// has no room, and the stamp would grow it).
+fn copy_head(parts: &Parts) -> Parts {
+    let (mut copy, ()) = Request::new(()).into_parts();
+    copy.method = parts.method.clone();
+    copy.uri = parts.uri.clone();
+    copy.version = parts.version;
+    copy.extensions = parts.extensions.clone();
+    let mut headers = HeaderMap::with_capacity(parts.headers.len() + STAMPED);
+    for (name, value) in &parts.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    copy.headers = headers;
+    copy
 }

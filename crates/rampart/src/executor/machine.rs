@@ -914,8 +914,14 @@ where
         {
             return Next::Done(self.reject(RejectReason::BudgetExhausted, retry_after, now));
         }
+        let needed = self
+            .shared
+            .latency
+            .typical
+            .get()
+            .max(self.shared.min_attempt_time);
         if let Some(left) = remaining
-            && delay.saturating_add(self.shared.latency.typical.get()) >= left
+            && delay.saturating_add(needed) >= left
         {
             let unfit = Unfit { delay, left };
             return Next::Done(self.deadline_exceeded(Some(unfit), now));

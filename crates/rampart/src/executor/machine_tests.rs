@@ -258,6 +258,63 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     );
 }
 
+/// A policy with a 1 s deadline, a 50 ms minimum attempt time and a constant `backoff`.
+fn min_attempt_time_policy(clock: &ManualClock, backoff: Duration) -> Policy {
+    Policy::builder()
+        .clock(clock.clone())
+        .deadline(1000 * MS)
+        .min_attempt_time(50 * MS)
+        .backoff(Backoff::constant(backoff))
+        .build()
+        .expect("valid")
+}
+
+#[test]
+fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
+    // A 1 s deadline, the first attempt failing at 400 ms: a backoff of 540 ms leaves 60 ms,
+    // one of 560 ms leaves 40 ms, less than the 50 ms an attempt needs.
+    for (backoff, starts) in [(540 * MS, true), (560 * MS, false)] {
+        let clock = ManualClock::new();
+        let policy = min_attempt_time_policy(&clock, backoff);
+        let mut report = Report::default();
+        let mut machine: Plain<'_, '_> =
+            Machine::new(&policy.shared, &mut report, Some(clock.now()));
+        let ticket = attempt(machine.start(false));
+        let a = handle(&policy, &ticket);
+        clock.advance(400 * MS);
+        let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+        if starts {
+            assert_eq!(sleep(next), backoff);
+            continue;
+        }
+        let error = done(next).expect_err("the retry would start with too little left");
+        let Error::DeadlineExceeded { unfit, .. } = &error else {
+            panic!("expected DeadlineExceeded, got {error}");
+        };
+        assert_eq!(
+            *unfit,
+            Some(Unfit {
+                delay: backoff,
+                left: 600 * MS
+            })
+        );
+    }
+}
+
+#[test]
+fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
+    let error = Policy::builder()
+        .deadline(100 * MS)
+        .min_attempt_time(100 * MS)
+        .build()
+        .expect_err("invalid");
+    assert_eq!(
+        error.problems()[0].message(),
+        "must be shorter than the deadline (was 100ms, deadline 100ms)"
+    );
+    assert_eq!(error.problems()[0].field(), "min_attempt_time");
+}
+
 #[test]
 fn zero_backoff_starts_the_next_attempt_at_once() {
     let clock = ManualClock::new();

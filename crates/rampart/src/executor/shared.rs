@@ -25,6 +25,8 @@ pub(crate) struct Shared<C, A> {
     pub(crate) max_attempts: u32,
     pub(crate) deadline: Option<Duration>,
     pub(crate) attempt_timeout: Option<Duration>,
+    /// The least time left for a retry to start (a floor under the typical latency).
+    pub(crate) min_attempt_time: Duration,
     pub(crate) timeout_fn: Option<TimeoutFn>,
     pub(crate) mode: TimeoutMode,
     pub(crate) backoff: Backoff,

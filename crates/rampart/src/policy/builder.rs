@@ -36,6 +36,7 @@ struct Settings {
     max_attempts: u32,
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
+    min_attempt_time: Duration,
     timeout_fn: Option<TimeoutFn>,
     mode: TimeoutMode,
     backoff: Backoff,
@@ -68,6 +69,7 @@ impl PolicyBuilder {
                 max_attempts: 3,
                 deadline: Some(Duration::from_secs(30)),
                 attempt_timeout: Some(Duration::from_secs(10)),
+                min_attempt_time: Duration::ZERO,
                 timeout_fn: None,
                 mode: TimeoutMode::default(),
                 backoff: Backoff::default(),
@@ -122,6 +124,17 @@ impl<C, A> PolicyBuilder<C, A> {
     /// No bound on each attempt beyond the deadline.
     pub fn no_attempt_timeout(mut self) -> Self {
         self.settings.attempt_timeout = None;
+        self
+    }
+
+    /// The least time a retry must have left before the deadline to be started (default 0:
+    /// any time left). A retry whose backoff (or server-given retry-after) would leave less
+    /// is not slept: the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)
+    /// and its [`Unfit`](crate::Unfit), instead of sending an attempt that cannot finish.
+    /// It is a floor under the typical attempt latency the executor already allows for, and
+    /// must be shorter than the deadline. The first attempt is sent while any time is left.
+    pub fn min_attempt_time(mut self, min: Duration) -> Self {
+        self.settings.min_attempt_time = min;
         self
     }
 
@@ -282,6 +295,18 @@ impl<C, A> PolicyBuilder<C, A> {
                 problems.push(ConfigProblem::new(field, "must be positive (was 0ns)"));
             }
         }
+        if let Some(deadline) = s.deadline
+            && !deadline.is_zero()
+            && s.min_attempt_time >= deadline
+        {
+            problems.push(ConfigProblem::new(
+                "min_attempt_time",
+                format!(
+                    "must be shorter than the deadline (was {:?}, deadline {deadline:?})",
+                    s.min_attempt_time
+                ),
+            ));
+        }
         if let TimeoutMode::Abandon { grace } = s.mode
             && grace > Duration::from_secs(3600)
         {
@@ -376,6 +401,7 @@ impl<C, A> PolicyBuilder<C, A> {
                 max_attempts: s.max_attempts,
                 deadline: s.deadline,
                 attempt_timeout: s.attempt_timeout,
+                min_attempt_time: s.min_attempt_time,
                 timeout_fn: s.timeout_fn,
                 mode: s.mode,
                 backoff: s.backoff,
@@ -406,6 +432,7 @@ impl<C, A> fmt::Debug for PolicyBuilder<C, A> {
             .field("max_attempts", &s.max_attempts)
             .field("deadline", &s.deadline)
             .field("attempt_timeout", &s.attempt_timeout)
+            .field("min_attempt_time", &s.min_attempt_time)
             .field("mode", &s.mode)
             .field("backoff", &s.backoff)
             .finish_non_exhaustive()

@@ -32,9 +32,11 @@
 //! | `max_attempts` | 3 | every attempt counts, the first included |
 //! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
 //! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
+//! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) |
 //! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
 //! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
 //! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
+//! | `breaker` | none | a policy does not know how many dependencies its callback reaches, and a breaker guards one (rampart-http's outbound layer, whose policies each call one host, gives each host one by default) |
 //!
 //! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
 

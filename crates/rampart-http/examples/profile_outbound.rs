@@ -1,0 +1,80 @@
+//! In-process requests through the outbound layer, for counting instructions with callgrind
+//! (times on a shared machine move by ±30 %; instructions do not):
+//!
+//! ```text
+//! cargo build --release -p rampart-http --example profile_outbound
+//! valgrind --tool=callgrind --toggle-collect='profile_outbound::measured*' \
+//!     target/release/examples/profile_outbound outbound 20000
+//! ```
+//!
+//! Run it for N and 2N requests and subtract: `(refs(2N) - refs(N)) / N` is the cost of one
+//! request; `direct` is the same request to the inner service without the layer.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use rampart_http::{OutboundLayer, ReplayBody};
+use tower::Service;
+use tower_layer::Layer;
+
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("the inner service answers at once"),
+    }
+}
+
+fn request<B: Default>() -> Request<B> {
+    Request::get("http://127.0.0.1:8080/items")
+        .body(B::default())
+        .unwrap_or_else(|e| unreachable!("a valid request: {e}"))
+}
+
+fn answer(
+    _: Request<ReplayBody<Full<Bytes>>>,
+) -> std::future::Ready<Result<Response<Full<Bytes>>, Infallible>> {
+    std::future::ready(Ok(Response::new(Full::default())))
+}
+
+#[inline(never)]
+fn measured_direct(n: u64) {
+    let mut direct = tower::service_fn(answer);
+    for _ in 0..n {
+        let _ = ready(direct.call(request::<Full<Bytes>>().map(ReplayBody::new)));
+    }
+}
+
+#[inline(never)]
+fn measured_outbound(n: u64) {
+    let mut layered = OutboundLayer::new().layer(tower::service_fn(answer));
+    for _ in 0..n {
+        let _ = ready(layered.call(request::<Full<Bytes>>()));
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().unwrap_or_else(|| "outbound".to_owned());
+    let n = args.next().and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    else {
+        eprintln!("no runtime");
+        return;
+    };
+    let _context = rt.enter();
+    match which.as_str() {
+        "direct" => measured_direct(n),
+        _ => measured_outbound(n),
+    }
+}

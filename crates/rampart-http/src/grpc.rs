@@ -1,0 +1,299 @@
+//! tonic (feature `tonic`): a tonic channel under the outbound layer, and rampart's decisions
+//! as `tonic::Status`.
+//!
+//! A tonic client sends relative URIs (`/pkg.Service/Method`): its channel adds the origin
+//! later, below any layer. So a channel is put under the [outbound layer](crate::outbound)
+//! with its origin named: [`OutboundLayer::grpc`] makes a [`GrpcChannel`] whose requests all
+//! use the host entry of that origin (one breaker and one budget), and which tonic's
+//! `Grpc` client takes as it is:
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use rampart_http::OutboundLayer;
+//! use tonic::transport::Endpoint;
+//!
+//! let layer = OutboundLayer::builder()
+//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .build()?;
+//! let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
+//! let channel = layer.grpc("inventory:50051", channel); // the one line
+//! let client = tonic::client::Grpc::new(channel);
+//! # drop(client); Ok(()) }
+//! ```
+//!
+//! What the channel adds to the [outbound layer](crate::outbound)'s behaviour:
+//!
+//! | what | how |
+//! |---|---|
+//! | errors | `tonic::Status`, from [`ClientError`] (see the table below); tonic's `Grpc` client passes it to the caller as it is |
+//! | trailers | the response of a [`Repeatable`] call is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]); the caller gets the same frames |
+//! | the caller's timeout | tonic's `set_timeout` writes `grpc-timeout`; the call runs within it and never extends it |
+//! | the timer tie | the channel arms its own timer from the `grpc-timeout` an attempt carries; when it fires with the attempt's ceiling (all but) reached, rampart's timer decides, so the caller sees `DEADLINE_EXCEEDED`, not tonic's `CANCELLED` |
+//!
+//! Only mark unary (and client-streaming) calls `Repeatable`: a server-streaming response is
+//! read ahead too, so its first messages reach the caller only when the stream ends or passes
+//! the replay limit.
+//!
+//! | rampart decided | `tonic::Code` | `grpc-retry-pushback-ms` |
+//! |---|---|---|
+//! | deadline exceeded, attempt timeout | `DeadlineExceeded` | |
+//! | circuit breaker open, draining | `Unavailable` | the refusal's retry-after (1 s when it gave none) |
+//! | retry budget exhausted, admission refused (rate or concurrency limit) | `ResourceExhausted` | the same |
+//! | the caller cancelled | `Cancelled` | |
+//! | invalid configuration, request body unreadable | `Internal` | |
+//! | the transport's own error | what tonic makes of it (`Status::from_error`) | |
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body::Body;
+use rampart::RejectReason;
+use rampart::admit::{Admit, Unlimited};
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Status};
+use tower_service::Service;
+
+use crate::body::{Kept, ReplayBody, keep};
+use crate::classify::Trailers;
+use crate::error::{BoxError, ClientError};
+use crate::header::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback};
+use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture};
+
+impl<A> OutboundLayer<A> {
+    /// A tonic channel (or any service over `tonic::body::Body`) under this layer, every
+    /// request keyed by `origin` in the host table (by convention `host:port`, as the keys
+    /// the layer makes from URIs are), its errors as `tonic::Status`. See [`crate::grpc`].
+    pub fn grpc<S>(&self, origin: &str, channel: S) -> GrpcChannel<S, A> {
+        let limit = self.engine().replay_limit;
+        GrpcChannel {
+            inner: self.layer_for(
+                origin,
+                ReadAhead {
+                    inner: channel,
+                    limit,
+                },
+            ),
+        }
+    }
+}
+
+/// A tonic channel under an [`OutboundLayer`]: made by [`OutboundLayer::grpc`].
+pub struct GrpcChannel<S, A = Unlimited> {
+    inner: Outbound<ReadAhead<S>, A>,
+}
+
+impl<S: Clone, A> Clone for GrpcChannel<S, A> {
+    fn clone(&self) -> Self {
+        GrpcChannel {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, A> fmt::Debug for GrpcChannel<S, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcChannel")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<S, A, B, ResB> Service<Request<B>> for GrpcChannel<S, A>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<BoxError>,
+    A: Admit + Clone,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = Status;
+    type Future = GrpcFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> GrpcFuture {
+        GrpcFuture {
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+/// The response future of [`GrpcChannel`]: the outbound call, its error as a `Status`.
+pub struct GrpcFuture {
+    inner: ResponseFuture<Response<tonic::body::Body>, BoxError>,
+}
+
+impl Future for GrpcFuture {
+    type Output = Result<Response<tonic::body::Body>, Status>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let outcome = ready!(Pin::new(&mut self.inner).poll(cx));
+        Poll::Ready(outcome.map_err(Status::from))
+    }
+}
+
+impl fmt::Debug for GrpcFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GrpcFuture")
+    }
+}
+
+/// rampart's decisions as the status a tonic caller expects; see the [module table](self).
+impl<E: Into<BoxError> + fmt::Display> From<ClientError<E>> for Status {
+    fn from(error: ClientError<E>) -> Status {
+        let message = match &error {
+            ClientError::Call(rampart::Error::Inner(_)) => String::new(),
+            ClientError::Call(e) => e.to_string(),
+            ClientError::Body(e) => format!("request body could not be read for replay: {e}"),
+        };
+        match error {
+            ClientError::Call(rampart::Error::Inner(e)) => Status::from_error(e.into()),
+            ClientError::Call(e) if e.is_timeout() => Status::deadline_exceeded(message),
+            ClientError::Call(rampart::Error::Rejected {
+                reason,
+                retry_after,
+                ..
+            }) => {
+                let code = match reason {
+                    RejectReason::DependencyUnavailable | RejectReason::Draining => {
+                        Code::Unavailable
+                    }
+                    _ => Code::ResourceExhausted,
+                };
+                let mut pushback = HeaderMap::new();
+                pushback.insert(GRPC_RETRY_PUSHBACK_MS, format_pushback(retry_after));
+                Status::with_metadata(code, message, MetadataMap::from_headers(pushback))
+            }
+            ClientError::Call(rampart::Error::Cancelled) => Status::cancelled(message),
+            _ => Status::internal(message),
+        }
+    }
+}
+
+/// Between the outbound layer and a tonic channel: the body in tonic's type, and the response
+/// of a repeatable call read ahead to its trailers.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadAhead<S> {
+    inner: S,
+    limit: usize,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
+
+impl<S, B, ResB> Service<Request<ReplayBody<B>>> for ReadAhead<S>
+where
+    S: Service<Request<tonic::body::Body>, Response = Response<ResB>>,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<tonic::body::Body>;
+    type Error = BoxError;
+    type Future = BoxFuture<Response<tonic::body::Body>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<ReplayBody<B>>) -> Self::Future {
+        let read_ahead = request.extensions().get::<Repeatable>().is_some();
+        let limit = self.limit;
+        let call = self.inner.call(request.map(tonic::body::Body::new));
+        Box::pin(async move {
+            let response = call.await.map_err(Into::into)?;
+            if !read_ahead || response.headers().contains_key(GRPC_STATUS) {
+                return Ok(response.map(tonic::body::Body::new));
+            }
+            let (mut parts, body) = response.into_parts();
+            let body = match keep(body, limit).await.map_err(Into::into)? {
+                Kept::Replayable { data, trailers } => {
+                    if let Some(trailers) = &trailers {
+                        parts.extensions.insert(Trailers(trailers.clone()));
+                    }
+                    tonic::body::Body::new(ReplayBody::<ResB>::replay(data, trailers))
+                }
+                Kept::Once(body) => tonic::body::Body::new(body),
+            };
+            Ok(Response::from_parts(parts, body))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn status(error: rampart::Error<BoxError>) -> Status {
+        Status::from(ClientError::Call(error))
+    }
+
+    fn rejected(reason: RejectReason, after: Option<Duration>) -> rampart::Error<BoxError> {
+        rampart::Error::Rejected {
+            reason,
+            retry_after: after,
+            attempts: 1,
+            last: None,
+        }
+    }
+
+    #[test]
+    fn rampart_decisions_map_to_the_grpc_codes_a_caller_expects() {
+        let timeout = status(rampart::Error::AttemptTimeout {
+            timeout: Duration::from_millis(300),
+            attempts: 2,
+        });
+        assert_eq!(timeout.code(), Code::DeadlineExceeded);
+        assert_eq!(
+            timeout.message(),
+            "attempt timed out at its 300ms ceiling after 2 attempts"
+        );
+        let open = status(rejected(
+            RejectReason::DependencyUnavailable,
+            Some(Duration::from_millis(1500)),
+        ));
+        assert_eq!(open.code(), Code::Unavailable);
+        assert_eq!(
+            open.metadata()
+                .get("grpc-retry-pushback-ms")
+                .map(|v| v.to_str().ok()),
+            Some(Some("1500"))
+        );
+        let draining = status(rejected(RejectReason::Draining, None));
+        assert_eq!(draining.code(), Code::Unavailable);
+        for reason in [RejectReason::BudgetExhausted, RejectReason::Overloaded] {
+            let refused = status(rejected(reason, Some(Duration::from_millis(20))));
+            assert_eq!(refused.code(), Code::ResourceExhausted, "{reason}");
+            assert_eq!(
+                refused
+                    .metadata()
+                    .get("grpc-retry-pushback-ms")
+                    .map(|v| v.to_str().ok()),
+                Some(Some("20"))
+            );
+        }
+        assert_eq!(status(rampart::Error::Cancelled).code(), Code::Cancelled);
+        let transport = status(rampart::Error::Inner(Box::new(Status::unavailable("down"))));
+        assert_eq!(
+            (transport.code(), transport.message()),
+            (Code::Unavailable, "down")
+        );
+        let body = Status::from(ClientError::<BoxError>::Body("broken".into()));
+        assert_eq!(body.code(), Code::Internal);
+    }
+}

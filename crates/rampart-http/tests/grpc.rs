@@ -1,0 +1,378 @@
+//! Real tonic channels and a real gRPC server on loopback: tonic's `Grpc` client over
+//! `OutboundLayer::grpc`, and a hyper HTTP/2 server running tonic's `server::Grpc` behind the
+//! inbound layer. No codegen: messages are UTF-8 strings through a hand-written codec.
+//!
+//! Real sockets mean real time: the waits are tens of milliseconds, and the assertions are
+//! statuses, attempt counts and the values the server saw, never durations.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use rampart::Deadline;
+use rampart::admit::{Admit, AdmitContext, Refusal};
+use rampart::backoff::Backoff;
+use rampart::breaker::Breaker;
+use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable};
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+use tower_layer::Layer;
+
+/// Strings as raw UTF-8 messages.
+#[derive(Debug, Clone, Copy, Default)]
+struct Text;
+
+impl Codec for Text {
+    type Encode = String;
+    type Decode = String;
+    type Encoder = Text;
+    type Decoder = Text;
+
+    fn encoder(&mut self) -> Text {
+        Text
+    }
+
+    fn decoder(&mut self) -> Text {
+        Text
+    }
+}
+
+impl Encoder for Text {
+    type Item = String;
+    type Error = Status;
+
+    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(item.as_bytes());
+        Ok(())
+    }
+}
+
+impl Decoder for Text {
+    type Item = String;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
+        let bytes = src.copy_to_bytes(src.remaining());
+        String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|e| Status::internal(format!("not UTF-8: {e}")))
+    }
+}
+
+/// What the server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    grpc_timeout: Option<Duration>,
+    /// The time left on the handler's ambient deadline when it started.
+    ambient_left: Option<Duration>,
+}
+
+/// The server's record of what it was sent.
+#[derive(Clone, Default)]
+struct Server {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn seen(&self, path: &str) -> Vec<Seen> {
+        let seen = self.seen.lock().expect("seen");
+        seen.iter().filter(|s| s.path == path).cloned().collect()
+    }
+
+    /// Answers by path:
+    /// - `/t.T/Flaky`: `UNAVAILABLE` (trailers-only) twice, then `ok`;
+    /// - `/t.T/FlakyTrailers`: `UNAVAILABLE` in the trailers of a 200 twice, then `ok`;
+    /// - `/t.T/Slow`: `ok` after 250 ms;
+    /// - `/t.T/Echo`: the handler's ambient time left, in whole milliseconds.
+    async fn handle(
+        self,
+        request: Request<hyper::body::Incoming>,
+    ) -> Result<Response<tonic::body::Body>, Infallible> {
+        let path = request.uri().path().to_owned();
+        let ambient_left = Deadline::current().map(Deadline::remaining);
+        let earlier = {
+            let mut seen = self.seen.lock().expect("seen");
+            let earlier = seen.iter().filter(|s| s.path == path).count();
+            seen.push(Seen {
+                path: path.clone(),
+                grpc_timeout: request
+                    .headers()
+                    .get("grpc-timeout")
+                    .and_then(|v| rampart_http::header::parse_grpc_timeout(v.as_bytes())),
+                ambient_left,
+            });
+            earlier
+        };
+        if path == "/t.T/FlakyTrailers" && earlier < 2 {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", "14".parse().expect("valid"));
+            trailers.insert("grpc-message", "warming%20up".parse().expect("valid"));
+            let body = Empty::<Bytes>::new()
+                .map_err(|e: Infallible| match e {})
+                .with_trailers(async move { Some(Ok(trailers)) });
+            let response = Response::builder()
+                .header("content-type", "application/grpc")
+                .body(tonic::body::Body::new(body))
+                .expect("valid response");
+            return Ok(response);
+        }
+        let answer = tower::service_fn(move |_: tonic::Request<String>| {
+            let path = path.clone();
+            async move {
+                match path.as_str() {
+                    "/t.T/Flaky" if earlier < 2 => Err(Status::unavailable("warming up")),
+                    "/t.T/Slow" => {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        Ok(tonic::Response::new("ok".to_owned()))
+                    }
+                    "/t.T/Echo" => Ok(tonic::Response::new(
+                        ambient_left.map_or("none".to_owned(), |d| d.as_millis().to_string()),
+                    )),
+                    _ => Ok(tonic::Response::new("ok".to_owned())),
+                }
+            }
+        });
+        Ok(tonic::server::Grpc::new(Text).unary(answer, request).await)
+    }
+}
+
+/// Serves `server` on loopback over HTTP/2 behind `inbound`, until the test's runtime ends.
+async fn serve<A: Admit + Clone>(server: Server, inbound: InboundLayer<A>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let service = inbound.layer(tower::service_fn(move |request| {
+        server.clone().handle(request)
+    }));
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = TowerToHyperService::new(service.clone());
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+async fn channel(addr: SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("valid endpoint")
+        .connect()
+        .await
+        .expect("connected")
+}
+
+fn layer() -> OutboundLayer {
+    OutboundLayer::builder()
+        .policy(|p| {
+            p.deadline(Duration::from_secs(10))
+                .attempt_timeout(Duration::from_secs(5))
+                .backoff(Backoff::none())
+        })
+        .build()
+        .expect("valid outbound layer")
+}
+
+/// A server behind a plain inbound layer, and a channel to it under `layer`.
+async fn connected(layer: &OutboundLayer) -> (Server, GrpcChannel<Channel>) {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new()).await;
+    let client = layer.grpc(&addr.to_string(), channel(addr).await);
+    (server, client)
+}
+
+/// One unary call through `client`, marked repeatable when asked, with an optional
+/// timeout of the caller's own.
+async fn call(
+    client: &GrpcChannel<Channel>,
+    path: &'static str,
+    repeatable: bool,
+    timeout: Option<Duration>,
+) -> Result<String, Status> {
+    let mut grpc = tonic::client::Grpc::new(client.clone());
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    let mut request = tonic::Request::new("hello".to_owned());
+    if repeatable {
+        request.extensions_mut().insert(Repeatable);
+    }
+    if let Some(timeout) = timeout {
+        request.set_timeout(timeout);
+    }
+    let response = grpc
+        .unary(request, PathAndQuery::from_static(path), Text)
+        .await?;
+    Ok(response.into_inner())
+}
+
+#[tokio::test]
+async fn a_trailers_only_unavailable_is_retried_and_then_answered() {
+    let (server, client) = connected(&layer()).await;
+    let answer = call(&client, "/t.T/Flaky", true, None).await;
+    assert_eq!(answer.expect("answered"), "ok");
+    assert_eq!(server.seen("/t.T/Flaky").len(), 3);
+}
+
+#[tokio::test]
+async fn an_unavailable_in_the_trailers_is_retried_and_then_answered() {
+    let (server, client) = connected(&layer()).await;
+    let answer = call(&client, "/t.T/FlakyTrailers", true, None).await;
+    assert_eq!(answer.expect("answered"), "ok");
+    assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 3);
+}
+
+#[tokio::test]
+async fn a_call_not_marked_repeatable_is_sent_once_and_its_unavailable_returned() {
+    let (server, client) = connected(&layer()).await;
+    let status = call(&client, "/t.T/Flaky", false, None)
+        .await
+        .expect_err("unavailable");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(status.message(), "warming up");
+    assert_eq!(server.seen("/t.T/Flaky").len(), 1);
+}
+
+#[tokio::test]
+async fn the_callers_smaller_timeout_is_kept_and_ends_the_call_with_deadline_exceeded() {
+    let (server, client) = connected(&layer()).await;
+    let status = call(&client, "/t.T/Slow", true, Some(Duration::from_millis(100)))
+        .await
+        .expect_err("the 250 ms handler outlives the caller's 100 ms");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status.message().starts_with("inherited deadline of"),
+        "rampart decided, not tonic's timer: {status:?}"
+    );
+    let seen = server.seen("/t.T/Slow");
+    assert_eq!(seen.len(), 1, "one attempt: no time for another");
+    let sent = seen[0].grpc_timeout.expect("a grpc-timeout");
+    assert!(sent <= Duration::from_millis(100), "sent {sent:?}");
+}
+
+#[tokio::test]
+async fn the_inbound_handler_sees_the_grpc_timeout_as_its_ambient_deadline() {
+    let (server, client) = connected(&layer()).await;
+    let answer = call(&client, "/t.T/Echo", false, Some(Duration::from_secs(2)))
+        .await
+        .expect("answered");
+    let left: u64 = answer.parse().expect("a number of milliseconds");
+    assert!(left > 0 && left <= 2000, "the handler had {left} ms");
+    let seen = server.seen("/t.T/Echo");
+    let sent = seen[0].grpc_timeout.expect("a grpc-timeout");
+    assert!(sent <= Duration::from_secs(2), "sent {sent:?}");
+    assert!(seen[0].ambient_left.is_some_and(|d| d <= sent));
+}
+
+#[tokio::test]
+async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback() {
+    let layer = OutboundLayer::builder()
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer");
+    let (server, client) = connected(&layer).await;
+    for _ in 0..2 {
+        let status = call(&client, "/t.T/Flaky", false, None)
+            .await
+            .expect_err("the server is warming up");
+        assert_eq!(status.message(), "warming up", "the server's own status");
+    }
+    let status = call(&client, "/t.T/Flaky", false, None)
+        .await
+        .expect_err("the breaker is open");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert!(
+        status.message().contains("circuit breaker open"),
+        "{status:?}"
+    );
+    let pushback = status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a pushback in milliseconds");
+    assert!(pushback > 0 && pushback <= 30_000, "pushback {pushback}");
+    assert_eq!(
+        server.seen("/t.T/Flaky").len(),
+        2,
+        "the third call was not sent"
+    );
+}
+
+#[tokio::test]
+async fn each_channel_is_its_own_host_entry() {
+    let server = Server::default();
+    let one = serve(server.clone(), InboundLayer::new()).await;
+    let two = serve(server.clone(), InboundLayer::new()).await;
+    let layer = layer();
+    let first = layer.grpc(&one.to_string(), channel(one).await);
+    let second = layer.grpc(&two.to_string(), channel(two).await);
+    call(&first, "/t.T/Echo", false, None)
+        .await
+        .expect("answered");
+    call(&second, "/t.T/Echo", false, None)
+        .await
+        .expect("answered");
+    assert_eq!(layer.hosts(), 2);
+}
+
+/// Refuses every request, asking for 250 ms.
+#[derive(Debug, Clone, Copy)]
+struct Refuse;
+
+impl Admit for Refuse {
+    type Permit = ();
+
+    async fn acquire(&self, _: &AdmitContext<'_>) -> Result<(), Refusal> {
+        Err(Refusal {
+            retry_after: Some(Duration::from_millis(250)),
+            by: "test refusal",
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_answers_unavailable_with_pushback_beside_retry_after() {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new().admit(Refuse)).await;
+    let mut grpc = tonic::client::Grpc::new(channel(addr).await);
+    grpc.ready().await.expect("ready");
+    let status = grpc
+        .unary::<String, String, _>(
+            tonic::Request::new("hello".to_owned()),
+            PathAndQuery::from_static("/t.T/Echo"),
+            Text,
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::Unavailable);
+    let metadata = status.metadata();
+    assert_eq!(
+        metadata
+            .get("grpc-retry-pushback-ms")
+            .map(|v| v.to_str().ok()),
+        Some(Some("250"))
+    );
+    assert_eq!(
+        metadata.get("retry-after").map(|v| v.to_str().ok()),
+        Some(Some("1"))
+    );
+    assert!(server.seen("/t.T/Echo").is_empty());
+}
