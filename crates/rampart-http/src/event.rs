@@ -9,6 +9,7 @@
 //! | `ExpiredOnArrival` | inbound | `reject_expired` answered 504: the time left did not exceed the reserve |
 //! | `Shed` | inbound | admission refused the request: 503 |
 //! | `Enforced` | inbound | `enforce` dropped the handler at the deadline: 504 |
+//! | `WouldExpire`, `WouldShed` | inbound | in `dry_run`: `reject_expired` or admission would have answered 504 or 503; the handler runs |
 //! | `RetriesSuppressed` | outbound | the request being served arrived as a retry, so this call makes one attempt |
 //! | `NotReplayable` | outbound | a replayable request's body was too large to buffer, so it gets one attempt |
 //!
@@ -58,6 +59,24 @@ pub enum EdgeEvent<'a> {
     Enforced {
         /// The time the handler had (received deadline minus reserve).
         budget: Duration,
+    },
+    /// Inbound, in [dry run](crate::InboundLayer::dry_run): `reject_expired` would have
+    /// answered 504; the handler runs.
+    WouldExpire {
+        /// The time the caller said it was still waiting.
+        left: Duration,
+        /// The configured reserve it did not exceed.
+        reserve: Duration,
+    },
+    /// Inbound, in [dry run](crate::InboundLayer::dry_run): admission would have refused the
+    /// request (503); the handler runs without a permit.
+    WouldShed {
+        /// The request's level.
+        level: Criticality,
+        /// The component that would have refused.
+        by: &'static str,
+        /// The retry-after it gave.
+        retry_after: Option<Duration>,
     },
     /// Outbound: the request being served arrived as a retry, so this call attempts once and
     /// leaves retrying to the layer above.

@@ -37,6 +37,7 @@
 //! | [`reject_expired`](InboundLayer::reject_expired) | off | answer 504 without running the handler when the time left does not exceed the reserve |
 //! | [`admit`](InboundLayer::admit) | none | an [`Admit`] component asked before the handler runs; a refusal is a 503 with `Retry-After` |
 //! | [`enforce`](InboundLayer::enforce) | off | drop the handler's future at the deadline and answer 504 |
+//! | [`dry_run`](InboundLayer::dry_run) | off | `reject_expired` and `admit` report what they would refuse and serve it anyway |
 //! | header names | `x-deadline-ms`, `x-criticality`, `x-rampart-retry` | see [`crate::header::Names`] |
 //!
 //! Why `reject_expired` is off by default: an expired request may still be answerable (from a
@@ -104,6 +105,7 @@ struct Config<A> {
     reserve: Duration,
     reject_expired: bool,
     enforce: bool,
+    dry_run: bool,
     admit: A,
     listeners: Listeners,
 }
@@ -120,6 +122,7 @@ impl InboundLayer {
                 reserve: Duration::ZERO,
                 reject_expired: false,
                 enforce: false,
+                dry_run: false,
                 admit: Unlimited,
                 listeners: Listeners::new(crate::observe::Side::Inbound),
             },
@@ -211,10 +214,22 @@ impl<A> InboundLayer<A> {
                 reserve: c.reserve,
                 reject_expired: c.reject_expired,
                 enforce: c.enforce,
+                dry_run: c.dry_run,
                 admit,
                 listeners: c.listeners,
             },
         }
+    }
+
+    /// Observe only (default off): [`reject_expired`](Self::reject_expired) and
+    /// [`admit`](Self::admit) decide as configured, and each request they would have
+    /// answered 504 or 503 is reported ([`EdgeEvent::WouldExpire`], [`EdgeEvent::WouldShed`];
+    /// with the `metrics` feature, `rampart.http.server.dry_run`) and served anyway, without
+    /// a permit. Try a reserve or a limit on live traffic, then enforce it.
+    /// [`enforce`](Self::enforce) is not affected.
+    pub fn dry_run(mut self, on: bool) -> Self {
+        self.config.dry_run = on;
+        self
     }
 
     /// Adds a listener for the layer's [`EdgeEvent`]s.
@@ -234,6 +249,7 @@ impl<A> fmt::Debug for InboundLayer<A> {
             .field("reserve", &c.reserve)
             .field("reject_expired", &c.reject_expired)
             .field("enforce", &c.enforce)
+            .field("dry_run", &c.dry_run)
             .finish_non_exhaustive()
     }
 }
@@ -294,6 +310,15 @@ where
         if config.reject_expired
             && let Some(left) = received.deadline
             && left <= config.reserve
+            && config.dry_run
+        {
+            config.listeners.emit(EdgeEvent::WouldExpire {
+                left,
+                reserve: config.reserve,
+            });
+        } else if config.reject_expired
+            && let Some(left) = received.deadline
+            && left <= config.reserve
         {
             config.listeners.emit(EdgeEvent::ExpiredOnArrival {
                 left,
@@ -345,6 +370,7 @@ where
             };
             match first {
                 Poll::Ready(Ok(permit)) => held = Some(Held::new(&self.config, permit, now)),
+                Poll::Ready(Err(refusal)) if config.dry_run => would_shed(config, level, refusal),
                 Poll::Ready(Err(refusal)) => {
                     return ResponseFuture::answered(shed(config, level, refusal), wire);
                 }
@@ -422,6 +448,15 @@ impl Wire {
             Wire::Connect => problem.into_connect_response(),
         }
     }
+}
+
+/// The event for an admission refusal in dry run: the request is served anyway.
+fn would_shed<A>(config: &Config<A>, level: Criticality, refusal: Refusal) {
+    config.listeners.emit(EdgeEvent::WouldShed {
+        level,
+        by: refusal.by,
+        retry_after: refusal.retry_after,
+    });
 }
 
 /// The 503 for a refused admission, and its event.
@@ -551,9 +586,16 @@ where
                     let Some(config) = this.config.as_ref() else {
                         unreachable!("an admitting future holds its configuration")
                     };
+                    let admitted = match admitted {
+                        Err(refusal) if config.dry_run => {
+                            would_shed(config, this.ambient.criticality(), refusal);
+                            Ok(None)
+                        }
+                        admitted => admitted.map(Some),
+                    };
                     match admitted {
                         Ok(permit) => {
-                            *this.held = Some(Held::new(config, permit, *this.since));
+                            *this.held = permit.map(|p| Held::new(config, p, *this.since));
                             let Some((mut service, request)) = pending.take() else {
                                 unreachable!("the request is sent once")
                             };

@@ -482,3 +482,67 @@ async fn an_expired_request_is_refused_in_its_own_protocols_form() {
         assert!(handler.seen().is_empty());
     }
 }
+
+/// Every dry-run event, as `expire` or `shed by`.
+fn dry_run_events() -> (
+    Arc<Mutex<Vec<String>>>,
+    impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static,
+) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let listener = move |event: &EdgeEvent<'_>| {
+        let line = match event {
+            EdgeEvent::WouldExpire { left, .. } => format!("expire {}ms", left.as_millis()),
+            EdgeEvent::WouldShed { by, .. } => format!("shed {by}"),
+            _ => return,
+        };
+        sink.lock().expect("seen").push(line);
+    };
+    (seen, listener)
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_dry_run_an_expired_request_is_reported_and_still_served() {
+    let handler = Handler::new(Duration::ZERO);
+    let (seen, listener) = dry_run_events();
+    let service = InboundLayer::new()
+        .reject_expired(true)
+        .reserve(Duration::from_millis(50))
+        .dry_run(true)
+        .listener(listener)
+        .layer(handler.service());
+    let response = service
+        .oneshot(request(&[("x-deadline-ms", "10")]))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(handler.seen().len(), 1, "the handler ran");
+    assert_eq!(*seen.lock().expect("seen"), ["expire 10ms"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_dry_run_a_request_admission_would_refuse_is_reported_and_served_without_a_permit() {
+    let limit = ConcurrencyLimit::new(1);
+    let watched = Watched::default();
+    let (seen, listener) = dry_run_events();
+    let mut service = InboundLayer::new()
+        .admit(limit.clone())
+        .dry_run(true)
+        .listener(listener)
+        .layer(watched.service(Duration::from_secs(1)));
+    let running = tokio::spawn(service.call(request(&[])));
+    tokio::task::yield_now().await;
+    let second = tokio::spawn(service.clone().oneshot(request(&[])));
+    tokio::task::yield_now().await;
+    assert_eq!(
+        limit.available(),
+        0,
+        "only the first request holds the permit"
+    );
+    for response in [running, second] {
+        let response = response.await.expect("task").expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    assert_eq!(*seen.lock().expect("seen"), ["shed concurrency limit"]);
+    assert_eq!(limit.available(), 1, "the one permit was released");
+}

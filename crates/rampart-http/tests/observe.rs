@@ -221,3 +221,28 @@ async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn in_dry_run_a_request_that_would_have_expired_is_admitted_and_counted_as_such() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let service = metrics::with_local_recorder(&recorder, || {
+        InboundLayer::new()
+            .reject_expired(true)
+            .reserve(Duration::from_millis(50))
+            .dry_run(true)
+            .layer(handler(Duration::ZERO))
+    });
+    let response = service
+        .oneshot(request(Some("10")))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        counters(&snapshotter),
+        [
+            "rampart.http.server.dry_run{would=expire} 1",
+            "rampart.http.server.requests{result=admitted} 1",
+        ]
+    );
+}

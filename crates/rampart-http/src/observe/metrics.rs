@@ -12,6 +12,8 @@ pub(super) struct Handles {
     expired: Counter,
     shed: Counter,
     enforced: Counter,
+    would_expire: Counter,
+    would_shed: Counter,
     inbound_retry: Counter,
     not_replayable: Counter,
 }
@@ -21,6 +23,10 @@ impl Handles {
         describe();
         let server = |result: &'static str| match side {
             Side::Inbound => metrics::counter!("rampart.http.server.requests", "result" => result),
+            Side::Outbound => Counter::noop(),
+        };
+        let dry_run = |would: &'static str| match side {
+            Side::Inbound => metrics::counter!("rampart.http.server.dry_run", "would" => would),
             Side::Outbound => Counter::noop(),
         };
         let client = |reason: &'static str| match side {
@@ -37,6 +43,8 @@ impl Handles {
                 Side::Inbound => metrics::counter!("rampart.http.server.enforced"),
                 Side::Outbound => Counter::noop(),
             },
+            would_expire: dry_run("expire"),
+            would_shed: dry_run("shed"),
             inbound_retry: client("inbound_retry"),
             not_replayable: client("not_replayable"),
         }
@@ -48,6 +56,8 @@ impl Handles {
             EdgeEvent::ExpiredOnArrival { .. } => &self.expired,
             EdgeEvent::Shed { .. } => &self.shed,
             EdgeEvent::Enforced { .. } => &self.enforced,
+            EdgeEvent::WouldExpire { .. } => &self.would_expire,
+            EdgeEvent::WouldShed { .. } => &self.would_shed,
             EdgeEvent::RetriesSuppressed { .. } => &self.inbound_retry,
             EdgeEvent::NotReplayable { .. } => &self.not_replayable,
         };
@@ -70,6 +80,11 @@ fn describe() {
         "rampart.http.server.enforced",
         Unit::Count,
         "Admitted requests whose handler was dropped at the deadline."
+    );
+    metrics::describe_counter!(
+        "rampart.http.server.dry_run",
+        Unit::Count,
+        "Requests served that reject_expired (expire) or admission (shed) would have refused."
     );
     metrics::describe_counter!(
         "rampart.http.client.single_attempt",

@@ -19,17 +19,18 @@
 //! |---|---|---|---|---|
 //! | `rampart.http.server.requests` | counter | `{request}` | `result`: `admitted` \| `expired` \| `shed` | once per request the inbound layer receives: its handler ran, `reject_expired` answered 504, or admission answered 503 |
 //! | `rampart.http.server.enforced` | counter | `{request}` | | an admitted request whose handler `enforce` dropped at the deadline (504) |
+//! | `rampart.http.server.dry_run` | counter | `{request}` | `would`: `expire` \| `shed` | in [`dry_run`](crate::InboundLayer::dry_run), a request served that `reject_expired` or admission would have refused |
 //! | `rampart.http.client.single_attempt` | counter | `{request}` | `reason`: `inbound_retry` \| `not_replayable` | an outbound request given one attempt: the request being served arrived as a retry, or its body was too large to replay |
 //!
 //! # Tracing
 //!
-//! Target `rampart_http`. Each [`EdgeEvent`] is an event: `Enforced` at
-//! `WARN`, `ExpiredOnArrival` and `Shed` at `INFO`, `RetriesSuppressed` and `NotReplayable`
-//! at `DEBUG`. Each outbound attempt runs in an `INFO` span `rampart.http.attempt`, a child of
-//! rampart's `rampart.attempt`, with OpenTelemetry's HTTP client attributes:
-//! `http.request.method`, `server.address` (the host key), `http.request.resend_count` (on
-//! retries and hedges only: the attempt's number minus one) and `http.response.status_code`
-//! (recorded when the response arrives).
+//! Target `rampart_http`. Each [`EdgeEvent`] is an event: `Enforced` at `WARN`,
+//! `ExpiredOnArrival`, `Shed`, `WouldExpire` and `WouldShed` at `INFO`, `RetriesSuppressed` and
+//! `NotReplayable` at `DEBUG`. Each outbound attempt runs in an `INFO` span
+//! `rampart.http.attempt`, a child of rampart's `rampart.attempt`, with OpenTelemetry's HTTP
+//! client attributes: `http.request.method`, `server.address` (the host key),
+//! `http.request.resend_count` (on retries and hedges only: the attempt's number minus one) and
+//! `http.response.status_code` (recorded when the response arrives).
 
 use http::{Method, StatusCode};
 use rampart::Attempt;

@@ -65,6 +65,23 @@ pub(super) fn event(event: &EdgeEvent<'_>) {
             budget = ?budget,
             "deadline enforced: the handler was still running and was dropped; answered 504"
         ),
+        EdgeEvent::WouldExpire { left, reserve } => info!(
+            target: "rampart_http",
+            left = ?left,
+            reserve = ?reserve,
+            "dry run: reject_expired would have answered 504; serving it"
+        ),
+        EdgeEvent::WouldShed {
+            level,
+            by,
+            retry_after,
+        } => info!(
+            target: "rampart_http",
+            criticality = level.as_str(),
+            by,
+            retry_after = ?retry_after,
+            "dry run: admission would have answered 503; serving it"
+        ),
         EdgeEvent::RetriesSuppressed { host, method } => debug!(
             target: "rampart_http",
             host,
