@@ -3,15 +3,16 @@
 //!
 //! ```sh
 //! cargo build --release -p rampart-bench --example profile
-//! valgrind --tool=callgrind --toggle-collect='profile::measured*' \
-//!     target/release/examples/profile w1_success rampart 100000
+//! valgrind --tool=callgrind target/release/examples/profile w1_success rampart 100000
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>
 //! ```
 //!
 //! Arguments: the workload id (`w1_success`, ...), the contender (`rampart`, `floor`,
-//! `tower`, ...), the number of calls (default 100,000). Only the calls are collected: building
-//! the contenders (and opening W3's breakers) happens outside `measured`.
-//! `bench/scripts/instructions.sh` counts every W1 contender this way, beside its floor.
+//! `tower`, ...), the number of calls (default 100,000). Building the contenders (and opening
+//! W3's breakers) happens outside `measured`, so a run of N calls and one of 2N differ by the
+//! calls alone; `bench/scripts/instructions.sh` counts every W1 contender that way, beside its
+//! floor. (`--toggle-collect='profile::measured*'` collects only the calls, but where the
+//! compiler turns `measured`'s call into the runtime into a tail call it collects nothing.)
 //!
 //! `profile --floor-of WORKLOAD CONTENDER` prints the floor the contender is compared with in
 //! that workload (nothing if none), for the script.

@@ -6,9 +6,9 @@
 #   bench/scripts/instructions.sh                  # the contenders below
 #   bench/scripts/instructions.sh floor2 rampart   # only these
 #
-# Each contender runs under `valgrind --tool=callgrind` through `examples/profile.rs`, which
-# collects only the calls; two runs (N and 2N calls) are subtracted, so what is fixed per run
-# (the warm-up, the runtime's first poll) cancels out: (refs(2N) - refs(N)) / N.
+# Each contender runs under `valgrind --tool=callgrind` through `examples/profile.rs`; two
+# whole runs (N and 2N calls) are subtracted, so what is fixed per run (start-up, the warm-up,
+# the runtime's first poll) cancels out: (refs(2N) - refs(N)) / N.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,9 +25,10 @@ profile="$target/release/examples/profile"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 
-refs() { # contender calls -> instructions collected
-    valgrind --tool=callgrind --toggle-collect='profile::measured*' \
-        --callgrind-out-file="$out/cg" "$profile" "$workload" "$1" "$2" 2>&1 |
+refs() { # contender calls -> instructions of the whole run
+    # Not `--toggle-collect`: where `measured` tail-calls into the runtime, the toggle sees it
+    # return before the calls run. The rest of a run is the same for N and 2N calls.
+    valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$profile" "$workload" "$1" "$2" 2>&1 |
         sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
 }
 

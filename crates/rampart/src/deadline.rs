@@ -102,6 +102,7 @@ impl Effective {
     /// `deadline`, the `inherited` one (when the policy reads the ambient deadline) and the
     /// grace of `drain` (when it is draining). The policy's own needs no subtraction; the others
     /// are measured from `start`.
+    #[inline(always)]
     pub(crate) fn resolve(
         start: Instant,
         deadline: Option<Duration>,
