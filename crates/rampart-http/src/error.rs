@@ -111,7 +111,7 @@ impl<E: fmt::Display> ClientError<E> {
     /// from axum's `IntoResponse::into_response`, which the `axum` feature implements too
     /// and which an inherent method of the same name would shadow.)
     pub fn into_problem_response(self) -> Response<Full<Bytes>> {
-        self.problem().into_response()
+        self.problem().into_http_response()
     }
 }
 
@@ -147,7 +147,7 @@ impl<E: StdError + 'static> StdError for ClientError<E> {
 impl<E: fmt::Display> axum_core::response::IntoResponse for ClientError<E> {
     fn into_response(self) -> axum_core::response::Response {
         self.problem()
-            .into_response()
+            .into_http_response()
             .map(axum_core::body::Body::new)
     }
 }

@@ -443,7 +443,7 @@ impl Wire {
 
     fn answer(self, problem: Problem) -> Response<http_body_util::Full<bytes::Bytes>> {
         match self {
-            Wire::Http => problem.into_response(),
+            Wire::Http => problem.into_http_response(),
             Wire::Grpc => problem.into_grpc_response(),
             Wire::Connect => problem.into_connect_response(),
         }

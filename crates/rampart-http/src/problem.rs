@@ -40,7 +40,7 @@
 //! let problem = Problem::from_error(&error);
 //! assert_eq!(problem.status(), http::StatusCode::SERVICE_UNAVAILABLE);
 //! assert_eq!(problem.kind(), "urn:rampart:circuit-open");
-//! let response = problem.into_response();
+//! let response = problem.into_http_response();
 //! assert_eq!(response.headers()["retry-after"], "15");
 //! assert_eq!(response.headers()["content-type"], "application/problem+json");
 //! ```
@@ -200,7 +200,9 @@ impl Problem {
     }
 
     /// The HTTP response: the status, `application/problem+json`, and `Retry-After` on a 503.
-    pub fn into_response(self) -> Response<Full<Bytes>> {
+    /// (Named apart from axum's `IntoResponse::into_response`, which the `axum` feature
+    /// implements too and which an inherent method of the same name would shadow.)
+    pub fn into_http_response(self) -> Response<Full<Bytes>> {
         let mut response = Response::new(Full::new(Bytes::from(self.to_json())));
         *response.status_mut() = self.status;
         response.headers_mut().insert(
@@ -290,7 +292,7 @@ impl fmt::Display for Problem {
 #[cfg(feature = "axum")]
 impl axum_core::response::IntoResponse for Problem {
     fn into_response(self) -> axum_core::response::Response {
-        Problem::into_response(self).map(axum_core::body::Body::new)
+        Problem::into_http_response(self).map(axum_core::body::Body::new)
     }
 }
 
@@ -352,7 +354,7 @@ mod tests {
         };
         let p = Problem::from_error(&timeout);
         assert_eq!((p.status().as_u16(), p.kind()), (504, ATTEMPT_TIMEOUT));
-        assert!(!p.into_response().headers().contains_key(RETRY_AFTER));
+        assert!(!p.into_http_response().headers().contains_key(RETRY_AFTER));
 
         let budget: rampart::Error<&str> = rampart::Error::Rejected {
             reason: RejectReason::BudgetExhausted,
@@ -360,7 +362,7 @@ mod tests {
             attempts: 2,
             last: None,
         };
-        let response = Problem::from_error(&budget).into_response();
+        let response = Problem::from_error(&budget).into_http_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()[RETRY_AFTER], "1");
 

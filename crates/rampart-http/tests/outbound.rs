@@ -723,10 +723,16 @@ async fn a_hosts_own_settings_apply_to_that_host_only() {
 }
 
 #[test]
-fn a_hosts_invalid_settings_are_reported_by_build() {
+fn a_hosts_invalid_settings_are_reported_by_build_naming_the_host() {
     let error = OutboundLayer::builder()
         .host("bad.test:80", |p| p.deadline(Duration::ZERO))
         .build()
         .expect_err("invalid");
-    assert_eq!(error.problems()[0].field(), "deadline");
+    assert_eq!(error.problems()[0].field(), "host(bad.test:80).deadline");
+    assert!(
+        error
+            .to_string()
+            .starts_with("host(bad.test:80).deadline must be"),
+        "{error}"
+    );
 }

@@ -460,7 +460,7 @@ impl<A> OutboundBuilder<A> {
         };
         factory.build("validation:0")?;
         for (key, _) in &factory.hosts {
-            factory.build(key)?;
+            factory.build(key).map_err(|error| for_host(&error, key))?;
         }
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
@@ -484,6 +484,15 @@ impl<A> fmt::Debug for OutboundBuilder<A> {
             .field("replay_limit", &self.replay_limit)
             .finish_non_exhaustive()
     }
+}
+
+/// `error` of the settings of host `key`, each field named `host(key).field`.
+fn for_host(error: &ConfigError, key: &str) -> ConfigError {
+    let problems = error.problems().iter().map(|problem| {
+        let field = format!("host({key}).{}", problem.field());
+        rampart::ConfigProblem::new(field, problem.message().to_owned())
+    });
+    ConfigError::new(problems.collect())
 }
 
 /// Builds a host's policies.
