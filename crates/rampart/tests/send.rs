@@ -144,3 +144,47 @@ async fn owning_callback_returns_an_async_move_block() {
     });
     assert_eq!(handle.await.expect("joined").ok(), Some(300));
 }
+
+/// A one-attempt policy whose failures a fallback answers with a cached price, borrowing
+/// `self` and `sku` in both the callback and the fallback.
+async fn price_or_cached(
+    State(client): State<Arc<PriceClient>>,
+    Path(sku): Path<String>,
+) -> Result<String, StatusCode> {
+    let cached = sku.len() as u32;
+    client
+        .policy
+        .run_with_fallback(
+            async |attempt| client.backend.fetch(&sku, attempt.token()).await,
+            rampart::fallback::Fallback::on([rampart::StopReason::AttemptsExhausted])
+                .with(async |_error| Ok(cached)),
+        )
+        .await
+        .map(|cents| cents.to_string())
+        .map_err(|_| StatusCode::BAD_GATEWAY)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_with_a_borrowing_fallback_runs_inside_an_axum_handler() {
+    let one_attempt = Policy::builder()
+        .max_attempts(1)
+        .build()
+        .expect("valid policy");
+    let client = PriceClient::new(one_attempt);
+    let app = axum::Router::new()
+        .route("/price/{sku}", get(price_or_cached))
+        .with_state(Arc::clone(&client));
+    let request = Request::get("/price/sku-42")
+        .body(axum::body::Body::empty())
+        .expect("valid request");
+    let response = app.oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = axum::body::to_bytes(response.into_body(), 64)
+        .await
+        .expect("small body");
+    assert_eq!(
+        &body[..],
+        b"6",
+        "the backend's first call fails: the cached price answers"
+    );
+}

@@ -137,13 +137,8 @@ impl<'a, C, A> Call<'a, C, A> {
         G: Answer<T, E>,
     {
         let mut stop = StopOnly(StopReason::Succeeded);
-        let error = match execute(self.shared, self.caller, op, &mut stop).await {
-            Ok(value) => return Ok(value),
-            Err(error) => error,
-        };
-        let answer = fallback.answer(stop.0, error)?;
-        self.shared.fell_back(stop.0);
-        answer.await
+        let outcome = execute(self.shared, self.caller, op, &mut stop).await;
+        fall_back(self.shared, stop.0, outcome, fallback).await.0
     }
 
     /// Like [`run_with_fallback`](Self::run_with_fallback), with the report of
@@ -163,17 +158,7 @@ impl<'a, C, A> Call<'a, C, A> {
     {
         let mut report = Report::default();
         let outcome = execute(self.shared, self.caller, op, &mut report).await;
-        let stop = report.stop;
-        let (outcome, fell_back) = match outcome {
-            Err(error) if stop != StopReason::Cancelled => match fallback.answer(stop, error) {
-                Ok(answer) => {
-                    self.shared.fell_back(stop);
-                    (answer.await, true)
-                }
-                Err(error) => (Err(error), false),
-            },
-            outcome => (outcome, false),
-        };
+        let (outcome, fell_back) = fall_back(self.shared, report.stop, outcome, fallback).await;
         let mut result = report.into_result(outcome)?;
         result.fell_back = fell_back;
         Ok(result)
@@ -188,6 +173,30 @@ impl<'a, C, A> Call<'a, C, A> {
         F: Callback<T, E>,
     {
         self.run(op)
+    }
+}
+
+/// The outcome of a call of `shared` that stopped for `stop`, or `fallback`'s answer when it
+/// answers that end (never a cancelled call's); and whether it answered.
+async fn fall_back<C, A, T, E, W, G>(
+    shared: &Shared<C, A>,
+    stop: StopReason,
+    outcome: Result<T, Error<E>>,
+    fallback: FallbackTo<W, G>,
+) -> (Result<T, Error<E>>, bool)
+where
+    W: Trigger<E>,
+    G: Answer<T, E>,
+{
+    match outcome {
+        Err(error) => match fallback.answer(stop, error) {
+            Ok(answer) => {
+                shared.fell_back(stop);
+                (answer.await, true)
+            }
+            Err(error) => (Err(error), false),
+        },
+        ok => (ok, false),
     }
 }
 

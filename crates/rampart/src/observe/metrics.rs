@@ -90,6 +90,9 @@ const TIMEOUTS: [&str; 3] = ["timed_out", "ignored", "orphaned"];
 const REJECTIONS: [&str; 5] = ["breaker", "budget", "overloaded", "rate", "draining"];
 const HEDGES: [&str; 4] = ["started", "won", "discarded", "suppressed"];
 const DRY_RUN: [&str; 3] = ["breaker", "overloaded", "rate"];
+const DRY_BREAKER: usize = 0;
+const DRY_OVERLOADED: usize = 1;
+const DRY_RATE: usize = 2;
 
 const TIMED_OUT: usize = 0;
 const IGNORED: usize = 1;
@@ -135,8 +138,8 @@ pub(super) struct Handles {
     transitions: [[Counter; STATES.len()]; STATES.len()],
     hedges: [Counter; HEDGES.len()],
     fallbacks: [Counter; STOPS.len()],
-    /// `rampart.dry_run.rejections`, by the first three reasons of `REJECTIONS`.
-    would_reject: [Counter; 3],
+    /// `rampart.dry_run.rejections`, indexed like `DRY_RUN`.
+    would_reject: [Counter; DRY_RUN.len()],
 }
 
 /// A policy built before (or without) a name: handles that record nothing.
@@ -248,9 +251,9 @@ impl Handles {
             }
             Event::WouldReject { by, .. } => {
                 let reason = match by {
-                    crate::breaker::BY => 0,
-                    crate::limit::rate::BY => 2,
-                    _ => 1,
+                    crate::breaker::BY => DRY_BREAKER,
+                    crate::limit::rate::BY => DRY_RATE,
+                    _ => DRY_OVERLOADED,
                 };
                 self.would_reject[reason].increment(1);
             }
