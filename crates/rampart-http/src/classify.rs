@@ -21,7 +21,7 @@
 //! | 14 `UNAVAILABLE` | `Transient`; `Throttled` with the pushback when the server sent one |
 //! | 8 `RESOURCE_EXHAUSTED` | `Throttled`, with the pushback if it has one |
 //! | 4 `DEADLINE_EXCEEDED` | `Transient`, as an attempt that ran past its ceiling is |
-//! | any other code | `Permanent` (returned at once, not breaker evidence) |
+//! | any other code, or a value that is not a number (tonic's `Unknown`) | `Permanent` (returned at once, not breaker evidence) |
 //! | a pushback that is negative or not a number, with any code but 0 | `Permanent`: the server asked not to retry |
 //!
 //! The trailers are seen only when the response's body was read ahead: the
@@ -79,6 +79,8 @@ impl<B> HttpResponse for http::Response<B> {
 }
 
 /// gRPC status codes the classifier treats apart.
+/// gRPC's `UNKNOWN`, what a status that does not parse is taken for.
+const GRPC_UNKNOWN: u32 = 2;
 const GRPC_OK: u32 = 0;
 const GRPC_DEADLINE_EXCEEDED: u32 = 4;
 const GRPC_RESOURCE_EXHAUSTED: u32 = 8;
@@ -102,7 +104,9 @@ impl HttpClassifier {
         trailers: Option<&HeaderMap>,
     ) -> Verdict {
         let grpc = |map: &HeaderMap| {
-            let code = parse_grpc_status(last(map, &GRPC_STATUS)?.as_bytes())?;
+            // A status that is not a number is tonic's `Unknown`: not a success.
+            let code =
+                parse_grpc_status(last(map, &GRPC_STATUS)?.as_bytes()).unwrap_or(GRPC_UNKNOWN);
             Some(HttpClassifier::grpc_verdict(code, pushback(map)))
         };
         if let Some(verdict) = grpc(headers).or_else(|| trailers.and_then(grpc)) {
@@ -258,7 +262,7 @@ mod tests {
                 &[("grpc-status", "0"), ("grpc-retry-pushback-ms", "-1")],
                 Verdict::Ok,
             ),
-            (&[("grpc-status", "junk")], Verdict::Ok),
+            (&[("grpc-status", "junk")], Verdict::Permanent),
         ];
         for (headers, verdict) in table {
             assert_eq!(grpc(headers, None), verdict, "headers {headers:?}");

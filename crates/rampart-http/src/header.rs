@@ -24,8 +24,9 @@
 //! `grpc-retry-pushback-ms` (when to try again, in milliseconds; negative means do not).
 //!
 //! Everything received is untrusted: a value that is not exactly in the format is ignored, never
-//! guessed at (`"0"`, `"-5"`, `"200ms"`, `"2.5"`, `" 200"` and numbers past 31 bits are not
-//! deadlines), and a received `CriticalPlus` is read as `Critical`
+//! guessed at (`"0"`, `"-5"`, `"200ms"`, `"2.5"`, `" 200"` are not deadlines, nor are
+//! millisecond numbers past 31 bits, except in `Connect-Timeout-Ms`, whose 10 digits Connect
+//! allows), and a received `CriticalPlus` is read as `Critical`
 //! ([`Criticality::parse_inbound`]). When a request carries a header more than once, the last
 //! value counts.
 //!

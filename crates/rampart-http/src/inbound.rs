@@ -310,31 +310,15 @@ where
         if config.reject_expired
             && let Some(left) = received.deadline
             && left <= config.reserve
-            && config.dry_run
         {
-            config.listeners.emit(EdgeEvent::WouldExpire {
-                left,
-                reserve: config.reserve,
-            });
-        } else if config.reject_expired
-            && let Some(left) = received.deadline
-            && left <= config.reserve
-        {
-            config.listeners.emit(EdgeEvent::ExpiredOnArrival {
-                left,
-                reserve: config.reserve,
-            });
-            let problem = Problem::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                problem::EXPIRED_ON_ARRIVAL,
-                "Deadline expired on arrival",
-                format!(
-                    "the request arrived with {} ms left, not more than the {} ms this service reserves to answer",
-                    left.as_millis(),
-                    config.reserve.as_millis()
-                ),
-            );
-            return ResponseFuture::answered(problem, wire);
+            if config.dry_run {
+                config.listeners.emit(EdgeEvent::WouldExpire {
+                    left,
+                    reserve: config.reserve,
+                });
+            } else {
+                return ResponseFuture::answered(expired(config, left), wire);
+            }
         }
         let budget = received
             .deadline
@@ -448,6 +432,24 @@ impl Wire {
             Wire::Connect => problem.into_connect_response(),
         }
     }
+}
+
+/// The 504 for a request that arrived with no more than the reserve left, and its event.
+fn expired<A>(config: &Config<A>, left: Duration) -> Problem {
+    config.listeners.emit(EdgeEvent::ExpiredOnArrival {
+        left,
+        reserve: config.reserve,
+    });
+    Problem::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        problem::EXPIRED_ON_ARRIVAL,
+        "Deadline expired on arrival",
+        format!(
+            "the request arrived with {} ms left, not more than the {} ms this service reserves to answer",
+            left.as_millis(),
+            config.reserve.as_millis()
+        ),
+    )
 }
 
 /// The event for an admission refusal in dry run: the request is served anyway.

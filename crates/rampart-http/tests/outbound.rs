@@ -736,3 +736,29 @@ fn a_hosts_invalid_settings_are_reported_by_build_naming_the_host() {
         "{error}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn named_host_keys_are_read_as_the_keys_made_from_uris() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let layer = layer(
+        OutboundLayer::builder()
+            .policy(quick)
+            .host("Slow.Test", |p| p.deadline(Duration::from_secs(60))),
+    );
+    let client = layer.clone().layer(upstream.service());
+    let response = client
+        .oneshot(get("http://slow.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("60000".into())],
+        "the host's own deadline applied"
+    );
+    assert!(layer.breaker("SLOW.test:80").is_some(), "found in any case");
+    assert!(
+        layer.breaker("slow.test").is_some(),
+        "found without its port"
+    );
+}

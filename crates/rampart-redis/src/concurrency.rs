@@ -126,7 +126,9 @@ impl GlobalConcurrencyBuilder {
         }
         if let Some(message) = check_duration(self.lease_ttl) {
             problems.push(lease.problem("lease_ttl", message));
-        } else if self.lease_ttl < lease.timeout * 3 || self.lease_ttl < Duration::from_millis(3) {
+        } else if self.lease_ttl < lease.timeout.saturating_mul(3)
+            || self.lease_ttl < Duration::from_millis(3)
+        {
             problems.push(lease.problem(
                 "lease_ttl",
                 format!(

@@ -274,7 +274,10 @@ impl<B: Batch> Lease<B> {
     /// Starts a refill in the background unless one is running or none is due; returns
     /// whether it started one. `urgent`: a call is waiting, so ask for at least one permit.
     pub(crate) fn refill_soon(self: &Arc<Self>, clock: &Clock, now: u64, urgent: bool) -> bool {
+        // A load first: while a refill runs, the calls that find the batch low only read the
+        // shared line.
         if now < self.not_before.load(Ordering::Acquire)
+            || self.refilling.load(Ordering::Relaxed)
             || self.refilling.swap(true, Ordering::AcqRel)
         {
             return false;

@@ -406,6 +406,15 @@ async fn invalid_settings_are_all_reported_with_their_values() {
         "global_concurrency.max must be at least 1 (was 0); \
          global_concurrency.lease_ttl must be at least 3 × timeout, so that a renewal fits before it lapses (was 200ms with a timeout of 100ms)"
     );
+    // The largest timeout is refused, not overflowed (3 × timeout saturates).
+    let err = concurrency(&fake, 1)
+        .timeout(Duration::MAX)
+        .build()
+        .expect_err("invalid");
+    assert!(
+        err.to_string().starts_with("global_concurrency.timeout"),
+        "{err}"
+    );
     let err =
         GlobalRateLimitBuilder::with_store(fake, String::new(), 2_000_000, Duration::from_secs(1))
             .build()

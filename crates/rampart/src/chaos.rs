@@ -371,7 +371,8 @@ impl<T, E> Chaos<T, E> {
             };
             trace(&injection);
             if let Some(hook) = &inner.on_inject {
-                hook(injection);
+                // A panicking hook must not take the call down with it.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(injection)));
             }
         }
         hit

@@ -54,16 +54,16 @@ use crate::outcome::StopReason;
 pub struct Fallback;
 
 impl Fallback {
-    /// Answers calls that stop for any of `stops`. [`StopReason::Cancelled`] and
-    /// [`StopReason::Succeeded`] in the list are ignored: a cancelled call never falls back,
-    /// and a successful one has nothing to replace.
+    /// Answers calls that stop for any of `stops`. [`StopReason::Cancelled`] in the list is
+    /// ignored: a cancelled call never falls back. ([`StopReason::Succeeded`] never fires: a
+    /// successful call has nothing to replace.)
     pub fn on(stops: impl IntoIterator<Item = StopReason>) -> FallbackWhen<Stops> {
-        let mut set = 0u16;
+        let mut set = 0u32;
         for stop in stops {
-            set |= 1 << (stop as u16);
+            set |= 1 << (stop as u32);
         }
         FallbackWhen {
-            when: Stops(set & !(1 << (StopReason::Cancelled as u16))),
+            when: Stops(set & !(1 << (StopReason::Cancelled as u32))),
         }
     }
 
@@ -74,9 +74,12 @@ impl Fallback {
     }
 }
 
-/// The set of stop reasons of [`Fallback::on`].
+/// The set of stop reasons of [`Fallback::on`], one bit each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stops(u16);
+pub struct Stops(u32);
+
+// Every stop reason has its bit.
+const _: () = assert!((StopReason::Config as u32) < u32::BITS);
 
 /// Decides whether a call that ended with an error falls back.
 pub trait Trigger<E> {
@@ -86,7 +89,7 @@ pub trait Trigger<E> {
 
 impl<E> Trigger<E> for Stops {
     fn fires(&self, stop: StopReason, _: &Error<E>) -> bool {
-        self.0 & (1 << (stop as u16)) != 0
+        self.0 & (1 << (stop as u32)) != 0
     }
 }
 

@@ -601,3 +601,16 @@ mod traced {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_injection_hook_does_not_end_the_call() {
+    let chaos = Chaos::builder()
+        .outcome(1.0, || 5)
+        .on_inject(|_| panic!("a broken hook"))
+        .build()
+        .expect("valid chaos");
+    let value = retrying(1)
+        .run(chaos.wrap(async |_| Ok::<u32, Fail>(0)))
+        .await;
+    assert_eq!(value.ok(), Some(5), "the injected value still answers");
+}

@@ -60,6 +60,20 @@ impl<'a> HostKey<'a> {
         }
     }
 
+    /// The key a user names (`layer_for`, `host`, `breaker`) in the form the layer makes
+    /// from URIs: `Inventory:3001` is `inventory:3001`, and `reports.internal` (no port) is
+    /// `reports.internal:80`. A name that is not an authority is kept, lowercased.
+    pub(crate) fn named(key: &str) -> String {
+        match key.parse::<Authority>() {
+            Ok(authority) if !key.is_empty() => {
+                HostKey::new(authority.host(), authority.port_u16().unwrap_or(80))
+                    .as_str()
+                    .to_owned()
+            }
+            _ => key.to_ascii_lowercase(),
+        }
+    }
+
     pub(crate) fn new(host: &str, port: u16) -> HostKey<'static> {
         if host.len() + 6 > INLINE {
             let mut long = host.to_ascii_lowercase();

@@ -197,9 +197,11 @@ impl<A> OutboundLayer<A> {
     /// Wraps `inner` as [`layer`](Layer::layer) does, but every request through it uses the
     /// host entry `key` (one breaker and one budget), whatever its URI says: for a client
     /// whose requests carry relative URIs (a tonic channel adds its origin below any layer,
-    /// so without a key all its requests would share the entry `""`). By convention the key
-    /// is `host:port`, as the keys the layer makes from URIs are; it also names the host's
-    /// policies (`"outbound inventory:50051"`).
+    /// so without a key all its requests would share the entry `""`). The key is read as the
+    /// keys the layer makes from URIs are, `host:port` lowercased with port 80 when none is
+    /// given (`Inventory:50051` is `inventory:50051`; the same holds for
+    /// [`host`](OutboundBuilder::host) and [`breaker`](Self::breaker)); it also names the
+    /// host's policies (`"outbound inventory:50051"`).
     ///
     /// ```
     /// use rampart_http::OutboundLayer;
@@ -211,6 +213,7 @@ impl<A> OutboundLayer<A> {
     /// # drop(service);
     /// ```
     pub fn layer_for<S>(&self, key: &str, inner: S) -> Outbound<S, A> {
+        let key = HostKey::named(key);
         Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
     }
 
@@ -241,7 +244,7 @@ impl<A> OutboundLayer<A> {
     pub fn breaker(&self, key: &str) -> Option<Breaker> {
         self.engine
             .hosts
-            .peek(key)
+            .peek(&HostKey::named(key))
             .and_then(|entry| entry.value.breaker.clone())
     }
 
@@ -399,8 +402,9 @@ impl<A> OutboundBuilder<A> {
         key: &str,
         configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.hosts.retain(|(k, _)| &**k != key);
-        self.hosts.push((Box::from(key), Arc::new(configure)));
+        let key = HostKey::named(key);
+        self.hosts.retain(|(k, _)| **k != *key);
+        self.hosts.push((key.into_boxed_str(), Arc::new(configure)));
         self
     }
 
