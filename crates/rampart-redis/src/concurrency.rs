@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use rampart::Instant;
 use rampart::admit::{Admit, AdmitContext, Refusal};
-use rampart::{Clock, Instant};
 use tokio::runtime::Handle;
 use tokio::time::MissedTickBehavior;
 
@@ -193,7 +193,7 @@ fn spawn_renewal(lease: Weak<Lease<Slots>>, every: Duration, runtime: &Handle) {
             let Some(lease) = lease.upgrade() else {
                 return;
             };
-            let clock = Clock::system();
+            let clock = lease.clock().clone();
             lease.refill_soon(&clock, lease.nanos(clock.now()), false);
         }
     }));

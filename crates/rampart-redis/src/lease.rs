@@ -15,11 +15,12 @@ use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
 use rampart::admit::{AdmitContext, Refusal};
+use rampart::clock::TimeBase;
 use rampart::{Clock, Instant};
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
@@ -117,8 +118,11 @@ pub(crate) struct Lease<B: Batch> {
     store: Arc<dyn Store>,
     settings: Settings,
     runtime: Handle,
-    /// Instants are kept as nanoseconds since this one.
-    base: Instant,
+    /// Instants are kept as nanoseconds since the first one a call showed.
+    base: TimeBase,
+    /// The clock of the first call, which renewals read too (a policy on a manual clock
+    /// keeps one time base for the lease).
+    clock: OnceLock<Clock>,
     on_fallback: AtomicBool,
     /// When the fallback began (nanoseconds), for the event that ends it.
     fallback_since: AtomicU64,
@@ -131,16 +135,12 @@ pub(crate) struct Lease<B: Batch> {
     /// How contended the store has been lately (see `backoff`; touched by refills only,
     /// one at a time).
     empty_streak: AtomicU32,
-    sizing: Mutex<Sizing>,
+    /// The demand seen at the previous refill: the call count and when (nanoseconds).
+    /// Written by refills only, one at a time, so relaxed.
+    sized_calls: AtomicU64,
+    sized_at: AtomicU64,
     counters: Counters,
     listener: Option<Listener>,
-}
-
-/// The demand seen at the previous refill.
-#[derive(Debug, Default)]
-struct Sizing {
-    calls: u64,
-    at: u64,
 }
 
 #[derive(Debug, Default)]
@@ -170,7 +170,8 @@ impl<B: Batch> Lease<B> {
             store,
             settings,
             runtime,
-            base: Instant::now(),
+            base: TimeBase::default(),
+            clock: OnceLock::new(),
             on_fallback: AtomicBool::new(false),
             fallback_since: AtomicU64::new(0),
             refilling: AtomicBool::new(false),
@@ -178,7 +179,8 @@ impl<B: Batch> Lease<B> {
             not_before: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             empty_streak: AtomicU32::new(0),
-            sizing: Mutex::new(Sizing::default()),
+            sized_calls: AtomicU64::new(0),
+            sized_at: AtomicU64::new(0),
             counters: Counters::default(),
             listener,
         }
@@ -188,15 +190,25 @@ impl<B: Batch> Lease<B> {
         &self.settings
     }
 
-    /// `now` as nanoseconds since the lease began; an earlier instant counts as its start.
+    /// `now` as nanoseconds since the first instant a call showed; an earlier instant counts
+    /// as that one.
     pub(crate) fn nanos(&self, now: Instant) -> u64 {
-        nanos(now.saturating_duration_since(self.base))
+        self.base.nanos(now)
+    }
+
+    /// The clock the calls read (the system clock until a call has come).
+    pub(crate) fn clock(&self) -> &Clock {
+        static SYSTEM: Clock = Clock::system();
+        self.clock.get().unwrap_or(&SYSTEM)
     }
 
     /// Admits a call: from the batch at once, else after the refill it waits for (never
     /// longer than the timeout), else from the fallback.
     pub(crate) async fn acquire(self: &Arc<Self>, cx: &AdmitContext<'_>) -> Result<(), Refusal> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.clock.get().is_none() {
+            let _ = self.clock.set(cx.clock.clone());
+        }
         let now = self.nanos(cx.now);
         if self.batch.try_take(now) {
             if self.batch.is_low() {
@@ -233,13 +245,7 @@ impl<B: Batch> Lease<B> {
                 now = self.nanos(cx.clock.now());
                 continue;
             }
-            let mut alarm = pin!(cx.clock.alarm(give_up));
-            let answered = poll_fn(|task| match refilled.as_mut().poll(task) {
-                Poll::Ready(()) => Poll::Ready(true),
-                Poll::Pending => alarm.as_mut().poll(task).map(|()| false),
-            })
-            .await;
-            if !answered {
+            if before(cx.clock, give_up, refilled).await.is_none() {
                 // Redis has not answered within the bound, and this call waits no longer (the
                 // refill itself times out now too, and switches to the fallback).
                 return self.by_fallback(cx.clock.now());
@@ -297,14 +303,11 @@ impl<B: Batch> Lease<B> {
         let now = self.nanos(clock.now());
         let want = self.size(now, urgent);
         let timeout = self.settings.timeout;
-        let result = match tokio::time::timeout(
-            timeout,
-            self.batch.refill(&*self.store, Ask { want, urgent, now }),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err({
+        let give_up = clock.now() + timeout;
+        let refill = self.batch.refill(&*self.store, Ask { want, urgent, now });
+        let result = match before(clock, give_up, refill).await {
+            Some(result) => result,
+            None => Err({
                 self.store.reset();
                 StoreError::timeout(self.store.server(), &self.settings.key, B::OP, timeout)
             }),
@@ -382,19 +385,18 @@ impl<B: Batch> Lease<B> {
     /// times the horizon, at most `max_batch`, at least one when a call is waiting.
     fn size(&self, now: u64, urgent: bool) -> u64 {
         let calls = self.calls.load(Ordering::Relaxed);
-        let mut last = self.sizing.lock().unwrap_or_else(PoisonError::into_inner);
-        if last.calls == 0 {
+        let last_calls = self.sized_calls.swap(calls, Ordering::Relaxed);
+        let last_at = self.sized_at.swap(now, Ordering::Relaxed);
+        if last_calls == 0 {
             // The first refill knows no demand yet: one permit for the call that asked.
-            *last = Sizing { calls, at: now };
             return u64::from(urgent);
         }
         // A floor on the span, so that two refills close together do not read as a surge
         // (a busy instance's batches grow at most tenfold a refill).
-        let seen = calls.saturating_sub(last.calls);
+        let seen = calls.saturating_sub(last_calls);
         let horizon = nanos(self.settings.horizon);
-        let span = now.saturating_sub(last.at).max(horizon / 10).max(1);
+        let span = now.saturating_sub(last_at).max(horizon / 10).max(1);
         let demand = seen as f64 / span as f64;
-        *last = Sizing { calls, at: now };
         let batch = (demand * horizon as f64).ceil();
         // `as` saturates a float that does not fit.
         (batch as u64).clamp(u64::from(urgent), self.settings.max_batch)
@@ -423,6 +425,17 @@ impl<B: Batch> Lease<B> {
     pub(crate) fn is_on_fallback(&self) -> bool {
         self.on_fallback.load(Ordering::Acquire)
     }
+}
+
+/// `work`'s output if it finishes before `deadline` on `clock`, else `None`.
+async fn before<F: Future>(clock: &Clock, deadline: Instant, work: F) -> Option<F::Output> {
+    let mut work = pin!(work);
+    let mut alarm = pin!(clock.alarm(deadline));
+    poll_fn(|task| match work.as_mut().poll(task) {
+        Poll::Ready(out) => Poll::Ready(Some(out)),
+        Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
+    })
+    .await
 }
 
 impl<B: Batch> Drop for Lease<B> {

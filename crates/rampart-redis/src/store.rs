@@ -256,8 +256,12 @@ local granted = math.max(0, math.min(want, max - others))
 if granted > 0 then
   redis.call('ZADD', KEYS[1], now + ttl, instance)
   redis.call('HSET', KEYS[2], instance, granted)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  -- The table lives as long as its longest lease: instances may lease for different times.
+  for _, key in ipairs(KEYS) do
+    if redis.call('PTTL', key) < ttl then
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
 else
   redis.call('ZREM', KEYS[1], instance)
   redis.call('HDEL', KEYS[2], instance)

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rampart::admit::{Admit, AdmitContext};
+use rampart::clock::{Clock, ManualClock};
 use rampart::{Criticality, Instant};
 
 use crate::error::StoreError;
@@ -515,4 +516,72 @@ async fn a_waiting_call_takes_the_last_token_that_a_refill_ahead_of_need_leaves(
     tokio::time::advance(Duration::from_secs(1)).await;
     assert!(limit.acquire(&cx(Instant::now())).await.is_ok());
     assert_eq!(fake.tokens.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn renewals_keep_the_slots_in_use_leased_and_shrink_to_them() {
+    let fake = Fake::new(0);
+    let limit = concurrency(&fake, 8)
+        .lease_ttl(Duration::from_secs(3))
+        .build()
+        .expect("valid");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(limit.acquire(&cx(Instant::now())).await.expect("room"));
+        settle().await;
+    }
+    let before = fake.operations.load(Ordering::Relaxed);
+    // Ten renewal periods (a second each), far past the lease time: every renewal asks the
+    // store again, and never for less than the three slots in use.
+    for _ in 0..10 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+        assert!(fake.leased() >= 3, "{} leased", fake.leased());
+    }
+    let renewals = fake.operations.load(Ordering::Relaxed) - before;
+    assert!(renewals >= 9, "{renewals} renewals in 10 periods");
+    // Two of the three calls end: the idle slots go back, the one in use stays.
+    held.truncate(1);
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+    }
+    assert_eq!(limit.in_use(), 1);
+    assert_eq!(fake.leased(), 1);
+}
+
+#[tokio::test]
+async fn a_hanging_store_is_timed_out_on_the_policys_clock() {
+    // A manual clock and real (unpaused) time: only the manual clock moves, and the 10 s
+    // bound can be reached on it alone.
+    let fake = Fake::new(1_000);
+    fake.set(Mode::Hang);
+    let limit = rate(&fake, 100)
+        .instances(10)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("valid");
+    let manual = ManualClock::new();
+    let clock = Clock::from(manual.clone());
+    let call = {
+        let limit = limit.clone();
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            let mut cx = cx(clock.now());
+            cx.clock = &clock;
+            limit.acquire(&cx).await.map(drop)
+        })
+    };
+    settle().await;
+    assert!(!call.is_finished(), "the call waits for the refill");
+    manual.advance(Duration::from_secs(10));
+    settle().await;
+    assert!(
+        call.await.expect("the call ran").is_ok(),
+        "admitted by the fallback"
+    );
+    assert!(
+        limit.is_on_fallback(),
+        "the refill gave up at the bound on the policy's clock"
+    );
 }

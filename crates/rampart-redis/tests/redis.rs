@@ -399,3 +399,42 @@ async fn a_fleet_never_has_more_calls_in_flight_than_the_max() {
         "{most} in flight across the fleet, over {bound}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_with_a_shorter_lease_never_shortens_the_tables_expiry() {
+    let Some(server) = RedisServer::start("mixed-ttl") else {
+        return;
+    };
+    let redis = Redis::open(&server.url()).expect("url");
+    let long = GlobalConcurrency::builder(&redis, "mixed", 4)
+        .lease_ttl(Duration::from_secs(60))
+        .build()
+        .expect("valid");
+    let short = GlobalConcurrency::builder(&redis, "mixed", 4)
+        .lease_ttl(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    let give_up = Instant::now() + SAFETY;
+    let mut held = Vec::new();
+    for limit in [&long, &short] {
+        loop {
+            assert!(Instant::now() < give_up, "{:?}", limit.stats());
+            match limit.acquire(&cx()).await {
+                Ok(permit) => break held.push(permit),
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }
+    // The short lease was written last; the keys must still outlive the 60 s one, or they
+    // would vanish (and with them the long lease's count) a second from now.
+    let mut connection = server.connection().await;
+    for key in ["{mixed}:leases", "{mixed}:slots"] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .expect("PTTL");
+        assert!(ttl > 30_000, "{key} expires in {ttl} ms");
+    }
+    drop(held);
+}

@@ -28,7 +28,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 
 use std::time::Duration;
@@ -606,5 +606,38 @@ mod tests {
         }
         manual.advance(Duration::from_secs(30));
         assert!(!waiter.join().expect("waiter thread"));
+    }
+}
+
+/// Instants as nanoseconds since the first one it was shown, for state that keeps time in an
+/// atomic word (a limiter's next free slot, a lease's next refill).
+///
+/// The base is the first instant [`nanos`](TimeBase::nanos) sees, not the moment the value
+/// was made: whatever clock the caller reads (the system clock, tokio's paused time, a
+/// [`ManualClock`]) is the clock it counts on. An instant earlier than the base counts as the
+/// base; a span too long for 64 bits of nanoseconds (585 years) saturates.
+///
+/// ```
+/// use std::time::Duration;
+/// use rampart::clock::{Clock, ManualClock, TimeBase};
+///
+/// let manual = ManualClock::new();
+/// let clock = Clock::from(manual.clone());
+/// let base = TimeBase::default();
+/// let start = clock.now();
+/// assert_eq!(base.nanos(start), 0);
+/// manual.advance(Duration::from_millis(3));
+/// assert_eq!(base.nanos(clock.now()), 3_000_000);
+/// assert_eq!(base.nanos(start), 0);
+/// ```
+#[derive(Debug, Default)]
+pub struct TimeBase(OnceLock<Instant>);
+
+impl TimeBase {
+    /// Nanoseconds from the first instant this base was shown to `now`.
+    #[inline]
+    pub fn nanos(&self, now: Instant) -> u64 {
+        let base = *self.0.get_or_init(|| now);
+        u64::try_from(now.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX)
     }
 }

@@ -37,11 +37,10 @@ pub use gradient::{Gradient, GradientBuilder, GradientPermit};
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
-use crate::clock::Instant;
+use crate::clock::TimeBase;
 use crate::latency::TypicalLatency;
 
 /// The retry-after of a limiter whose room comes back as attempts end: the measured mean
@@ -83,18 +82,5 @@ impl InFlight {
     #[inline]
     fn get(&self) -> usize {
         self.0.load(SeqCst)
-    }
-}
-
-/// Nanoseconds since the first instant a limiter was shown; an earlier instant counts as that
-/// first one.
-#[derive(Debug, Default)]
-struct TimeBase(OnceLock<Instant>);
-
-impl TimeBase {
-    #[inline]
-    fn nanos(&self, now: Instant) -> u64 {
-        let base = *self.0.get_or_init(|| now);
-        u64::try_from(now.saturating_duration_since(base).as_nanos()).unwrap_or(u64::MAX)
     }
 }
