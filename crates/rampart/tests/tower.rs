@@ -174,3 +174,48 @@ fn the_layer_adds_one_allocation_per_call() {
     println!("tower layer: +{added} allocations per call");
     assert_eq!(added, 1.0, "the boxed call, and nothing else");
 }
+
+/// A request that counts its clones.
+#[derive(Debug)]
+struct Counted(Arc<AtomicU32>);
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Counted(Arc::clone(&self.0))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_attempt_takes_the_request_and_every_earlier_one_a_clone() {
+    for (attempts, failures, clones) in [(1, 0, 0), (3, 0, 1), (3, 2, 2)] {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&calls);
+        let service = tower::service_fn(move |_: Counted| {
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if call < failures {
+                    Err("refused")
+                } else {
+                    Ok(())
+                }
+            }
+        });
+        let policy = Policy::builder()
+            .max_attempts(attempts)
+            .backoff(Backoff::none())
+            .build()
+            .expect("valid policy");
+        let made = Arc::new(AtomicU32::new(0));
+        PolicyLayer::new(policy)
+            .layer(service)
+            .oneshot(Counted(Arc::clone(&made)))
+            .await
+            .expect("answered");
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            clones,
+            "{attempts} attempts allowed, {failures} failed"
+        );
+    }
+}

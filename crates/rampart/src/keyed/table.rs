@@ -270,8 +270,8 @@ impl<K: Hash + Eq + Clone, V> Slots<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let &at = self.index.get(key)?;
-        self.ring.get(at)
+        // The index only holds places in the ring.
+        self.index.get(key).map(|&at| &self.ring[at])
     }
 
     /// Inserts a key the table does not hold; returns the slot it evicted, if it was full.
@@ -283,38 +283,28 @@ impl<K: Hash + Eq + Clone, V> Slots<K, V> {
             // once goes before the keys in steady use.
             used: AtomicBool::new(false),
         };
-        let at = if self.ring.len() < capacity {
-            self.ring.len()
-        } else {
-            self.victim()
-        };
-        self.index.insert(key, at);
-        match self.ring.get_mut(at) {
-            Some(old) => {
-                let old = std::mem::replace(old, slot);
-                self.index.remove(&old.key);
-                Some(old)
-            }
-            None => {
-                self.ring.push(slot);
-                None
-            }
+        if self.ring.len() < capacity {
+            self.index.insert(key, self.ring.len());
+            self.ring.push(slot);
+            return None;
         }
+        let at = self.victim();
+        let old = std::mem::replace(&mut self.ring[at], slot);
+        self.index.remove(&old.key);
+        self.index.insert(key, at);
+        Some(old)
     }
 
     /// The slot to evict: the first the hand finds unused since it last passed, clearing the
     /// flags of used ones on its way. Within one turn of the ring every flag is clear, so it
-    /// looks at most `len + 1` slots.
+    /// looks at most `len + 1` slots. Called on a full ring only, which holds at least one
+    /// slot (a capacity is at least 1).
     fn victim(&mut self) -> usize {
         let len = self.ring.len();
         loop {
-            let at = self.hand % len.max(1);
-            self.hand = (at + 1) % len.max(1);
-            let second_chance = self
-                .ring
-                .get_mut(at)
-                .is_some_and(|slot| std::mem::take(slot.used.get_mut()));
-            if !second_chance {
+            let at = self.hand;
+            self.hand = (at + 1) % len;
+            if !std::mem::take(self.ring[at].used.get_mut()) {
                 return at;
             }
         }
@@ -326,12 +316,11 @@ impl<K: Hash + Eq + Clone, V> Slots<K, V> {
         Q: Hash + Eq + ?Sized,
     {
         let at = self.index.remove(key)?;
-        if at >= self.ring.len() {
-            return None;
-        }
         let slot = self.ring.swap_remove(at);
-        let moved = self.ring.get(at).map(|moved| &moved.key);
-        if let Some(place) = moved.and_then(|key| self.index.get_mut::<K>(key)) {
+        // The last slot moved into the gap (unless the gap was the last slot).
+        if let Some(moved) = self.ring.get(at)
+            && let Some(place) = self.index.get_mut::<K>(&moved.key)
+        {
             *place = at;
         }
         if self.hand >= self.ring.len() {
@@ -418,6 +407,26 @@ mod tests {
         let found = hosts.get(host).expect("kept");
         assert!(Arc::ptr_eq(&made, &found));
         assert_eq!(hosts.keys(), [Box::from(host)]);
+    }
+
+    #[test]
+    fn peek_leaves_a_key_unmarked_so_the_hand_evicts_it() {
+        // The hand starts at "a": a used "a" gets a second chance and "b" goes; an "a" only
+        // peeked at goes itself.
+        for (read, kept, evicted) in [("get", "a", "b"), ("peek", "b", "a")] {
+            let t = table(2);
+            insert(&t, "a");
+            insert(&t, "b");
+            let found = if read == "get" {
+                t.get("a")
+            } else {
+                t.peek("a")
+            };
+            assert_eq!(found, Some(1));
+            insert(&t, "c");
+            assert!(t.contains_key(kept), "after {read}: {kept} kept");
+            assert!(!t.contains_key(evicted), "after {read}: {evicted} evicted");
+        }
     }
 
     #[test]
