@@ -105,6 +105,51 @@ fn full_policy_success_path_allocates_nothing() {
     assert_eq!(allocations_per_success(&full_policy(), 1_000), 0);
 }
 
+/// A call whose every attempt fails allocates nothing, except when it ends for another reason
+/// after a failed attempt (here the retry budget refusing a retry): the error keeps that
+/// attempt's failure in a box (`Error::Rejected::last`), one allocation per such call.
+#[test]
+fn failing_calls_allocate_only_the_box_that_keeps_a_last_failure() {
+    use rampart::{Error, backoff::Backoff};
+    let retrying = |budget: bool| {
+        let builder = Policy::builder()
+            .max_attempts(LIMITS.max_attempts)
+            .deadline(LIMITS.deadline)
+            .attempt_timeout(LIMITS.attempt_timeout)
+            .backoff(Backoff::none());
+        let builder = if budget { builder } else { builder.no_budget() };
+        builder.build().expect("valid policy")
+    };
+    let rt = runtime();
+    let _context = rt.enter();
+    for budget in [false, true] {
+        let policy = retrying(budget);
+        let boxed = std::cell::Cell::new(0);
+        let call = || match ready(policy.run(async |_| Err::<u32, _>("refused"))) {
+            Err(Error::Inner("refused")) => {}
+            Err(Error::Rejected { last: Some(_), .. }) => boxed.set(boxed.get() + 1),
+            other => panic!("{other:?}"),
+        };
+        call();
+        let before = boxed.get();
+        let allocations = allocation_counter::measure(|| {
+            for _ in 0..1_000 {
+                call();
+            }
+        })
+        .count_total;
+        let boxed = boxed.get() - before;
+        println!("budget {budget}: {allocations} allocations in 1,000 failing calls");
+        if budget {
+            assert!(
+                boxed > 0,
+                "the budget refused no retry in 1,000 failing calls"
+            );
+        }
+        assert_eq!(allocations, boxed, "budget: {budget}");
+    }
+}
+
 /// A hedging policy's call keeps its legs' state in one box, so that the future of every policy
 /// that does not hedge stays small: one allocation per call, and none more while no hedge fires.
 #[test]
