@@ -1,5 +1,5 @@
-//! Quota headers: what a server says about its rate limit, and a host whose quota is spent
-//! refused locally instead of sent a request bound to get 429.
+//! Quota headers: what a server says about its rate limit, and a request to a host whose
+//! quota is spent refused locally, instead of sent to get 429.
 //!
 //! Servers advertise their quota in response headers. [`parse`] reads the three common forms
 //! into one [`Reading`]; with [`OutboundBuilder::quota`](crate::OutboundBuilder::quota) on,
@@ -16,9 +16,9 @@
 //! | `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Limit` | older drafts, integers | remaining, reset, limit |
 //! | `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `X-RateLimit-Limit` | common practice, integers | remaining, reset, limit |
 //!
-//! The first form a response carries (in the order of the table) is the one read. When
-//! `RateLimit` lists several policies, the binding one is read: the fewest remaining, and of
-//! those the latest reset.
+//! Of the forms a response carries, the first in the order of the table that is well formed
+//! is the one read. When `RateLimit` lists several policies, the binding one is read: the
+//! fewest remaining, and of those the latest reset.
 //!
 //! A reset is delta seconds. A reset of 1,000,000,000 or more (more than 31 years away) is
 //! taken for a Unix timestamp in seconds, as some servers send in `X-RateLimit-Reset`: it is
@@ -29,7 +29,8 @@
 //! unknown.
 //!
 //! A malformed field is ignored, whole (a structured field that does not parse, a negative
-//! or non-numeric integer); numbers saturate, never overflow; nothing panics.
+//! or non-numeric integer, an integer field given twice); numbers saturate, never overflow;
+//! nothing panics.
 //!
 //! ```
 //! use std::time::Duration;
@@ -52,10 +53,10 @@
 //! | rule | value |
 //! |---|---|
 //! | default | off: turn it on with [`quota(true)`](crate::OutboundBuilder::quota), or for one host with [`host_quota`](crate::OutboundBuilder::host_quota) |
-//! | state | one atomic word per host: when its spent quota resets, or none |
+//! | state | one atomic word per host entry: when its spent quota resets, or none (a host the table evicts forgets it) |
 //! | spent | a response said remaining 0 with a reset in the future |
 //! | cleared | a response says remaining above 0, or says remaining 0 with a reset now or past; a response without quota headers (or with a reset unknown) changes nothing |
-//! | refused | a new request to a host whose reset is still ahead: `Rejected` (`Overloaded`), `retry_after` the time to the reset, [`EdgeEvent::QuotaRefused`](crate::EdgeEvent::QuotaRefused) |
+//! | refused | a new request to a host whose reset is still ahead: `Rejected` (`Overloaded`), `retry_after` the time to the reset, [`EdgeEvent::QuotaRefused`] |
 //! | after the reset | requests are sent again, with no response needed to clear it |
 //! | concurrent responses | the last to arrive decides |
 //!
@@ -68,6 +69,7 @@
 //! The check is made once per request, before its first attempt. A retry within a request
 //! already running is governed by the policy: a 429 or 503 answer is retried after its
 //! `Retry-After` (see [`crate::classify`]), and its quota headers are read as any response's.
+//! The `reqwest` client and `OutboundLayer::grpc` use the layer's hosts, and so its quota.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -474,11 +476,12 @@ impl QuotaState {
             return;
         };
         let until = match reading.reset {
-            Some(reset) if reading.remaining == 0 => {
+            Some(reset) if reading.is_spent() => {
                 let at = (self.clock.now() + reset).saturating_duration_since(self.base);
                 u64::try_from(at.as_nanos()).unwrap_or(u64::MAX).max(1)
             }
-            _ if reading.remaining > 0 => 0,
+            // Quota left, or spent and reset already.
+            _ if reading.remaining > 0 || reading.reset.is_some() => 0,
             // Spent, but the reset is unknown: nothing to refuse until.
             _ => return,
         };

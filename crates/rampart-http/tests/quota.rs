@@ -489,27 +489,30 @@ async fn the_reset_is_kept_on_the_policys_clock() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_response_with_quota_left_clears_a_spent_one() {
-    // `/slow` answers after a second, with quota left; `/spent` at once, spent.
-    let upstream = Upstream::new(|_, path| match path {
-        "/slow" => (200, Duration::from_secs(1), LEFT_5),
-        "/spent" => (200, Duration::ZERO, SPENT_30S),
-        _ => (200, Duration::ZERO, &[]),
-    });
-    let client = quick(OutboundLayer::builder().quota(true)).layer(upstream.service());
-    let slow = tokio::spawn(client.clone().oneshot(get("http://api.test/slow")));
-    tokio::task::yield_now().await;
-    client
-        .clone()
-        .oneshot(get("http://api.test/spent"))
-        .await
-        .expect("a response");
-    let meanwhile = client.clone().oneshot(get("http://api.test/other")).await;
-    assert_eq!(refused(meanwhile), Duration::from_secs(30));
-    slow.await.expect("task").expect("a response");
-    let after = client.oneshot(get("http://api.test/other")).await;
-    assert!(after.is_ok(), "the later answer, quota left, cleared it");
-    assert_eq!(upstream.calls(), 3);
+async fn a_response_with_quota_left_or_a_reset_now_clears_a_spent_one() {
+    const RESET_NOW: Headers = &[("ratelimit", "\"default\";r=0;t=0")];
+    for clearing in [LEFT_5, RESET_NOW] {
+        // `/slow` answers after a second with `clearing`; `/spent` at once, spent.
+        let upstream = Upstream::new(move |_, path| match path {
+            "/slow" => (200, Duration::from_secs(1), clearing),
+            "/spent" => (200, Duration::ZERO, SPENT_30S),
+            _ => (200, Duration::ZERO, &[]),
+        });
+        let client = quick(OutboundLayer::builder().quota(true)).layer(upstream.service());
+        let slow = tokio::spawn(client.clone().oneshot(get("http://api.test/slow")));
+        tokio::task::yield_now().await;
+        client
+            .clone()
+            .oneshot(get("http://api.test/spent"))
+            .await
+            .expect("a response");
+        let meanwhile = client.clone().oneshot(get("http://api.test/other")).await;
+        assert_eq!(refused(meanwhile), Duration::from_secs(30));
+        slow.await.expect("task").expect("a response");
+        let after = client.oneshot(get("http://api.test/other")).await;
+        assert!(after.is_ok(), "the later answer ({clearing:?}) cleared it");
+        assert_eq!(upstream.calls(), 3);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -696,4 +699,53 @@ fn reading_quota_headers_allocates_nothing() {
     let on = per_request(true);
     println!("{off} allocations per request with quota off, {on} with it on");
     assert_eq!(on, off);
+}
+
+#[cfg(feature = "reqwest")]
+#[tokio::test]
+async fn the_reqwest_client_refuses_a_spent_host_too() {
+    use axum::routing::get as route;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let app = axum::Router::new().route(
+        "/",
+        route(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { ([("ratelimit", "\"default\";r=0;t=30")], "spent") }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let manual = ManualClock::new();
+    let clock = manual.clone();
+    let layer = OutboundLayer::builder()
+        .quota(true)
+        .policy(move |p| p.clock(clock.clone()).backoff(Backoff::none()))
+        .build()
+        .expect("valid outbound layer");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
+    let client = rampart_http::reqwest::Client::with_client(http, &layer);
+    let url = format!("http://{addr}/");
+    let first = client.send(client.request(http::Method::GET, &url)).await;
+    assert_eq!(first.expect("a response").status(), StatusCode::OK);
+    manual.advance(Duration::from_secs(10));
+    let second = client.send(client.request(http::Method::GET, &url)).await;
+    let error = second.expect_err("refused");
+    assert!(error.is_rejected());
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(20)));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the refused request was not sent"
+    );
+    manual.advance(Duration::from_secs(20));
+    let third = client.send(client.request(http::Method::GET, &url)).await;
+    assert!(third.is_ok(), "sent again at the reset");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }

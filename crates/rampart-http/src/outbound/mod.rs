@@ -98,8 +98,8 @@
 //!
 //! # Events
 //!
-//! `RetriesSuppressed`, `NotReplayable` and `QuotaRefused` (see [`crate::event`]); the policies' own events
-//! through listeners added in [`policy`](OutboundBuilder::policy).
+//! `RetriesSuppressed`, `NotReplayable` and `QuotaRefused` (see [`crate::event`]); the
+//! policies' own events through listeners added in [`policy`](OutboundBuilder::policy).
 
 mod hosts;
 mod service;
