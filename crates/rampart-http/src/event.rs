@@ -12,6 +12,7 @@
 //! | `WouldExpire`, `WouldShed` | inbound | in `dry_run`: `reject_expired` or admission would have answered 504 or 503; the handler runs |
 //! | `RetriesSuppressed` | outbound | the request being served arrived as a retry, so this call makes one attempt |
 //! | `NotReplayable` | outbound | a replayable request's body was too large to buffer, so it gets one attempt |
+//! | `QuotaRefused` | outbound | the host's quota is spent (see [`crate::quota`]): the request was refused before its first attempt |
 //!
 //! Listeners are synchronous, `Send + Sync`, and may run concurrently; a panicking listener is
 //! caught and ignored.
@@ -93,6 +94,14 @@ pub enum EdgeEvent<'a> {
         host: &'a str,
         /// The replay limit in bytes.
         limit: usize,
+    },
+    /// Outbound: a response said the host's quota is spent and its reset is still ahead, so
+    /// the request was refused without an attempt (see [`crate::quota`]).
+    QuotaRefused {
+        /// The called host, `host:port`.
+        host: &'a str,
+        /// The time left until the quota resets: the refusal's retry-after.
+        retry_after: Duration,
     },
 }
 

@@ -85,6 +85,7 @@
 //! | [`body`] | the layers' body types |
 //! | [`classify`] | the HTTP classifier |
 //! | [`problem`] | problem documents for what rampart decided |
+//! | [`quota`] | quota headers (`RateLimit`, `X-RateLimit-*`) and refusing a host whose quota is spent |
 //! | [`error`] | the client error |
 //! | [`event`] | what the layers decided on their own |
 //! | `reqwest` | the reqwest client (feature `reqwest`) |
@@ -101,6 +102,7 @@ pub mod inbound;
 pub mod observe;
 pub mod outbound;
 pub mod problem;
+pub mod quota;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 

@@ -137,7 +137,8 @@ impl<A: Admit + Clone> Client<A> {
 
     /// Like [`execute`](Self::execute), with the report of the call: the stop reason and
     /// the attempts, as rampart's `try_run` gives them. `Err` when no call ran to a report:
-    /// the host's policy could not be made, or the caller cancelled.
+    /// the host's policy could not be made, the host's [quota](crate::quota) is spent (a
+    /// refusal before any attempt), or the caller cancelled.
     pub async fn try_execute(
         &self,
         request: ::reqwest::Request,
@@ -183,6 +184,7 @@ impl<A: Admit + Clone> Client<A> {
             .host(&key)
             .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
         let host = &host.value;
+        crate::quota::check(host.quota.as_ref(), &host.key, &engine.listeners)?;
         *request.timeout_mut() = None;
         let (stamp, caller) = Stamp::prepare(&engine.names, request.headers_mut());
         let plan = engine.plan(host, request.method(), marked);
@@ -203,7 +205,7 @@ impl<A: Admit + Clone> Client<A> {
                             unreachable!("a request with a body in memory clones")
                         };
                         stamp.write(&names, request.headers_mut(), attempt);
-                        http.execute(request).await
+                        observe_quota(host, http.execute(request).await)
                     })
                     .await
             } else {
@@ -223,7 +225,7 @@ impl<A: Admit + Clone> Client<A> {
                             unreachable!("a one-attempt policy runs its callback once")
                         };
                         stamp.write(&names, request.headers_mut(), attempt);
-                        http.execute(request).await
+                        observe_quota(host, http.execute(request).await)
                     })
                     .await
             }
@@ -234,4 +236,15 @@ impl<A: Admit + Clone> Client<A> {
         };
         outcome.map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
     }
+}
+
+/// Reads a response's quota headers into its host's quota, when the layer reads them.
+fn observe_quota<A>(
+    host: &crate::outbound::Host<A>,
+    response: Result<::reqwest::Response, ::reqwest::Error>,
+) -> Result<::reqwest::Response, ::reqwest::Error> {
+    if let (Some(quota), Ok(response)) = (&host.quota, &response) {
+        quota.observe(response.headers());
+    }
+    response
 }

@@ -16,6 +16,7 @@ pub(super) struct Handles {
     would_shed: Counter,
     inbound_retry: Counter,
     not_replayable: Counter,
+    quota_refused: Counter,
 }
 
 impl Handles {
@@ -47,6 +48,10 @@ impl Handles {
             would_shed: dry_run("shed"),
             inbound_retry: client("inbound_retry"),
             not_replayable: client("not_replayable"),
+            quota_refused: match side {
+                Side::Outbound => metrics::counter!("rampart.http.client.quota_refused"),
+                Side::Inbound => Counter::noop(),
+            },
         }
     }
 
@@ -60,6 +65,7 @@ impl Handles {
             EdgeEvent::WouldShed { .. } => &self.would_shed,
             EdgeEvent::RetriesSuppressed { .. } => &self.inbound_retry,
             EdgeEvent::NotReplayable { .. } => &self.not_replayable,
+            EdgeEvent::QuotaRefused { .. } => &self.quota_refused,
         };
         counter.increment(1);
     }
@@ -90,5 +96,10 @@ fn describe() {
         "rampart.http.client.single_attempt",
         Unit::Count,
         "Outbound requests given one attempt: an inbound retry, or a body too large to replay."
+    );
+    metrics::describe_counter!(
+        "rampart.http.client.quota_refused",
+        Unit::Count,
+        "Outbound requests refused before an attempt: the host's quota was spent until its reset."
     );
 }

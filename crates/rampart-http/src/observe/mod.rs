@@ -21,11 +21,12 @@
 //! | `rampart.http.server.enforced` | counter | `{request}` | | an admitted request whose handler `enforce` dropped at the deadline (504) |
 //! | `rampart.http.server.dry_run` | counter | `{request}` | `would`: `expire` \| `shed` | in [`dry_run`](crate::InboundLayer::dry_run), a request served that `reject_expired` or admission would have refused |
 //! | `rampart.http.client.single_attempt` | counter | `{request}` | `reason`: `inbound_retry` \| `not_replayable` | an outbound request given one attempt: the request being served arrived as a retry, or its body was too large to replay |
+//! | `rampart.http.client.quota_refused` | counter | `{request}` | | an outbound request refused before its first attempt because its host's quota was spent (see [`crate::quota`]) |
 //!
 //! # Tracing
 //!
 //! Target `rampart_http`. Each [`EdgeEvent`] is an event: `Enforced` at `WARN`,
-//! `ExpiredOnArrival`, `Shed`, `WouldExpire` and `WouldShed` at `INFO`, `RetriesSuppressed` and
+//! `ExpiredOnArrival`, `Shed`, `WouldExpire`, `WouldShed` and `QuotaRefused` at `INFO`, `RetriesSuppressed` and
 //! `NotReplayable` at `DEBUG`. Each outbound attempt runs in an `INFO` span
 //! `rampart.http.attempt`, a child of rampart's `rampart.attempt`, with OpenTelemetry's HTTP
 //! client attributes: `http.request.method`, `server.address` (the host key),

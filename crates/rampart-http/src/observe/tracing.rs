@@ -94,5 +94,11 @@ pub(super) fn event(event: &EdgeEvent<'_>) {
             limit,
             "one attempt: the body is larger than the replay limit"
         ),
+        EdgeEvent::QuotaRefused { host, retry_after } => info!(
+            target: "rampart_http",
+            host,
+            retry_after = ?retry_after,
+            "request refused: the host's quota is spent until its reset"
+        ),
     }
 }

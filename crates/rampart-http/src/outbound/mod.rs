@@ -86,6 +86,7 @@
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
+//! | [`quota`](OutboundBuilder::quota), [`host_quota`](OutboundBuilder::host_quota) | off: quota headers are not read (see [`crate::quota`] for why) |
 //! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
@@ -97,8 +98,8 @@
 //!
 //! # Events
 //!
-//! `RetriesSuppressed` and `NotReplayable` (see [`crate::event`]); the policies' own events
-//! through listeners added in [`policy`](OutboundBuilder::policy).
+//! `RetriesSuppressed`, `NotReplayable` and `QuotaRefused` (see [`crate::event`]); the
+//! policies' own events through listeners added in [`policy`](OutboundBuilder::policy).
 
 mod hosts;
 mod service;
@@ -121,6 +122,7 @@ use crate::header::{
     GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc, last, parse_deadline_ms,
     parse_grpc_timeout,
 };
+use crate::quota::QuotaState;
 
 pub(crate) use hosts::HostKey;
 use hosts::{Entry, HostTable};
@@ -181,6 +183,7 @@ impl OutboundLayer {
             hosts: Vec::new(),
             max_hosts: 1024,
             replay_limit: 64 * 1024,
+            quota: Quotas::default(),
             names: Names::default(),
             listeners: Listeners::new(crate::observe::Side::Outbound),
         }
@@ -288,6 +291,7 @@ pub struct OutboundBuilder<A = Unlimited> {
     hosts: Vec<(Box<str>, Configure)>,
     max_hosts: usize,
     replay_limit: usize,
+    quota: Quotas,
     names: Names,
     listeners: Listeners,
 }
@@ -353,6 +357,7 @@ impl<A> OutboundBuilder<A> {
             hosts: self.hosts,
             max_hosts: self.max_hosts,
             replay_limit: self.replay_limit,
+            quota: self.quota,
             names: self.names,
             listeners: self.listeners,
         }
@@ -422,6 +427,42 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
+    /// Whether responses' quota headers are read, and a host whose quota is spent refused
+    /// locally until its reset (default off; see [`crate::quota`] for the headers, the rules
+    /// and why it is off). [`host_quota`](Self::host_quota) overrides it for one host.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder().quota(true).build().expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn quota(mut self, on: bool) -> Self {
+        self.quota.all = on;
+        self
+    }
+
+    /// [`quota`](Self::quota) for the host whose key is `key` alone (`host:port`, read as
+    /// [`host`](Self::host) reads it), whatever `quota` says for the others. A later call for
+    /// the same key replaces an earlier one.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// // One credential per process for this API: its quota is the client's own.
+    /// let layer = OutboundLayer::builder()
+    ///     .host_quota("api.example.com:443", true)
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn host_quota(mut self, key: &str, on: bool) -> Self {
+        let key = HostKey::named(key);
+        self.quota.hosts.retain(|(k, _)| **k != *key);
+        self.quota.hosts.push((key.into_boxed_str(), on));
+        self
+    }
+
     /// The deadline header written on non-gRPC requests (default `x-deadline-ms`).
     pub fn deadline_header(mut self, name: HeaderName) -> Self {
         self.names.deadline = name;
@@ -461,6 +502,7 @@ impl<A> OutboundBuilder<A> {
             admit: self.admit,
             configure: self.configure,
             hosts: self.hosts,
+            quota: self.quota,
         };
         factory.build("validation:0")?;
         for (key, _) in &factory.hosts {
@@ -510,6 +552,23 @@ struct Factory<A> {
     configure: Option<Configure>,
     /// Per-host settings, applied after `configure`.
     hosts: Vec<(Box<str>, Configure)>,
+    quota: Quotas,
+}
+
+/// Which hosts read quota headers: all or none, then per-host exceptions.
+#[derive(Debug, Clone, Default)]
+struct Quotas {
+    all: bool,
+    hosts: Vec<(Box<str>, bool)>,
+}
+
+impl Quotas {
+    fn on(&self, key: &str) -> bool {
+        self.hosts
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map_or(self.all, |(_, on)| *on)
+    }
 }
 
 impl<A: Admit + Clone> Factory<A> {
@@ -558,8 +617,13 @@ impl<A: Admit + Clone> Factory<A> {
         } else {
             full.clone()
         };
+        let quota = self
+            .quota
+            .on(key)
+            .then(|| QuotaState::new(full.clock().clone()));
         Ok(Host {
             key: Box::from(key),
+            quota,
             full,
             once,
             breaker,
@@ -573,6 +637,8 @@ pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
+    /// When the host's spent quota resets, if the layer reads quota headers for it.
+    pub(crate) quota: Option<QuotaState>,
     /// The breaker both policies share, if the layer gives hosts one.
     breaker: Option<Breaker>,
     retries: bool,

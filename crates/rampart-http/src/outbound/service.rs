@@ -166,6 +166,7 @@ where
 {
     async move {
         let host = &host.value;
+        crate::quota::check(host.quota.as_ref(), &host.key, &engine.listeners)?;
         let marked = parts.extensions.get::<Repeatable>().is_some();
         let mut plan = engine.plan(host, &parts.method, marked);
         let body = match plan {
@@ -216,6 +217,9 @@ where
             let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
             let response = span.instrument(service.call(request)).await;
             span.record_status(crate::observe::status(&response));
+            if let (Some(quota), Ok(response)) = (&host.quota, &response) {
+                quota.observe(response.headers());
+            }
             match response {
                 Err(e) if stamp.is_transport_timer(attempt) => {
                     attempt.cancelled().await;
