@@ -5,8 +5,8 @@
 //!
 //! | response | verdict |
 //! |---|---|
-//! | 429 | `Throttled`, with the `Retry-After` if it has one |
-//! | 503 with a valid `Retry-After` | `Throttled` with it (the server said when) |
+//! | 429 | `Throttled`, with the `Retry-After` if it has one, else the reset of a spent quota its [quota headers](crate::quota) state |
+//! | 503 with a valid `Retry-After`, or quota headers stating a spent quota | `Throttled` with it (the server said when) |
 //! | 503 without, other 5xx, 408 | `Transient` (retried; circuit-breaker evidence) |
 //! | anything else | `Ok` (a 404 is an answer, not a failure) |
 //! | a transport error (`Err`) | `Transient` |
@@ -41,10 +41,13 @@
 //! assert_eq!(verdict, Verdict::Throttled { retry_after: Some(std::time::Duration::from_secs(2)) });
 //! ```
 
+use std::time::{Duration, SystemTime};
+
 use http::{HeaderMap, StatusCode};
 use rampart::{Classify, Verdict};
 
 use crate::header::{GRPC_STATUS, Pushback, last, parse_grpc_status, pushback, retry_after};
+use crate::quota;
 
 /// A response the classifier can read: its status, headers and, when its body was read
 /// ahead, its trailers.
@@ -135,9 +138,9 @@ impl HttpClassifier {
     fn http_verdict(status: StatusCode, headers: &HeaderMap) -> Verdict {
         match status.as_u16() {
             429 => Verdict::Throttled {
-                retry_after: retry_after(headers),
+                retry_after: retry_after(headers).or_else(|| spent_quota_reset(headers)),
             },
-            503 => match retry_after(headers) {
+            503 => match retry_after(headers).or_else(|| spent_quota_reset(headers)) {
                 Some(after) => Verdict::Throttled {
                     retry_after: Some(after),
                 },
@@ -147,6 +150,18 @@ impl HttpClassifier {
             _ => Verdict::Ok,
         }
     }
+}
+
+/// When a quota the response says is spent resets, if it says (a refusal without `Retry-After`
+/// that carries `RateLimit: "default";r=0;t=30`, say). Read for this response alone, whatever
+/// the outbound layer's `quota` switch: it is the server's answer to this request.
+fn spent_quota_reset(headers: &HeaderMap) -> Option<Duration> {
+    let unix_now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    quota::parse(headers, unix_now)
+        .filter(quota::Reading::is_spent)
+        .and_then(|reading| reading.reset)
 }
 
 impl<R: HttpResponse, E> Classify<R, E> for HttpClassifier {
@@ -164,7 +179,6 @@ impl<R: HttpResponse, E> Classify<R, E> for HttpClassifier {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
@@ -175,6 +189,42 @@ mod tests {
         }
         let response = response.body(()).expect("valid response");
         HttpClassifier.classify(&Ok::<_, ()>(response))
+    }
+
+    #[test]
+    fn a_refusal_without_retry_after_waits_for_its_spent_quota_to_reset() {
+        let refused = |status: u16, quota: &[(&str, &str)], retry_after: Option<&str>| {
+            let mut response = http::Response::builder().status(status);
+            for (name, value) in quota {
+                response = response.header(*name, *value);
+            }
+            if let Some(after) = retry_after {
+                response = response.header("retry-after", after);
+            }
+            HttpClassifier.classify(&Ok::<_, ()>(response.body(()).expect("valid")))
+        };
+        let throttled = |secs| Verdict::Throttled {
+            retry_after: Some(Duration::from_secs(secs)),
+        };
+        let spent = [("ratelimit", "\"default\";r=0;t=30")];
+        assert_eq!(refused(429, &spent, None), throttled(30));
+        assert_eq!(refused(503, &spent, None), throttled(30));
+        assert_eq!(
+            refused(429, &spent, Some("5")),
+            throttled(5),
+            "Retry-After wins"
+        );
+        let left = [("x-ratelimit-remaining", "3"), ("x-ratelimit-reset", "30")];
+        assert_eq!(
+            refused(429, &left, None),
+            Verdict::Throttled { retry_after: None }
+        );
+        assert_eq!(refused(503, &left, None), Verdict::Transient);
+        assert_eq!(
+            refused(200, &spent, None),
+            Verdict::Ok,
+            "an answer is an answer"
+        );
     }
 
     #[test]

@@ -68,7 +68,9 @@
 //!
 //! The check is made once per request, before its first attempt. A retry within a request
 //! already running is governed by the policy: a 429 or 503 answer is retried after its
-//! `Retry-After` (see [`crate::classify`]), and its quota headers are read as any response's.
+//! `Retry-After`, or, without one, at the reset of the spent quota its own headers state,
+//! whether or not this switch is on (see [`crate::classify`]); and its quota headers are read
+//! as any response's.
 //! The `reqwest` client and `OutboundLayer::grpc` use the layer's hosts, and so its quota.
 
 use std::sync::atomic::{AtomicU64, Ordering};
