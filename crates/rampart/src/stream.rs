@@ -198,7 +198,7 @@ pub enum StreamDeadline {
 }
 
 /// Why a stream opened by [`Policy::stream`] ended: the `end` of
-/// [`Event::StreamEnded`](crate::Event::StreamEnded) and the `reason` of the
+/// [`Event::StreamEnded`] and the `reason` of the
 /// `rampart.stream.ended` metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
