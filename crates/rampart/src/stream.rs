@@ -8,7 +8,8 @@
 //! 1. **Open (retried).** The op opens the stream, and the first item is pulled, as one attempt
 //!    of an ordinary call under the policy: the attempt timeout bounds opening plus the first
 //!    item, and backoff, the breaker, the retry budget, admission and hedging apply exactly as
-//!    for [`Policy::run`]. The first item decides the attempt: an `Err` is a failed attempt
+//!    for [`Policy::run`] (it is one call of the same state machine, whose effective
+//!    deadline and attempt count the stream then keeps). The first item decides the attempt: an `Err` is a failed attempt
 //!    (the classifier decides whether it is retried), an `Ok` item or a clean end of the
 //!    stream is a value (the classifier sees it as a [`First`]).
 //! 2. **Deliver (never retried).** The [`RampartStream`] yields the first item, then the rest.
@@ -76,8 +77,13 @@
 //!
 //! # Cost
 //!
-//! Opening a stream and delivering its items allocate nothing (`tests/stream_allocations.rs`).
-//! An item costs a clock read when a deadline bounds the stream. One timer serves both time
+//! Opening a stream, delivering its items and reporting its end allocate nothing
+//! (`tests/stream_allocations.rs`, with and without a `metrics` recorder installed): the
+//! first stream of a policy opened while something listens makes the policy's one shared
+//! reporter (a copy of its listeners and metric handles), and every later one shares it.
+//! Nothing listening, a stream reports nothing and holds no reporter. A `tracing` subscriber
+//! that records the `rampart.stream` span may allocate for it, as for any span. An item
+//! costs a clock read when a deadline bounds the stream. One timer serves both time
 //! bounds; it is armed only while the consumer waits, at the earlier of the deadline and the
 //! end of the idle window, so with an idle timeout each wait after an item re-arms it.
 //!
