@@ -8,10 +8,10 @@
 //! 1. **Open (retried).** The op opens the stream, and the first item is pulled, as one attempt
 //!    of an ordinary call under the policy: the attempt timeout bounds opening plus the first
 //!    item, and backoff, the breaker, the retry budget, admission and hedging apply exactly as
-//!    for [`Policy::run`] (it is one call of the same state machine, whose effective
-//!    deadline and attempt count the stream then keeps). The first item decides the attempt: an `Err` is a failed attempt
-//!    (the classifier decides whether it is retried), an `Ok` item or a clean end of the
-//!    stream is a value (the classifier sees it as a [`First`]).
+//!    for [`Policy::run`] (it is one call of the same state machine, whose effective deadline
+//!    and attempt count the stream then keeps). The first item decides the attempt: an `Err`
+//!    is a failed attempt (the classifier decides whether it is retried), an `Ok` item or a
+//!    clean end of the stream is a value (the classifier sees it as a [`First`]).
 //! 2. **Deliver (never retried).** The [`RampartStream`] yields the first item, then the rest.
 //!    It ends with an error, and drops the source stream, when an item is an `Err`
 //!    ([`Error::Inner`]), when no item arrives within the idle timeout
