@@ -26,6 +26,7 @@ use std::time::Duration;
 use crate::ambient::Ambient;
 use crate::clock::Instant;
 use crate::drain::Drain;
+use crate::error::DeadlineSource;
 
 /// The instant by which a caller stops waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,6 +87,19 @@ pub(crate) enum Source {
     Policy,
     Inherited,
     Drain,
+}
+
+impl Source {
+    /// The source `DeadlineExceeded` names; `None` for a drain's grace, which ends a call
+    /// (or a stream) rejected as draining instead.
+    #[inline]
+    pub(crate) fn reported(self) -> Option<DeadlineSource> {
+        match self {
+            Source::Policy => Some(DeadlineSource::Policy),
+            Source::Inherited => Some(DeadlineSource::Inherited),
+            Source::Drain => None,
+        }
+    }
 }
 
 /// A call's effective deadline: the earliest of its bounds, resolved once when it starts.

@@ -41,6 +41,7 @@
 //! | `CallEnded` | exactly once per call, with its stop reason |
 //! | `WouldReject` | a dry-run breaker or admission component would have refused an attempt that runs anyway |
 //! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
+//! | `StreamEnded` | a stream opened by [`Policy::stream`](crate::Policy::stream) ended (after its call's `CallEnded`), with why and the items it delivered |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
 //! [`on_timeout`]: crate::PolicyBuilder::on_timeout
@@ -56,6 +57,7 @@ use crate::breaker::StateKind;
 use crate::hedge::Suppressed;
 use crate::observe::{Observer, Span};
 pub use crate::outcome::{AttemptOutcome, StopReason};
+pub use crate::stream::StreamEnd;
 
 /// Something a policy did, handed to its listeners.
 #[derive(Debug, Clone, Copy)]
@@ -203,6 +205,19 @@ pub enum Event<'a> {
         /// Why the call stopped (what the fallback replaced).
         stop: StopReason,
     },
+    /// A stream opened by [`Policy::stream`](crate::Policy::stream) ended: exactly once per
+    /// opened stream, after the `CallEnded` of the call that opened it.
+    StreamEnded {
+        /// The policy's name.
+        policy: &'a str,
+        /// Why it ended.
+        end: StreamEnd,
+        /// Items delivered to the consumer (the first included; not the error that ended it).
+        items: u64,
+        /// Time from the start of the call that opened it (zero when the policy reads no
+        /// clock).
+        elapsed: Duration,
+    },
 }
 
 /// Handed to an [`on_retry`](crate::PolicyBuilder::on_retry) hook before each backoff.
@@ -341,7 +356,8 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::HedgeSuppressed { policy, .. }
         | Event::CallEnded { policy, .. }
         | Event::WouldReject { policy, .. }
-        | Event::FallbackUsed { policy, .. } => policy,
+        | Event::FallbackUsed { policy, .. }
+        | Event::StreamEnded { policy, .. } => policy,
     }
 }
 

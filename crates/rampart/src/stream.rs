@@ -8,9 +8,10 @@
 //! 1. **Open (retried).** The op opens the stream, and the first item is pulled, as one attempt
 //!    of an ordinary call under the policy: the attempt timeout bounds opening plus the first
 //!    item, and backoff, the breaker, the retry budget, admission and hedging apply exactly as
-//!    for [`Policy::run`]. The first item decides the attempt: an `Err` is a failed attempt
-//!    (the classifier decides whether it is retried), an `Ok` item or a clean end of the
-//!    stream is a value (the classifier sees it as a [`First`]).
+//!    for [`Policy::run`] (it is one call of the same state machine, whose effective deadline
+//!    and attempt count the stream then keeps). The first item decides the attempt: an `Err`
+//!    is a failed attempt (the classifier decides whether it is retried), an `Ok` item or a
+//!    clean end of the stream is a value (the classifier sees it as a [`First`]).
 //! 2. **Deliver (never retried).** The [`RampartStream`] yields the first item, then the rest.
 //!    It ends with an error, and drops the source stream, when an item is an `Err`
 //!    ([`Error::Inner`]), when no item arrives within the idle timeout
@@ -76,8 +77,13 @@
 //!
 //! # Cost
 //!
-//! Opening a stream and delivering its items allocate nothing (`tests/stream_allocations.rs`).
-//! An item costs a clock read when a deadline bounds the stream. One timer serves both time
+//! Opening a stream, delivering its items and reporting its end allocate nothing
+//! (`tests/stream_allocations.rs`, with and without a `metrics` recorder installed): the
+//! first stream of a policy opened while something listens makes the policy's one shared
+//! reporter (a copy of its listeners and metric handles), and every later one shares it.
+//! Nothing listening, a stream reports nothing and holds no reporter. A `tracing` subscriber
+//! that records the `rampart.stream` span may allocate for it, as for any span. An item
+//! costs a clock read when a deadline bounds the stream. One timer serves both time
 //! bounds; it is armed only while the consumer waits, at the earlier of the deadline and the
 //! end of the idle window, so with an idle timeout each wait after an item re-arms it.
 //!
@@ -110,15 +116,54 @@
 //!
 //! # Events
 //!
-//! The open phase is an ordinary call and reports its events ([`Event`](crate::Event)),
-//! metrics and spans: each attempt, each retry, one `CallEnded` (which says `Succeeded` when
-//! the first item arrived). The delivery phase reports nothing to listeners: no event says
-//! that a stream ended idle, at its deadline or cancelled, and no metric counts its items;
-//! the stream's error item and [`RampartStream::items`] say so to the consumer.
+//! The open phase is an ordinary call and reports its events ([`Event`]), metrics and spans:
+//! each attempt, each retry, one `CallEnded` (which says `Succeeded` when the first item
+//! arrived). The delivery phase of a stream that opened reports one [`Event::StreamEnded`]
+//! when it ends, with why ([`StreamEnd`]: the source's end, an error item, the idle timeout,
+//! the deadline, a drain's grace, the caller's cancellation, or the consumer dropping it first)
+//! and how many items it delivered. With the `metrics` feature it moves
+//! `rampart.stream.ended{reason}` and `rampart.stream.items`; with `tracing`, the delivery
+//! phase is a `rampart.stream` span under the call's span, which records `items` and `end`
+//! (see [`observe`](crate::observe)). A call that fails to open a stream reports no
+//! `StreamEnded`: its `CallEnded` says how it ended.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::sync::{Arc, Mutex};
+//! use futures_util::StreamExt;
+//! use rampart::stream::{StreamEnd, StreamOptions};
+//! use rampart::{Event, Policy};
+//!
+//! let ends = Arc::new(Mutex::new(Vec::new()));
+//! let seen = ends.clone();
+//! let policy = Policy::builder()
+//!     .listener(move |event: &Event<'_>| {
+//!         if let Event::StreamEnded { end, items, .. } = *event {
+//!             seen.lock().unwrap().push((end, items));
+//!         }
+//!     })
+//!     .build()
+//!     .expect("valid policy");
+//! let stream = policy
+//!     .stream(StreamOptions::default(), async |_attempt| {
+//!         Ok::<_, std::io::Error>(futures_util::stream::iter([Ok(1), Ok(2)]))
+//!     })
+//!     .await
+//!     .expect("opened");
+//! let items: Vec<_> = stream.collect().await;
+//! assert_eq!(items.len(), 2);
+//! assert_eq!(*ends.lock().unwrap(), [(StreamEnd::Completed, 2)]);
+//! # }
+//! ```
+//!
+//! [`Event`]: crate::Event
+//! [`Event::StreamEnded`]: crate::Event::StreamEnded
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -126,14 +171,17 @@ use futures_core::{FusedStream, Stream};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::admit::Admit;
-use crate::ambient::Ambient;
 use crate::attempt::Attempt;
 use crate::classify::Classify;
 use crate::clock::{Clock, Instant, Sleep, saturating_add};
-use crate::deadline::{Effective, Source};
-use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason};
-use crate::executor::{AttemptFuture, Call, Callback};
+use crate::deadline::Effective;
+use crate::error::{ConfigError, ConfigProblem, Error, RejectReason};
+use crate::event::{Event, Telemetry};
+use crate::executor::{AttemptFuture, Call, Callback, Record, Settled, Shared, execute};
+use crate::observe::Span;
+use crate::outcome::StopReason;
 use crate::policy::Policy;
+use crate::result::AttemptRecord;
 
 /// How a stream call is bounded once its first item has arrived: see the
 /// [module table](self). Cheap to copy; build it once.
@@ -153,6 +201,49 @@ pub enum StreamDeadline {
     /// Only opening the stream and its first item (the retried phase); the items after it are
     /// bounded by the idle timeout and the caller alone.
     FirstItem,
+}
+
+/// Why a stream opened by [`Policy::stream`] ended: the `end` of
+/// [`Event::StreamEnded`] and the `reason` of the
+/// `rampart.stream.ended` metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// The source ended on its own (`completed`).
+    Completed,
+    /// An item was an error, delivered as [`Error::Inner`] (`failed`).
+    Failed,
+    /// No item arrived within the idle timeout: [`Error::IdleTimeout`] (`idle_timeout`).
+    IdleTimeout,
+    /// The call's deadline passed: [`Error::DeadlineExceeded`] (`deadline_exceeded`).
+    DeadlineExceeded,
+    /// The policy's drain grace passed: [`Error::Rejected`] as draining (`draining`).
+    Draining,
+    /// The caller's token fired: [`Error::Cancelled`] (`cancelled`).
+    Cancelled,
+    /// The consumer dropped the stream before it ended (`dropped`).
+    Dropped,
+}
+
+impl StreamEnd {
+    /// The stable name, as metrics and spans carry it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StreamEnd::Completed => "completed",
+            StreamEnd::Failed => "failed",
+            StreamEnd::IdleTimeout => "idle_timeout",
+            StreamEnd::DeadlineExceeded => "deadline_exceeded",
+            StreamEnd::Draining => "draining",
+            StreamEnd::Cancelled => "cancelled",
+            StreamEnd::Dropped => "dropped",
+        }
+    }
+}
+
+impl fmt::Display for StreamEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl StreamOptions {
@@ -290,38 +381,112 @@ impl<C, A> Call<'_, C, A> {
     {
         let shared = self.shared();
         let caller = self.caller();
-        let clock = shared.clock.clone();
-        let bound = match options.deadline {
-            // Resolved as the call's own is when it starts (an instant earlier, never later).
-            StreamDeadline::WholeStream => Effective::resolve(
-                clock.now(),
-                shared.deadline,
-                shared
-                    .ambient_deadline
-                    .then(|| Ambient::current().deadline())
-                    .flatten(),
-                &shared.drain,
-            ),
-            StreamDeadline::FirstItem => None,
+        // The open phase is the call itself: the state machine resolves its deadline and
+        // counts its attempts, and says what they were when the call settles.
+        let mut opening = Opening::default();
+        let first = execute(
+            shared,
+            caller,
+            first_item::<F, S, _>(move |attempt| FirstItem::new(op(attempt))),
+            &mut opening,
+        )
+        .await?;
+        let report = match (&opening.span, shared.telemetry.is_listened()) {
+            (Some(call), true) => Some(Report {
+                reporter: Reporter::of(shared),
+                span: crate::observe::stream_span(call, &shared.name),
+                start: opening.start,
+            }),
+            _ => None,
         };
-        let mut attempts = 0u32;
-        let counted = &mut attempts;
-        let first = self
-            .run(first_item::<F, S, _>(move |attempt| {
-                *counted = counted.saturating_add(1);
-                FirstItem::new(op(attempt))
-            }))
-            .await?;
         Ok(RampartStream::new(
             first,
             Bounds {
-                clock,
-                bound,
+                clock: shared.clock.clone(),
+                bound: match options.deadline {
+                    StreamDeadline::WholeStream => opening.deadline,
+                    StreamDeadline::FirstItem => None,
+                },
                 idle: options.idle_timeout,
                 caller: caller.cloned(),
-                attempts,
+                attempts: opening.attempts,
+                report,
             },
         ))
+    }
+}
+
+/// What the open phase's call settled with (see [`Settled`]).
+#[derive(Default)]
+struct Opening {
+    attempts: u32,
+    start: Option<Instant>,
+    deadline: Option<Effective>,
+    span: Option<Span>,
+}
+
+impl Record for &mut Opening {
+    const TIMED: bool = false;
+
+    #[inline(always)]
+    fn record(&mut self, _: AttemptRecord) {}
+
+    #[inline(always)]
+    fn stop(&mut self, _: StopReason) {}
+
+    #[inline(always)]
+    fn settled(&mut self, call: Settled<'_>) {
+        self.attempts = call.attempts;
+        self.start = call.start;
+        self.deadline = call.deadline;
+        self.span = call.span.cloned();
+    }
+}
+
+/// What a stream's end is reported to: its policy's listeners and observer, under its name.
+/// One per policy, made when a stream of it is first opened while something listens.
+pub(crate) struct Reporter {
+    name: Box<str>,
+    telemetry: Telemetry,
+}
+
+impl Reporter {
+    fn of<C, A>(shared: &Shared<C, A>) -> Arc<Reporter> {
+        Arc::clone(shared.streams.get_or_init(|| {
+            Arc::new(Reporter {
+                name: shared.name.clone(),
+                telemetry: shared.telemetry.clone(),
+            })
+        }))
+    }
+}
+
+/// Where and since when a listened-to stream reports its end.
+struct Report {
+    reporter: Arc<Reporter>,
+    /// The stream's `rampart.stream` span.
+    span: Span,
+    /// The start of the call that opened it.
+    start: Option<Instant>,
+}
+
+impl Report {
+    #[cold]
+    fn emit(self, clock: &Clock, end: StreamEnd, items: u64) {
+        let elapsed = match self.start {
+            Some(start) => clock.now().saturating_duration_since(start),
+            None => Duration::ZERO,
+        };
+        let reporter = &*self.reporter;
+        reporter.telemetry.emit(
+            &self.span,
+            Event::StreamEnded {
+                policy: &reporter.name,
+                end,
+                items,
+                elapsed,
+            },
+        );
     }
 }
 
@@ -386,28 +551,30 @@ where
     }
 }
 
-/// The error that ends a stream at its deadline: `DeadlineExceeded`, or the drain's
-/// rejection when the bound was a drain's grace (as for a call).
+/// The error that ends a stream at its deadline, and its end: `DeadlineExceeded`, or the
+/// drain's rejection when the bound was a drain's grace (as for a call).
 #[cold]
-fn exceeded<E>(bound: Effective, attempts: u32) -> Error<E> {
-    let source = match bound.source {
-        Source::Policy => DeadlineSource::Policy,
-        Source::Inherited => DeadlineSource::Inherited,
-        Source::Drain => {
-            return Error::Rejected {
+fn exceeded<E>(bound: Effective, attempts: u32) -> (Error<E>, StreamEnd) {
+    match bound.source.reported() {
+        Some(source) => (
+            Error::DeadlineExceeded {
+                deadline: bound.span,
+                source,
+                attempts,
+                unfit: None,
+                last: None,
+            },
+            StreamEnd::DeadlineExceeded,
+        ),
+        None => (
+            Error::Rejected {
                 reason: RejectReason::Draining,
                 retry_after: None,
                 attempts,
                 last: None,
-            };
-        }
-    };
-    Error::DeadlineExceeded {
-        deadline: bound.span,
-        source,
-        attempts,
-        unfit: None,
-        last: None,
+            },
+            StreamEnd::Draining,
+        ),
     }
 }
 
@@ -424,8 +591,11 @@ struct Bounds {
     bound: Option<Effective>,
     idle: Option<Duration>,
     caller: Option<CancellationToken>,
-    /// Attempts the op was called for in the open phase.
+    /// Attempts the open phase counted.
     attempts: u32,
+    /// Where the end is reported, when something listened as the stream opened; taken when
+    /// it is.
+    report: Option<Report>,
 }
 
 pin_project_lite::pin_project! {
@@ -451,6 +621,20 @@ pin_project_lite::pin_project! {
         #[pin]
         cancelled: Option<WaitForCancellationFutureOwned>,
         items: u64,
+    }
+
+    impl<S, T> PinnedDrop for RampartStream<S, T> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(report) = this.bounds.report.take() {
+                // Not reported yet: the consumer let go first (unless nothing was left).
+                let end = match this.first.is_none() && this.source.is_none() {
+                    true => StreamEnd::Completed,
+                    false => StreamEnd::Dropped,
+                };
+                report.emit(&this.bounds.clock, end, *this.items);
+            }
+        }
     }
 }
 
@@ -479,7 +663,7 @@ impl<S, T> RampartStream<S, T> {
         self.items
     }
 
-    /// Attempts the op was called for while the stream was opened (hedged legs included).
+    /// Attempts the call that opened the stream counted (hedged legs included).
     pub fn attempts(&self) -> u32 {
         self.bounds.attempts
     }
@@ -499,20 +683,31 @@ impl<S, T, E> RampartStream<S, T>
 where
     S: Stream<Item = Result<T, E>> + Unpin,
 {
-    /// Ends the stream: the source and every timer are dropped, and `error` is its last item.
+    /// Ends the stream for `end`: the source and every timer are dropped, and `error` is its
+    /// last item.
     #[cold]
     fn end(
         mut this: RampartStreamProj<'_, S, T>,
         error: Error<E>,
+        end: StreamEnd,
     ) -> Poll<Option<Result<T, Error<E>>>> {
-        Self::close(&mut this);
+        Self::close(&mut this, end);
         Poll::Ready(Some(Err(error)))
     }
 
-    fn close(this: &mut RampartStreamProj<'_, S, T>) {
+    fn close(this: &mut RampartStreamProj<'_, S, T>, end: StreamEnd) {
         *this.source = None;
         this.timer.set(None);
         this.cancelled.set(None);
+        Self::report(this, end);
+    }
+
+    /// Reports the end, if something listens and it was not reported yet.
+    #[inline(always)]
+    fn report(this: &mut RampartStreamProj<'_, S, T>, end: StreamEnd) {
+        if let Some(report) = this.bounds.report.take() {
+            report.emit(&this.bounds.clock, end, *this.items);
+        }
     }
 }
 
@@ -529,6 +724,8 @@ where
             return Poll::Ready(Some(Ok(item)));
         }
         let Some(source) = this.source.as_mut() else {
+            // A stream that ended before its first item ends here.
+            Self::report(&mut this, StreamEnd::Completed);
             return Poll::Ready(None);
         };
         // Caller cancellation wins, then the deadline; both before a ready item. The deadline
@@ -542,15 +739,15 @@ where
             .as_ref()
             .is_some_and(CancellationToken::is_cancelled)
         {
-            return Self::end(this, Error::Cancelled);
+            return Self::end(this, Error::Cancelled, StreamEnd::Cancelled);
         }
         let clock = &this.bounds.clock;
         let now = this.bounds.bound.map(|bound| (bound, clock.now()));
         if let Some((bound, now)) = now
             && now >= bound.at
         {
-            let error = exceeded(bound, this.bounds.attempts);
-            return Self::end(this, error);
+            let (error, end) = exceeded(bound, this.bounds.attempts);
+            return Self::end(this, error, end);
         }
         match Pin::new(source).poll_next(cx) {
             Poll::Ready(Some(Ok(item))) => {
@@ -558,9 +755,9 @@ where
                 *this.stall_at = None;
                 Poll::Ready(Some(Ok(item)))
             }
-            Poll::Ready(Some(Err(e))) => Self::end(this, Error::Inner(e)),
+            Poll::Ready(Some(Err(e))) => Self::end(this, Error::Inner(e), StreamEnd::Failed),
             Poll::Ready(None) => {
-                Self::close(&mut this);
+                Self::close(&mut this, StreamEnd::Completed);
                 Poll::Ready(None)
             }
             Poll::Pending => {
@@ -590,20 +787,23 @@ where
                     if let Some(timer) = this.timer.as_mut().as_pin_mut()
                         && timer.poll(cx).is_ready()
                     {
-                        let error = match fire {
+                        let (error, end) = match fire {
                             Fire::Deadline(bound) => exceeded(bound, this.bounds.attempts),
-                            Fire::Idle(idle) => Error::IdleTimeout {
-                                idle,
-                                items: *this.items,
-                            },
+                            Fire::Idle(idle) => (
+                                Error::IdleTimeout {
+                                    idle,
+                                    items: *this.items,
+                                },
+                                StreamEnd::IdleTimeout,
+                            ),
                         };
-                        return Self::end(this, error);
+                        return Self::end(this, error, end);
                     }
                 }
                 if let Some(cancelled) = this.cancelled.as_mut().as_pin_mut()
                     && cancelled.poll(cx).is_ready()
                 {
-                    return Self::end(this, Error::Cancelled);
+                    return Self::end(this, Error::Cancelled, StreamEnd::Cancelled);
                 }
                 Poll::Pending
             }

@@ -564,3 +564,155 @@ async fn a_stream_on_a_manual_clock_idles_out_only_when_the_clock_reaches_the_id
         ]
     );
 }
+
+// ---- events: the delivery phase reports its end ---------------------------------------
+
+/// Every `StreamEnded` (its end and items) and `CallEnded` (its stop reason) the policy
+/// built from `builder` reports, in order.
+type Ends = Arc<std::sync::Mutex<Vec<String>>>;
+
+fn listened(builder: rampart::PolicyBuilder) -> (Policy, Ends) {
+    let ends = Ends::default();
+    let seen = ends.clone();
+    let policy = builder
+        .listener(move |event: &rampart::Event<'_>| {
+            let line = match *event {
+                rampart::Event::StreamEnded { end, items, .. } => format!("stream {end} {items}"),
+                rampart::Event::CallEnded { stop, attempts, .. } => {
+                    format!("call {} {attempts}", stop.as_str())
+                }
+                _ => return,
+            };
+            seen.lock().expect("ends").push(line);
+        })
+        .build()
+        .expect("valid policy");
+    (policy, ends)
+}
+
+fn ends(ends: &Ends) -> Vec<String> {
+    ends.lock().expect("ends").clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_completes_reports_one_stream_ended_after_its_call_ended_with_its_items() {
+    let (policy, seen) = listened(Policy::builder().max_attempts(2).backoff(Backoff::none()));
+    let (opened, _) = open(&policy, options(), |n| match n {
+        0 => Err(Fail::Refused),
+        _ => Ok(script([(1, Ok(1)), (1, Ok(2)), (1, Ok(3))], false)),
+    })
+    .await;
+    let stream = opened.expect("opened");
+    assert_eq!(
+        ends(&seen),
+        ["call succeeded 2"],
+        "nothing yet from the stream"
+    );
+    assert_eq!(drain(stream).await, ["1", "2", "3"]);
+    assert_eq!(ends(&seen), ["call succeeded 2", "stream completed 3"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_way_a_stream_ends_is_its_stream_ended_reason() {
+    let token = CancellationToken::new();
+    let drain_switch = Drain::new();
+    let (policy, seen) = listened(
+        Policy::builder()
+            .deadline(1_000 * MS)
+            .drain(&drain_switch)
+            .max_attempts(1),
+    );
+    let failed = |_| Ok(script([(1, Ok(1)), (1, Err(Fail::Reset))], false));
+    let (opened, _) = open(&policy, options(), failed).await;
+    drain(opened.expect("opened")).await;
+    let stalls = |_| Ok(script([(1, Ok(1))], true));
+    let (opened, _) = open(&policy, idle(50 * MS), stalls).await;
+    drain(opened.expect("opened")).await;
+    let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
+    drain(opened.expect("opened")).await;
+    let cancelled = policy
+        .with_token(&token)
+        .stream(options(), async |_| Ok::<_, Fail>(ticking(100 * MS)))
+        .await
+        .expect("opened");
+    // Items at 100 (the first, while opening), 200 and 300 ms; cancelled at 350 ms.
+    let cancel = async {
+        tokio::time::sleep(250 * MS).await;
+        token.cancel();
+    };
+    let (items, ()) = tokio::join!(drain(cancelled), cancel);
+    assert_eq!(
+        items.last().map(String::as_str),
+        Some("call cancelled by the caller")
+    );
+    let (opened, _) = open(&policy, options(), |_| Ok(ticking(10 * MS))).await;
+    let mut dropped = Box::pin(opened.expect("opened"));
+    assert!(dropped.next().await.is_some_and(|i| i.is_ok()));
+    assert!(dropped.next().await.is_some_and(|i| i.is_ok()));
+    drop(dropped);
+    drain_switch.begin(Some(150 * MS));
+    let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
+    drain(opened.expect("opened")).await;
+    let streams: Vec<_> = ends(&seen)
+        .into_iter()
+        .filter(|line| line.starts_with("stream"))
+        .collect();
+    assert_eq!(
+        streams,
+        [
+            "stream failed 1",
+            "stream idle_timeout 1",
+            "stream deadline_exceeded 9",
+            "stream cancelled 3",
+            "stream dropped 2",
+            "stream draining 1",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_fails_to_open_reports_its_call_ended_and_no_stream_ended() {
+    let (policy, seen) = listened(Policy::builder().max_attempts(2).backoff(Backoff::none()));
+    let (opened, calls) = open(&policy, options(), |_| Err(Fail::Refused)).await;
+    assert!(opened.is_err());
+    assert_eq!(calls, 2);
+    assert_eq!(ends(&seen), ["call attempts_exhausted 2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_empty_from_the_start_reports_completed_with_no_items_once() {
+    let (policy, seen) = listened(Policy::builder());
+    let (opened, _) = open(&policy, options(), |_| Ok(script([], false))).await;
+    assert!(drain(opened.expect("opened")).await.is_empty());
+    let (opened, _) = open(&policy, options(), |_| Ok(script([], false))).await;
+    drop(opened.expect("opened"));
+    assert_eq!(
+        ends(&seen),
+        [
+            "call succeeded 1",
+            "stream completed 0",
+            "call succeeded 1",
+            "stream completed 0"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stream_ended_event_says_the_time_since_the_call_started() {
+    let elapsed = Arc::new(std::sync::Mutex::new(None));
+    let seen = elapsed.clone();
+    let policy = Policy::builder()
+        .listener(move |event: &rampart::Event<'_>| {
+            if let rampart::Event::StreamEnded { elapsed, .. } = *event {
+                *seen.lock().expect("elapsed") = Some(elapsed);
+            }
+        })
+        .build()
+        .expect("valid policy");
+    let (opened, _) = open(&policy, options(), |_| {
+        Ok(script([(30, Ok(1)), (20, Ok(2))], false))
+    })
+    .await;
+    drain(opened.expect("opened")).await;
+    assert_eq!(*elapsed.lock().expect("elapsed"), Some(50 * MS));
+}

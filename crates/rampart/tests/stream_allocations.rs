@@ -155,3 +155,63 @@ fn allocations_per_open(policy: &Policy, calls: u32) -> u64 {
 fn opening_a_stream_under_the_full_policy_allocates_nothing() {
     assert_eq!(allocations_per_open(&full_policy(), 1_000), 0);
 }
+
+/// A recorder whose counters are plain atomics (recording allocates nothing), so whatever
+/// the counting allocator sees is rampart's.
+#[cfg(feature = "metrics")]
+mod recorded {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{
+        Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+
+    #[derive(Default)]
+    pub(super) struct Atomics {
+        counters: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+    }
+
+    impl Recorder for Atomics {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let value = Arc::new(AtomicU64::new(0));
+            let labels: Vec<_> = key.labels().map(|l| l.value().to_owned()).collect();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let mut counters = self.counters.lock().expect("counters");
+            counters.push((name, value.clone()));
+            Counter::from_arc(value)
+        }
+
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    impl Atomics {
+        pub(super) fn count(&self, name: &str) -> u64 {
+            let counters = self.counters.lock().expect("counters");
+            let found = counters.iter().find(|(n, _)| n == name);
+            found.map_or(0, |(_, v)| v.load(Ordering::Relaxed))
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn opening_a_stream_and_reporting_its_end_allocates_nothing_with_a_recorder_installed() {
+    let recorder = recorded::Atomics::default();
+    let policy = metrics::with_local_recorder(&recorder, full_policy);
+    // Each call opens a stream, takes its first item and drops it: a `dropped` end, reported.
+    assert_eq!(allocations_per_open(&policy, 1_000), 0);
+    assert_eq!(recorder.count("rampart.stream.ended{full,dropped}"), 1_001);
+    assert_eq!(recorder.count("rampart.stream.items{full}"), 1_001);
+    assert_eq!(recorder.count("rampart.calls{full,succeeded}"), 1_001);
+}

@@ -233,3 +233,138 @@ proptest! {
         }
     }
 }
+
+/// What one attempt's stream does: fail before its first item (opening fails, or the first
+/// item is an error), deliver `k` items then fail, or deliver `k` items then stall or end.
+#[derive(Debug, Clone, Copy)]
+enum Schedule {
+    OpenFails,
+    FirstItemFails,
+    FailAfter(u32),
+    StallAfter(u32),
+    EndAfter(u32),
+}
+
+fn schedule() -> impl Strategy<Value = Schedule> {
+    prop_oneof![
+        Just(Schedule::OpenFails),
+        Just(Schedule::FirstItemFails),
+        (1u32..6).prop_map(Schedule::FailAfter),
+        (1u32..6).prop_map(Schedule::StallAfter),
+        (0u32..6).prop_map(Schedule::EndAfter),
+    ]
+}
+
+/// Items of attempt `attempt` (from 0) are `attempt * 100 + i`, each after `gap_ms`.
+fn scheduled(attempt: u32, schedule: Schedule, gap_ms: u64) -> Source {
+    let (items, then_fail, stall) = match schedule {
+        Schedule::OpenFails | Schedule::FirstItemFails => (0, true, false),
+        Schedule::FailAfter(k) => (k, true, false),
+        Schedule::StallAfter(k) => (k, false, true),
+        Schedule::EndAfter(k) => (k, false, false),
+    };
+    Box::pin(futures_util::stream::unfold(0u32, move |i| async move {
+        tokio::time::sleep(ms(gap_ms)).await;
+        if i < items {
+            return Some((Ok(attempt * 100 + i), i + 1));
+        }
+        if then_fail && i == items {
+            return Some((Err(Fail), i + 1));
+        }
+        if stall {
+            std::future::pending::<()>().await;
+        }
+        None
+    }))
+}
+
+/// Runs one stream call whose attempt `n` follows `schedules[n]` (the last one repeating);
+/// returns the op's calls made after an item was delivered, the op's calls, and the `Ok`
+/// items delivered.
+fn run_schedules(
+    schedules: &[Schedule],
+    hedge_ms: Option<u64>,
+    gap_ms: u64,
+) -> (u32, u32, Vec<u32>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let builder = match hedge_ms {
+            Some(delay) => Policy::builder().hedge(Hedge::fixed(ms(delay))),
+            None => Policy::builder(),
+        };
+        let policy = builder
+            .max_attempts(4)
+            .deadline(ms(5_000))
+            .backoff(Backoff::constant(ms(5)))
+            .no_budget()
+            .build()
+            .expect("valid policy");
+        let options = StreamOptions::builder()
+            .idle_timeout(ms(100))
+            .build()
+            .expect("valid options");
+        let calls = AtomicU32::new(0);
+        let late_calls = AtomicU32::new(0);
+        let delivered = AtomicBool::new(false);
+        let opened = policy
+            .stream(options, async |_| {
+                if delivered.load(Ordering::SeqCst) {
+                    late_calls.fetch_add(1, Ordering::SeqCst);
+                }
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                let schedule = schedules[(n as usize).min(schedules.len() - 1)];
+                match schedule {
+                    Schedule::OpenFails => Err(Fail),
+                    schedule => Ok(scheduled(n, schedule, gap_ms)),
+                }
+            })
+            .await;
+        let mut items = Vec::new();
+        if let Ok(stream) = opened {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                delivered.store(true, Ordering::SeqCst);
+                if let Ok(item) = item {
+                    items.push(item);
+                }
+            }
+        }
+        // Anything that could still call the op has had every chance to.
+        tokio::time::sleep(ms(10_000)).await;
+        (
+            late_calls.load(Ordering::SeqCst),
+            calls.load(Ordering::SeqCst),
+            items,
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    #[test]
+    fn the_op_is_never_called_after_an_item_and_the_items_are_a_prefix_of_one_attempts_items(
+        schedules in prop::collection::vec(schedule(), 1..5),
+        hedge_ms in prop::option::weighted(0.3, 0u64..40),
+        gap_ms in 1u64..30,
+    ) {
+        let (late, calls, items) = run_schedules(&schedules, hedge_ms, gap_ms);
+        prop_assert_eq!(late, 0, "the op was called after an item was delivered");
+        prop_assert!(calls <= 4);
+        if let Some(first) = items.first() {
+            let attempt = first / 100;
+            prop_assert!(attempt < calls, "item {} from an attempt never made", first);
+            let expected: Vec<u32> = (0..items.len() as u32).map(|i| attempt * 100 + i).collect();
+            prop_assert_eq!(&items, &expected, "not a prefix of attempt {}'s items", attempt);
+            let planned = match schedules[(attempt as usize).min(schedules.len() - 1)] {
+                Schedule::FailAfter(k) | Schedule::StallAfter(k) | Schedule::EndAfter(k) => k,
+                Schedule::OpenFails | Schedule::FirstItemFails => 0,
+            };
+            prop_assert_eq!(items.len() as u32, planned, "every item of the kept attempt arrives");
+        }
+    }
+}

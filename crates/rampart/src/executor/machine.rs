@@ -52,8 +52,8 @@ use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transitio
 use crate::classify::{Classify, Verdict};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
-use crate::deadline::{Effective, Source};
-use crate::error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
+use crate::deadline::Effective;
+use crate::error::{ConfigError, ConfigProblem, Error, RejectReason, Unfit};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
 use crate::observe::{Gauges, LastOutcome, Span};
@@ -1057,10 +1057,8 @@ where
         let Some(bound) = self.deadline else {
             unreachable!("a deadline is exceeded only when there is one")
         };
-        let source = match bound.source {
-            Source::Drain => return self.reject(RejectReason::Draining, None, now),
-            Source::Inherited => DeadlineSource::Inherited,
-            Source::Policy => DeadlineSource::Policy,
+        let Some(source) = bound.source.reported() else {
+            return self.reject(RejectReason::Draining, None, now);
         };
         let result = match self.last.take().map(|outcome| self.result(outcome)) {
             Some(Ok(value)) => Ok(value),
@@ -1090,6 +1088,12 @@ where
     ) -> Finish<T, E> {
         self.ended = true;
         self.log.stop(stop);
+        self.log.settled(super::Settled {
+            attempts: self.attempts,
+            start: self.start,
+            deadline: self.deadline,
+            span: Some(&self.span),
+        });
         let shared = self.shared;
         if shared.telemetry.is_listened() {
             shared.telemetry.emit(

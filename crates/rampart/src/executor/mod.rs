@@ -202,7 +202,7 @@ where
 
 /// Runs `op` under `shared`: hedged when the policy hedges (its state boxed, so that the
 /// future of a policy that does not hedge stays small), one attempt at a time otherwise.
-fn execute<'a, T, E, C, A, F, L>(
+pub(crate) fn execute<'a, T, E, C, A, F, L>(
     shared: &'a Shared<C, A>,
     caller: Option<&'a CancellationToken>,
     op: F,
@@ -251,12 +251,28 @@ impl<O, P: Future<Output = O>, H: Future<Output = O>> Future for Execute<P, H> {
     }
 }
 
-/// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`.
+/// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`,
+/// what bounds the stream for [`Call::stream`](crate::stream).
 pub(crate) trait Record {
     /// Whether records need attempt durations (and so clock reads).
     const TIMED: bool;
     fn record(&mut self, record: AttemptRecord);
     fn stop(&mut self, stop: StopReason);
+    /// The call is over, as [`Settled`] says (once, just before its outcome is returned).
+    #[inline(always)]
+    fn settled(&mut self, _call: Settled<'_>) {}
+}
+
+/// What a call that ended leaves for what follows it (a stream's delivery phase): the
+/// attempts it counted, its effective deadline and start as the state machine resolved and
+/// read them, and its span.
+pub(crate) struct Settled<'a> {
+    pub(crate) attempts: u32,
+    /// The start of the call, when the call read the clock.
+    pub(crate) start: Option<Instant>,
+    pub(crate) deadline: Option<crate::deadline::Effective>,
+    /// The call's `rampart.call` span (none on the pass-through path, which nothing observes).
+    pub(crate) span: Option<&'a crate::observe::Span>,
 }
 
 impl Record for () {

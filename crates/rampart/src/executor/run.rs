@@ -107,6 +107,12 @@ where
         Verdict::Permanent => StopReason::Permanent,
         _ => StopReason::AttemptsExhausted,
     });
+    log.settled(super::Settled {
+        attempts: 1,
+        start: None,
+        deadline: None,
+        span: None,
+    });
     result.map_err(Error::Inner)
 }
 

@@ -54,6 +54,9 @@ pub(crate) struct Shared<C, A> {
     pub(crate) budget: Option<RetryBudget>,
     /// The circuit breaker every attempt of this policy asks first.
     pub(crate) breaker: Option<Breaker>,
+    /// Where this policy's streams report their ends, made by the first stream opened while
+    /// something listens.
+    pub(crate) streams: std::sync::OnceLock<std::sync::Arc<crate::stream::Reporter>>,
 }
 
 impl<C, A> Shared<C, A> {

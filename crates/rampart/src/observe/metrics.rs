@@ -15,6 +15,7 @@ use super::{Gauges, Parts};
 use crate::breaker::StateKind;
 use crate::event::Event;
 use crate::outcome::{AttemptOutcome, StopReason};
+use crate::stream::StreamEnd;
 
 const STOPS: [StopReason; 10] = [
     StopReason::Succeeded,
@@ -44,6 +45,16 @@ const STATES: [StateKind; 4] = [
     StateKind::Open,
     StateKind::HalfOpen,
     StateKind::Isolated,
+];
+
+const ENDS: [StreamEnd; 7] = [
+    StreamEnd::Completed,
+    StreamEnd::Failed,
+    StreamEnd::IdleTimeout,
+    StreamEnd::DeadlineExceeded,
+    StreamEnd::Draining,
+    StreamEnd::Cancelled,
+    StreamEnd::Dropped,
 ];
 
 // The tables above are indexed by `variant as usize` (in order, pinned by the test below).
@@ -82,6 +93,19 @@ const fn every_state(k: StateKind) -> usize {
     }
 }
 
+const fn every_end(e: StreamEnd) -> usize {
+    match e {
+        StreamEnd::Completed
+        | StreamEnd::Failed
+        | StreamEnd::IdleTimeout
+        | StreamEnd::DeadlineExceeded
+        | StreamEnd::Draining
+        | StreamEnd::Cancelled
+        | StreamEnd::Dropped => 7,
+    }
+}
+
+const _: () = assert!(ENDS.len() == every_end(StreamEnd::Completed));
 const _: () = assert!(STOPS.len() == every_stop(StopReason::Succeeded));
 const _: () = assert!(OUTCOMES.len() == every_outcome(AttemptOutcome::Ok));
 const _: () = assert!(STATES.len() == every_state(StateKind::Closed));
@@ -140,6 +164,9 @@ pub(super) struct Handles {
     fallbacks: [Counter; STOPS.len()],
     /// `rampart.dry_run.rejections`, indexed like `DRY_RUN`.
     would_reject: [Counter; DRY_RUN.len()],
+    /// `rampart.stream.ended`, indexed like `ENDS`.
+    stream_ended: [Counter; ENDS.len()],
+    stream_items: Counter,
 }
 
 /// A policy built before (or without) a name: handles that record nothing.
@@ -158,6 +185,8 @@ impl Default for Handles {
             hedges: std::array::from_fn(|_| Counter::noop()),
             fallbacks: std::array::from_fn(|_| Counter::noop()),
             would_reject: std::array::from_fn(|_| Counter::noop()),
+            stream_ended: std::array::from_fn(|_| Counter::noop()),
+            stream_items: Counter::noop(),
         }
     }
 }
@@ -221,6 +250,10 @@ impl Handles {
             fallbacks: STOPS.map(|s| {
                 metrics::counter!("rampart.fallbacks", "policy" => p(), "stop_reason" => s.as_str())
             }),
+            stream_ended: ENDS.map(|e| {
+                metrics::counter!("rampart.stream.ended", "policy" => p(), "reason" => e.as_str())
+            }),
+            stream_items: metrics::counter!("rampart.stream.items", "policy" => p()),
         }
     }
 
@@ -265,6 +298,10 @@ impl Handles {
             Event::HedgeDiscarded { .. } => self.hedges[DISCARDED].increment(1),
             Event::HedgeSuppressed { .. } => self.hedges[SUPPRESSED].increment(1),
             Event::FallbackUsed { stop, .. } => self.fallbacks[stop as usize].increment(1),
+            Event::StreamEnded { end, items, .. } => {
+                self.stream_ended[end as usize].increment(1);
+                self.stream_items.increment(items);
+            }
             Event::CallEnded { stop, elapsed, .. } => {
                 let i = stop as usize;
                 self.calls[i].increment(1);
@@ -385,6 +422,16 @@ fn describe() {
         "Calls a fallback answered, by the stop reason it replaced."
     );
     metrics::describe_counter!(
+        "rampart.stream.ended",
+        Unit::Count,
+        "Streams opened by Policy::stream that ended, by why they ended."
+    );
+    metrics::describe_counter!(
+        "rampart.stream.items",
+        Unit::Count,
+        "Items the streams delivered (counted when each stream ends)."
+    );
+    metrics::describe_counter!(
         "rampart.hedges",
         Unit::Count,
         "Hedged legs started, won, discarded, and hedges suppressed."
@@ -405,6 +452,9 @@ mod tests {
         }
         for (i, k) in STATES.iter().enumerate() {
             assert_eq!(*k as usize, i);
+        }
+        for (i, e) in ENDS.iter().enumerate() {
+            assert_eq!(*e as usize, i);
         }
     }
 }

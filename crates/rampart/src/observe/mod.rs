@@ -39,6 +39,8 @@
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
 //! | `rampart.dry_run.rejections` | counter | `{attempt}` | `policy`, `reason`: `breaker` \| `overloaded` \| `rate` | a [dry-run](crate::breaker::BreakerBuilder::dry_run) breaker or [`DryRun`](crate::limit::DryRun) limiter would have refused an attempt, which ran |
 //! | `rampart.fallbacks` | counter | `{call}` | `policy`, `stop_reason` | a [fallback](crate::fallback) answered a call that stopped for `stop_reason` |
+//! | `rampart.stream.ended` | counter | `{stream}` | `policy`, `reason` ([`StreamEnd::as_str`]) | once per stream a [`Policy::stream`] call opened, when it ends |
+//! | `rampart.stream.items` | counter | `{item}` | `policy` | when a stream ends, by the items it delivered |
 //! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
 //! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |
 //! | `rampart.limiter.in_flight` | gauge | `{attempt}` | `policy` | set when a call ends: attempts holding an admission permit ([`Admit::load`]; limiters that count them) |
@@ -61,9 +63,12 @@
 //! |---|---|---|
 //! | `rampart.call` | `INFO` | `policy`; `deadline` (the effective one, recorded when the call starts, if it has one); `attempts` and `stop_reason` (recorded when it ends) |
 //! | `rampart.attempt` | `INFO` | `number`, `ceiling`, `admission_wait` (how long admission kept it waiting, when the call reads the clock), `outcome` ([`AttemptOutcome::as_str`], recorded when it ends) |
+//! | `rampart.stream` | `INFO` | `policy`; `items` and `end` ([`StreamEnd::as_str`], recorded when the stream ends) |
 //!
 //! Each attempt's callback runs in its `rampart.attempt` span, a child of the call's; the
-//! events happen inside the call span. A hedged call's legs each have their own attempt span
+//! events happen inside the call span. A stream's delivery phase (after its call ended with
+//! the first item) is a `rampart.stream` span, a child of the call's, and its `StreamEnded`
+//! event happens inside it. A hedged call's legs each have their own attempt span
 //! under the one call span. [`Ambient::spawn`], [`Ambient::spawn_blocking`],
 //! [`Ambient::bind`] and [`Ambient::carry`] carry the current span into the new task, so a
 //! call made there is a child of the span that spawned it.
@@ -84,6 +89,8 @@
 //! [`StopReason::as_str`]: crate::StopReason::as_str
 //! [`AttemptOutcome::as_str`]: crate::AttemptOutcome::as_str
 //! [`StateKind::as_str`]: crate::breaker::StateKind::as_str
+//! [`StreamEnd::as_str`]: crate::stream::StreamEnd::as_str
+//! [`Policy::stream`]: crate::Policy::stream
 //! [`RateLimit`]: crate::limit::RateLimit
 //! [`Admit::load`]: crate::admit::Admit::load
 //! [`Ambient::spawn`]: crate::Ambient::spawn
@@ -120,6 +127,13 @@ pub(crate) fn attempt_span(
     admission_wait: Option<Duration>,
 ) -> Span {
     tracing::attempt(call, number, ceiling, admission_wait)
+}
+
+/// The span of the delivery phase of a stream opened by the call whose span is `call`
+/// (`rampart.stream`, a child of it); nothing without `tracing`.
+#[inline(always)]
+pub(crate) fn stream_span(call: &Span, policy: &str) -> Span {
+    tracing::stream(call, policy)
 }
 
 /// The span the current code runs in, to carry into a spawned task; nothing without

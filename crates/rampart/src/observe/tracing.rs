@@ -98,6 +98,18 @@ pub(super) fn attempt(
 }
 
 #[inline]
+pub(super) fn stream(call: &Span, policy: &str) -> Span {
+    Span(info_span!(
+        target: "rampart",
+        parent: &call.0,
+        "rampart.stream",
+        policy,
+        items = Empty,
+        end = Empty
+    ))
+}
+
+#[inline]
 pub(super) fn call_began(span: &Span, deadline: Option<Duration>) {
     if let Some(deadline) = deadline {
         span.0.record("deadline", tracing::field::debug(deadline));
@@ -251,6 +263,24 @@ pub(super) fn event(span: &Span, event: &Event<'_>) {
             stop_reason = stop.as_str(),
             "fallback answered"
         ),
+        Event::StreamEnded {
+            policy,
+            end,
+            items,
+            elapsed,
+        } => {
+            call.record("items", items);
+            call.record("end", end.as_str());
+            debug!(
+                target: "rampart",
+                parent: call,
+                policy,
+                end = end.as_str(),
+                items,
+                elapsed = ?elapsed,
+                "stream ended"
+            );
+        }
         Event::CallEnded {
             policy,
             stop,

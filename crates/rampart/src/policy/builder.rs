@@ -419,6 +419,7 @@ impl<C, A> PolicyBuilder<C, A> {
                 adaptive: s.adaptive,
                 seeded_calls: AtomicU64::new(0),
                 reads_clock,
+                streams: std::sync::OnceLock::new(),
             }),
         })
     }
