@@ -3,7 +3,8 @@
 //!
 //! [`OutboundLayer`] wraps any `tower` service over `http::Request` (hyper-util's client, a
 //! tonic channel, ...). For each request it picks the policy of the request's host
-//! (`host:port`: one circuit breaker and one retry budget per host, in a bounded table) and
+//! (`host:port`: one circuit breaker and one retry budget per host, in a bounded table, see
+//! [`max_hosts`](OutboundBuilder::max_hosts)) and
 //! runs the request under it. The policy's deadline and attempt timeout are the transport's
 //! timeouts: an attempt that reaches its ceiling is dropped, connection and all, so the client
 //! needs no timeout of its own.
@@ -84,7 +85,7 @@
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
 //! | [`hedge`](OutboundBuilder::hedge) | none |
 //! | [`admit`](OutboundBuilder::admit) | none |
-//! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
+//! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
 //! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
@@ -123,7 +124,7 @@ use crate::header::{
 };
 
 pub(crate) use hosts::HostKey;
-use hosts::{Entry, HostTable};
+use hosts::Hosts;
 pub use service::{Outbound, ResponseFuture};
 
 /// Marks a request as safe to send more than once although its method is not replayable
@@ -179,7 +180,7 @@ impl OutboundLayer {
             admit: Unlimited,
             configure: None,
             hosts: Vec::new(),
-            max_hosts: 1024,
+            max_hosts: rampart::keyed::DEFAULT_CAPACITY,
             replay_limit: 64 * 1024,
             names: Names::default(),
             listeners: Listeners::new(crate::observe::Side::Outbound),
@@ -217,7 +218,7 @@ impl<A> OutboundLayer<A> {
         Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
     }
 
-    /// Hosts in the table now.
+    /// Hosts in the table now (at most [`max_hosts`](OutboundBuilder::max_hosts)).
     pub fn hosts(&self) -> usize {
         self.engine.hosts.len()
     }
@@ -226,7 +227,7 @@ impl<A> OutboundLayer<A> {
     /// [module docs](self#host-keys)), if the table has that host and the layer gives hosts
     /// breakers. It is the host's own, shared with its policies: reading its state consumes
     /// nothing, [`reset`](Breaker::reset) closes it, [`isolate`](Breaker::isolate) holds it
-    /// open. Looking it up does not make the host more recently seen.
+    /// open. Looking it up does not mark the host used (it does not keep it in the table).
     ///
     /// ```
     /// # async fn demo() {
@@ -245,7 +246,7 @@ impl<A> OutboundLayer<A> {
         self.engine
             .hosts
             .peek(&HostKey::named(key))
-            .and_then(|entry| entry.value.breaker.clone())
+            .and_then(|host| host.full.breaker().cloned())
     }
 
     #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
@@ -260,7 +261,7 @@ impl<A> fmt::Debug for OutboundLayer<A> {
             .field("name", &self.engine.factory.name)
             .field("max_attempts", &self.engine.factory.max_attempts)
             .field("max_hosts", &self.engine.max_hosts)
-            .field("replay_limit", &self.engine.replay_limit)
+            .field("replay_limit", &self.engine.edge.replay_limit)
             .finish_non_exhaustive()
     }
 }
@@ -408,8 +409,13 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// At most this many hosts keep a breaker and budget; the least recently seen is evicted
-    /// for a new one (default 1024; at least 1).
+    /// At most this many hosts keep a breaker and budget (default 1024,
+    /// [`rampart::keyed::DEFAULT_CAPACITY`]; at least 1). A new host at a full table evicts
+    /// one not seen lately, by CLOCK as a [`KeyedTable`](rampart::keyed::KeyedTable) does
+    /// (a host seen once goes before the hosts in steady use), and its breaker and budget go
+    /// with it: its next request starts it afresh, breaker closed. Set it above the number
+    /// of hosts the client really calls; the bound is there for a client whose URIs come
+    /// from outside.
     pub fn max_hosts(mut self, hosts: usize) -> Self {
         self.max_hosts = hosts;
         self
@@ -462,18 +468,23 @@ impl<A> OutboundBuilder<A> {
             configure: self.configure,
             hosts: self.hosts,
         };
-        factory.build("validation:0")?;
+        let edge = Arc::new(Edge {
+            names: self.names,
+            replay_limit: self.replay_limit,
+            listeners: self.listeners,
+        });
+        factory.build("validation:0", &edge)?;
         for (key, _) in &factory.hosts {
-            factory.build(key).map_err(|error| for_host(&error, key))?;
+            factory
+                .build(key, &edge)
+                .map_err(|error| for_host(&error, key))?;
         }
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
-                names: self.names,
-                replay_limit: self.replay_limit,
+                edge,
                 max_hosts: self.max_hosts.max(1),
-                hosts: HostTable::new(self.max_hosts),
+                hosts: Hosts::new(self.max_hosts),
                 factory,
-                listeners: self.listeners,
             }),
         })
     }
@@ -513,7 +524,7 @@ struct Factory<A> {
 }
 
 impl<A: Admit + Clone> Factory<A> {
-    fn build(&self, key: &str) -> Result<Host<A>, ConfigError> {
+    fn build(&self, key: &str, edge: &Arc<Edge>) -> Result<Host<A>, ConfigError> {
         let breaker = self
             .breaker
             .clone()
@@ -562,19 +573,20 @@ impl<A: Admit + Clone> Factory<A> {
             key: Box::from(key),
             full,
             once,
-            breaker,
+            edge: Arc::clone(edge),
             retries: attempts > 1,
         })
     }
 }
 
-/// A host's policies: the full one, and a one-attempt one sharing its breaker and budget.
+/// A host's policies: the full one, and a one-attempt one sharing its breaker (the host's
+/// breaker is `full.breaker()`) and budget; and what a request to it reads from the layer.
 pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
-    /// The breaker both policies share, if the layer gives hosts one.
-    breaker: Option<Breaker>,
+    /// The layer's settings, so that a request holds one `Arc` (its host's) and not two.
+    pub(crate) edge: Arc<Edge>,
     retries: bool,
 }
 
@@ -587,31 +599,55 @@ pub(crate) enum Plan {
     Replay,
 }
 
-/// What every service made from one layer shares.
-pub(crate) struct Engine<A> {
+/// The layer's settings that a request reads besides its host's policies.
+pub(crate) struct Edge {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
-    max_hosts: usize,
-    pub(crate) hosts: HostTable<Host<A>>,
-    factory: Factory<A>,
     pub(crate) listeners: Listeners,
 }
 
+/// What every service made from one layer shares.
+pub(crate) struct Engine<A> {
+    pub(crate) edge: Arc<Edge>,
+    max_hosts: usize,
+    pub(crate) hosts: Hosts<Host<A>>,
+    factory: Factory<A>,
+}
+
 impl<A: Admit + Clone> Engine<A> {
-    /// The policies of the host `key`.
-    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Entry<Host<A>>>, ConfigError> {
-        let key = key.as_str();
-        self.hosts.get(key, || self.factory.build(key))
+    /// The policies of the host `key`, made on its first request.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Host<A>>, ConfigError> {
+        self.hosts
+            .get(key.as_str(), |key| self.factory.build(key, &self.edge))
     }
 
+    /// The same for a service that kept the host of its last request in `last`: that one,
+    /// without the table, while it is `key`'s and the table has evicted nothing since.
+    pub(crate) fn kept_host(
+        &self,
+        last: &mut Option<hosts::Kept<Host<A>>>,
+        key: &HostKey<'_>,
+    ) -> Result<Arc<Host<A>>, ConfigError> {
+        let key = key.as_str();
+        self.hosts.get_kept(
+            last,
+            key,
+            |host| *host.key == *key,
+            |key| self.factory.build(key, &self.edge),
+        )
+    }
+}
+
+impl<A> Host<A> {
     /// Whether the request may be sent more than once.
-    pub(crate) fn plan(&self, host: &Host<A>, method: &Method, marked: bool) -> Plan {
-        if !host.retries || !(marked || is_replayable(method)) {
+    pub(crate) fn plan(&self, method: &Method, marked: bool) -> Plan {
+        if !self.retries || !(marked || is_replayable(method)) {
             return Plan::Once;
         }
         if Ambient::current().is_inbound_retry() {
-            self.listeners.emit(EdgeEvent::RetriesSuppressed {
-                host: &host.key,
+            self.edge.listeners.emit(EdgeEvent::RetriesSuppressed {
+                host: &self.key,
                 method,
             });
             return Plan::Once;
@@ -619,10 +655,10 @@ impl<A: Admit + Clone> Engine<A> {
         Plan::Replay
     }
 
-    pub(crate) fn not_replayable(&self, host: &Host<A>) {
-        self.listeners.emit(EdgeEvent::NotReplayable {
-            host: &host.key,
-            limit: self.replay_limit,
+    pub(crate) fn not_replayable(&self) {
+        self.edge.listeners.emit(EdgeEvent::NotReplayable {
+            host: &self.key,
+            limit: self.edge.replay_limit,
         });
     }
 }
