@@ -279,9 +279,12 @@ pub fn parse_grpc_status(value: &[u8]) -> Option<u32> {
 /// Whether the request is gRPC (its content type is `application/grpc`, with or without a
 /// `+proto`-style suffix), and so carries its deadline in `grpc-timeout`.
 pub fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+    headers.get(CONTENT_TYPE).is_some_and(is_grpc_content_type)
+}
+
+/// Whether a content type is gRPC's (`application/grpc`, with or without a suffix).
+pub(crate) fn is_grpc_content_type(value: &HeaderValue) -> bool {
+    value.as_bytes().starts_with(b"application/grpc")
 }
 
 /// What a request says about its deadline, criticality and retry.

@@ -108,6 +108,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::header::{CONTENT_TYPE, Entry};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
@@ -119,8 +120,8 @@ use tower_layer::Layer;
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::{
-    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc, last, parse_deadline_ms,
-    parse_grpc_timeout,
+    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc_content_type,
+    parse_deadline_ms, parse_grpc_timeout,
 };
 
 pub(crate) use hosts::HostKey;
@@ -669,6 +670,17 @@ pub(crate) struct Stamp {
     pub(crate) grpc: bool,
 }
 
+/// What a request's headers hold, found in one pass by [`Stamp::prepare`].
+#[derive(Default)]
+struct Held {
+    content_type: bool,
+    grpc: bool,
+    retry: bool,
+    criticality: bool,
+    deadline: bool,
+    grpc_timeout: bool,
+}
+
 /// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
 /// transport's own timer, armed from the `grpc-timeout` the attempt carried (written floored,
 /// in units down to a millisecond): the attempt waits for rampart's timer, a moment away.
@@ -680,25 +692,59 @@ impl Stamp {
     /// out what the caller wrote that a first attempt must not carry (a retry mark, a
     /// deadline in the other encoding).
     pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
-        let grpc = is_grpc(headers);
-        headers.remove(&names.retry);
+        // One pass over the headers finds the content type and which of the headers the stamp
+        // owns the caller wrote (most requests carry few or none of them): a lookup or a
+        // removal hashes its name even when the map does not hold it, and a pass over a
+        // small map costs less than the five lookups it saves.
+        let mut held = Held::default();
+        for (name, value) in headers.iter() {
+            if *name == CONTENT_TYPE && !held.content_type {
+                held.content_type = true;
+                held.grpc = is_grpc_content_type(value);
+            }
+            held.retry |= *name == names.retry;
+            held.criticality |= *name == names.criticality;
+            held.deadline |= *name == names.deadline;
+            held.grpc_timeout |= *name == GRPC_TIMEOUT;
+        }
+        let grpc = held.grpc;
+        if held.retry {
+            headers.remove(&names.retry);
+        }
         // Every attempt writes the deadline and the criticality anew: what the caller wrote
         // is read here and taken out, so that a replayable request's copies do not carry it.
-        headers.remove(&names.criticality);
+        if held.criticality {
+            headers.remove(&names.criticality);
+        }
         let (written, other) = if grpc {
-            (&GRPC_TIMEOUT, &names.deadline)
+            (
+                (&GRPC_TIMEOUT, held.grpc_timeout),
+                (&names.deadline, held.deadline),
+            )
         } else {
-            (&names.deadline, &GRPC_TIMEOUT)
+            (
+                (&names.deadline, held.deadline),
+                (&GRPC_TIMEOUT, held.grpc_timeout),
+            )
         };
         let parse = if grpc {
             parse_grpc_timeout
         } else {
             parse_deadline_ms
         };
-        let caller = last(headers, written).and_then(|v| parse(v.as_bytes()));
-        headers.remove(written);
-        if grpc {
-            headers.remove(other);
+        let caller = match written {
+            (name, true) => match headers.entry(name) {
+                Entry::Occupied(entry) => {
+                    let caller = entry.iter().next_back().and_then(|v| parse(v.as_bytes()));
+                    entry.remove();
+                    caller
+                }
+                Entry::Vacant(_) => None,
+            },
+            _ => None,
+        };
+        if grpc && other.1 {
+            headers.remove(other.0);
         }
         (Stamp { grpc }, caller.map(Deadline::after))
     }
