@@ -9,6 +9,10 @@
 //!
 //! Run it for N and 2N requests and subtract: `(refs(2N) - refs(N)) / N` is the cost of one
 //! request; `direct` is the same request to the inner service without the layer.
+//! `outbound` and `direct` send a request without headers; `outbound-headers` and
+//! `direct-headers` one with a caller's deadline and an `accept` header; `outbound-clone` the
+//! same through a clone of the service per request (the host looked up in the table each
+//! time, where `outbound` reuses the host its service kept).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,6 +43,16 @@ fn request<B: Default>() -> Request<B> {
         .unwrap_or_else(|e| unreachable!("a valid request: {e}"))
 }
 
+/// The same request with a caller's deadline and an `accept` header, as a client in a
+/// handler sends it.
+fn with_headers<B: Default>() -> Request<B> {
+    Request::get("http://127.0.0.1:8080/items")
+        .header("x-deadline-ms", http::HeaderValue::from_static("5000"))
+        .header("accept", http::HeaderValue::from_static("application/json"))
+        .body(B::default())
+        .unwrap_or_else(|e| unreachable!("a valid request: {e}"))
+}
+
 fn answer(
     _: Request<ReplayBody<Full<Bytes>>>,
 ) -> std::future::Ready<Result<Response<Full<Bytes>>, Infallible>> {
@@ -61,6 +75,32 @@ fn measured_outbound(n: u64) {
     }
 }
 
+#[inline(never)]
+fn measured_direct_headers(n: u64) {
+    let mut direct = tower::service_fn(answer);
+    for _ in 0..n {
+        let _ = ready(direct.call(with_headers::<Full<Bytes>>().map(ReplayBody::new)));
+    }
+}
+
+#[inline(never)]
+fn measured_outbound_headers(n: u64) {
+    let mut layered = OutboundLayer::new().layer(tower::service_fn(answer));
+    for _ in 0..n {
+        let _ = ready(layered.call(with_headers::<Full<Bytes>>()));
+    }
+}
+
+/// A clone of the service per request, as `oneshot` on a shared client does: the host is
+/// looked up in the table each time.
+#[inline(never)]
+fn measured_outbound_clone(n: u64) {
+    let layered = OutboundLayer::new().layer(tower::service_fn(answer));
+    for _ in 0..n {
+        let _ = ready(layered.clone().call(with_headers::<Full<Bytes>>()));
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_else(|| "outbound".to_owned());
@@ -75,6 +115,9 @@ fn main() {
     let _context = rt.enter();
     match which.as_str() {
         "direct" => measured_direct(n),
+        "direct-headers" => measured_direct_headers(n),
+        "outbound-headers" => measured_outbound_headers(n),
+        "outbound-clone" => measured_outbound_clone(n),
         _ => measured_outbound(n),
     }
 }

@@ -18,13 +18,14 @@
 //! ```
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use pin_project_lite::pin_project;
 
 pin_project! {
@@ -237,57 +238,112 @@ pub(crate) enum Kept<B> {
 
 /// Reads `body` into memory if it fits in `limit` bytes. A body whose size hint already says
 /// it is larger is not read at all.
-pub(crate) async fn keep<B>(mut body: B, limit: usize) -> Result<Kept<B>, B::Error>
+pub(crate) fn keep<B>(body: B, limit: usize) -> Keep<B>
 where
     B: Body + Unpin,
 {
-    let limit = limit as u64;
-    if body.is_end_stream() {
-        return Ok(Kept::Replayable {
-            data: Bytes::new(),
-            trailers: None,
-        });
+    Keep {
+        body: Some(body),
+        limit: limit as u64,
+        started: false,
+        first: None,
+        joined: BytesMut::new(),
+        len: 0,
+        trailers: None,
     }
-    if body.size_hint().lower() > limit {
-        return Ok(Kept::Once(ReplayBody::new(body)));
-    }
-    let mut first: Option<Bytes> = None;
-    let mut joined = BytesMut::new();
-    let mut len = 0u64;
-    let mut trailers = None;
-    while let Some(frame) = body.frame().await {
-        let frame = match frame?.into_data() {
-            Ok(data) => {
-                let data = into_bytes(data);
-                len += data.len() as u64;
-                match first.take() {
-                    None if joined.is_empty() => first = Some(data),
-                    earlier => {
-                        if let Some(earlier) = earlier {
-                            joined.extend_from_slice(&earlier);
+}
+
+/// The future of [`keep`]: a named type, so that a future holding it need not be boxed.
+pub(crate) struct Keep<B> {
+    /// Taken when the future answers.
+    body: Option<B>,
+    limit: u64,
+    /// Whether the end and the size hint were looked at.
+    started: bool,
+    /// The first data frame, kept as it is while it is the only one.
+    first: Option<Bytes>,
+    /// Every frame, once there are two.
+    joined: BytesMut,
+    len: u64,
+    trailers: Option<HeaderMap>,
+}
+
+impl<B: Body + Unpin> Future for Keep<B> {
+    type Output = Result<Kept<B>, B::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(body) = this.body.as_mut() else {
+            panic!("a kept body's future polled after it answered")
+        };
+        if !this.started {
+            this.started = true;
+            if body.is_end_stream() {
+                this.body = None;
+                return Poll::Ready(Ok(Kept::Replayable {
+                    data: Bytes::new(),
+                    trailers: None,
+                }));
+            }
+            if body.size_hint().lower() > this.limit {
+                return Poll::Ready(Ok(this.give_up(None)));
+            }
+        }
+        while let Some(frame) = std::task::ready!(Pin::new(&mut *body).poll_frame(cx)) {
+            match frame?.into_data() {
+                Ok(data) => {
+                    let data = into_bytes(data);
+                    this.len += data.len() as u64;
+                    match this.first.take() {
+                        None if this.joined.is_empty() => this.first = Some(data),
+                        earlier => {
+                            if let Some(earlier) = earlier {
+                                this.joined.extend_from_slice(&earlier);
+                            }
+                            this.joined.extend_from_slice(&data);
                         }
-                        joined.extend_from_slice(&data);
+                    }
+                    if this.len > this.limit {
+                        let read = match this.first.take() {
+                            Some(first) => first,
+                            None => this.joined.split().freeze(),
+                        };
+                        return Poll::Ready(Ok(this.give_up(Some(read))));
                     }
                 }
-                if len > limit {
-                    let read = first.take().unwrap_or_else(|| joined.split().freeze());
-                    return Ok(Kept::Once(ReplayBody::streaming(Some(read), body)));
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        this.trailers = Some(trailers);
+                    }
                 }
-                continue;
             }
-            Err(frame) => frame,
-        };
-        if let Ok(t) = frame.into_trailers() {
-            trailers = Some(t);
         }
+        this.body = None;
+        let data = match this.first.take() {
+            Some(first) => first,
+            None => std::mem::take(&mut this.joined).freeze(),
+        };
+        Poll::Ready(Ok(Kept::Replayable {
+            data,
+            trailers: this.trailers.take(),
+        }))
     }
-    let data = first.unwrap_or_else(|| joined.freeze());
-    Ok(Kept::Replayable { data, trailers })
+}
+
+impl<B> Keep<B> {
+    /// The body streamed once, after the bytes `read` from it.
+    fn give_up(&mut self, read: Option<Bytes>) -> Kept<B> {
+        let Some(body) = self.body.take() else {
+            unreachable!("a kept body gives up once")
+        };
+        Kept::Once(ReplayBody::streaming(read, body))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt as _;
     use std::collections::VecDeque;
 
     /// A body of several data frames, with no size hint.

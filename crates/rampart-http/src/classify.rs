@@ -26,7 +26,9 @@
 //!
 //! The trailers are seen only when the response's body was read ahead: the
 //! outbound layer's tonic channel (`OutboundLayer::grpc`, feature `tonic`) does that for
-//! repeatable unary calls and puts them in the response's extensions as [`Trailers`].
+//! repeatable unary calls and puts them in the response's extensions as [`Trailers`] when
+//! their `grpc-status` is not `0` (an OK there means what no trailers mean, so a successful
+//! call copies nothing).
 //!
 //! A throttled response is never breaker evidence, and its `Retry-After` wins over the
 //! backoff curve (capped by the curve's maximum). A last response that is still a 503 is

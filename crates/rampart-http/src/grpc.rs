@@ -27,7 +27,7 @@
 //! | what | how |
 //! |---|---|
 //! | errors | `tonic::Status`, from [`ClientError`] (see the table below); tonic's `Grpc` client passes it to the caller as it is |
-//! | trailers | the response of a [`Repeatable`] call is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]); the caller gets the same frames |
+//! | trailers | the response of a [`Repeatable`] call is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]; a named future per attempt, no box, and the trailers copied into the response's extensions only when their status is not OK); the caller gets the same frames |
 //! | the caller's timeout | tonic's `set_timeout` writes `grpc-timeout`; the call runs within it and never extends it |
 //! | the timer tie | the channel arms its own timer from the `grpc-timeout` an attempt carries; when it fires with the attempt's ceiling (all but) reached, rampart's timer decides, so the caller sees `DEADLINE_EXCEEDED`, not tonic's `CANCELLED` |
 //!
@@ -52,16 +52,17 @@ use std::task::{Context, Poll, ready};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body::Body;
+use pin_project_lite::pin_project;
 use rampart::RejectReason;
 use rampart::admit::{Admit, Unlimited};
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 use tower_service::Service;
 
-use crate::body::{Kept, ReplayBody, keep};
+use crate::body::{Keep, Kept, ReplayBody, keep};
 use crate::classify::Trailers;
 use crate::error::{BoxError, ClientError};
-use crate::header::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback};
+use crate::header::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback, last};
 use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture};
 
 impl<A> OutboundLayer<A> {
@@ -69,7 +70,7 @@ impl<A> OutboundLayer<A> {
     /// request keyed by `origin` in the host table (by convention `host:port`, as the keys
     /// the layer makes from URIs are), its errors as `tonic::Status`. See [`crate::grpc`].
     pub fn grpc<S>(&self, origin: &str, channel: S) -> GrpcChannel<S, A> {
-        let limit = self.engine().replay_limit;
+        let limit = self.engine().edge.replay_limit;
         GrpcChannel {
             inner: self.layer_for(
                 origin,
@@ -189,12 +190,9 @@ pub(crate) struct ReadAhead<S> {
     limit: usize,
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
-
 impl<S, B, ResB> Service<Request<ReplayBody<B>>> for ReadAhead<S>
 where
     S: Service<Request<tonic::body::Body>, Response = Response<ResB>>,
-    S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     ResB: Body<Data = Bytes> + Unpin + Send + 'static,
     ResB::Error: Into<BoxError>,
@@ -203,7 +201,7 @@ where
 {
     type Response = Response<tonic::body::Body>;
     type Error = BoxError;
-    type Future = BoxFuture<Response<tonic::body::Body>>;
+    type Future = ReadAheadFuture<S::Future, ResB>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -211,26 +209,93 @@ where
 
     fn call(&mut self, request: Request<ReplayBody<B>>) -> Self::Future {
         let read_ahead = request.extensions().get::<Repeatable>().is_some();
-        let limit = self.limit;
-        let call = self.inner.call(request.map(tonic::body::Body::new));
-        Box::pin(async move {
-            let response = call.await.map_err(Into::into)?;
-            if !read_ahead || response.headers().contains_key(GRPC_STATUS) {
-                return Ok(response.map(tonic::body::Body::new));
-            }
-            let (mut parts, body) = response.into_parts();
-            let body = match keep(body, limit).await.map_err(Into::into)? {
-                Kept::Replayable { data, trailers } => {
-                    if let Some(trailers) = &trailers {
-                        parts.extensions.insert(Trailers(trailers.clone()));
-                    }
-                    tonic::body::Body::new(ReplayBody::<ResB>::replay(data, trailers))
-                }
-                Kept::Once(body) => tonic::body::Body::new(body),
-            };
-            Ok(Response::from_parts(parts, body))
-        })
+        ReadAheadFuture {
+            state: ReadState::Calling {
+                call: self.inner.call(request.map(tonic::body::Body::new)),
+                read_ahead,
+                limit: self.limit,
+            },
+        }
     }
+}
+
+pin_project! {
+    /// An attempt's response, read ahead to its trailers when the call is repeatable: a named
+    /// future, not a box per attempt.
+    pub(crate) struct ReadAheadFuture<F, ResB> {
+        #[pin]
+        state: ReadState<F, ResB>,
+    }
+}
+
+pin_project! {
+    #[project = ReadStateProj]
+    enum ReadState<F, ResB> {
+        Calling { #[pin] call: F, read_ahead: bool, limit: usize },
+        Reading { parts: Option<http::response::Parts>, body: Keep<ResB> },
+        Done,
+    }
+}
+
+impl<F, E, ResB> Future for ReadAheadFuture<F, ResB>
+where
+    F: Future<Output = Result<Response<ResB>, E>>,
+    E: Into<BoxError>,
+    ResB: Body<Data = Bytes> + Unpin + Send + 'static,
+    ResB::Error: Into<BoxError>,
+{
+    type Output = Result<Response<tonic::body::Body>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                ReadStateProj::Calling {
+                    call,
+                    read_ahead,
+                    limit,
+                } => {
+                    let response = ready!(call.poll(cx)).map_err(Into::into)?;
+                    if !*read_ahead || response.headers().contains_key(GRPC_STATUS) {
+                        this.state.set(ReadState::Done);
+                        return Poll::Ready(Ok(response.map(tonic::body::Body::new)));
+                    }
+                    let limit = *limit;
+                    let (parts, body) = response.into_parts();
+                    this.state.set(ReadState::Reading {
+                        parts: Some(parts),
+                        body: keep(body, limit),
+                    });
+                }
+                ReadStateProj::Reading { parts, body } => {
+                    let kept = ready!(Pin::new(body).poll(cx)).map_err(Into::into)?;
+                    let Some(mut parts) = parts.take() else {
+                        unreachable!("a response is read ahead once")
+                    };
+                    let body = match kept {
+                        Kept::Replayable { data, trailers } => {
+                            // Copied for the classifier only when they say something other
+                            // than OK: an OK in the trailers means what no trailers mean (the
+                            // 200 is a success), so a successful call copies nothing.
+                            if let Some(trailers) = trailers.as_ref().filter(|t| !says_ok(t)) {
+                                parts.extensions.insert(Trailers(trailers.clone()));
+                            }
+                            tonic::body::Body::new(ReplayBody::<ResB>::replay(data, trailers))
+                        }
+                        Kept::Once(body) => tonic::body::Body::new(body),
+                    };
+                    this.state.set(ReadState::Done);
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                ReadStateProj::Done => panic!("a read-ahead future polled after it answered"),
+            }
+        }
+    }
+}
+
+/// Whether trailers carry no `grpc-status` but `0` (OK), and so change no verdict.
+fn says_ok(trailers: &HeaderMap) -> bool {
+    last(trailers, &GRPC_STATUS).is_none_or(|status| status.as_bytes() == b"0")
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use rampart::Criticality;
 
@@ -178,8 +179,9 @@ pub fn format_grpc_timeout(left: Option<Duration>) -> Option<HeaderValue> {
     Some(number(u64::try_from(value).unwrap_or(MAX_GRPC_VALUE), unit))
 }
 
-/// `n` in decimal followed by `unit`, as a header value: one allocation (`HeaderValue::from`
-/// an integer makes two).
+/// `n` in decimal followed by `unit`, as a header value, without an allocation of its own:
+/// the bytes are cut from a per-thread buffer (`ARENA`) that the values share, so a value
+/// costs a reference count where `HeaderValue::from_bytes` would allocate a copy.
 fn number(n: u64, unit: &str) -> HeaderValue {
     let mut buf = [0u8; 24];
     let mut start = 20;
@@ -194,8 +196,30 @@ fn number(n: u64, unit: &str) -> HeaderValue {
     }
     let end = 20 + unit.len().min(4);
     buf[20..end].copy_from_slice(&unit.as_bytes()[..end - 20]);
-    HeaderValue::from_bytes(&buf[start..end])
+    let bytes = ARENA.with(|arena| cut(&mut arena.borrow_mut(), &buf[start..end]));
+    HeaderValue::from_maybe_shared(bytes)
         .unwrap_or_else(|_| unreachable!("digits and a unit letter are a valid header value"))
+}
+
+/// The bytes of each thread's formatted header values (`number`): a value is a slice of it.
+/// When it is full, `reserve` takes the whole buffer back if no value cut from it is alive any
+/// more (no allocation), else starts a new one (two: the buffer and its shared count), so a
+/// value costs at most `2 / (ARENA_BYTES / its length)` allocations, about one per 200
+/// deadlines, and none while values do not outlive their requests for long. A value alive
+/// keeps at most one buffer of `ARENA_BYTES` alive.
+const ARENA_BYTES: usize = 1024;
+
+thread_local! {
+    static ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// `bytes` copied into `arena` and split off it, sharing its buffer.
+fn cut(arena: &mut BytesMut, bytes: &[u8]) -> Bytes {
+    if arena.capacity() - arena.len() < bytes.len() {
+        arena.reserve(ARENA_BYTES.max(bytes.len()));
+    }
+    arena.extend_from_slice(bytes);
+    arena.split().freeze()
 }
 
 /// Parses a received criticality: see [`Criticality::parse_inbound`] (never `CriticalPlus`).
@@ -244,9 +268,7 @@ pub fn pushback(headers: &HeaderMap) -> Option<Pushback> {
 /// Formats a `grpc-retry-pushback-ms`: whole milliseconds rounded up, at least 1 (also when
 /// the refusing component did not say: then 1000, as `Retry-After` says 1 s).
 pub fn format_pushback(after: Option<Duration>) -> HeaderValue {
-    let after = after.unwrap_or(Duration::from_secs(1));
-    let ms = after.as_millis() + u128::from(after.subsec_nanos() % 1_000_000 > 0);
-    number(u64::try_from(ms).unwrap_or(u64::MAX).max(1), "")
+    rounded_up(after, Duration::from_millis(1))
 }
 
 /// Parses a `grpc-status` value: the code as a whole number.
@@ -257,9 +279,12 @@ pub fn parse_grpc_status(value: &[u8]) -> Option<u32> {
 /// Whether the request is gRPC (its content type is `application/grpc`, with or without a
 /// `+proto`-style suffix), and so carries its deadline in `grpc-timeout`.
 pub fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+    headers.get(CONTENT_TYPE).is_some_and(is_grpc_content_type)
+}
+
+/// Whether a content type is gRPC's (`application/grpc`, with or without a suffix).
+pub(crate) fn is_grpc_content_type(value: &HeaderValue) -> bool {
+    value.as_bytes().starts_with(b"application/grpc")
 }
 
 /// What a request says about its deadline, criticality and retry.
@@ -327,11 +352,16 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// Formats a `Retry-After` in whole seconds, rounded up, at least 1 (also when the refusing
 /// component did not say).
 pub fn format_retry_after(after: Option<Duration>) -> HeaderValue {
-    let after = after.unwrap_or(Duration::ZERO);
-    let secs = after
-        .as_secs()
-        .saturating_add(u64::from(after.subsec_nanos() > 0));
-    number(secs.max(1), "")
+    rounded_up(after, Duration::from_secs(1))
+}
+
+/// When to try again, in whole `unit`s rounded up (never sooner than the refusal said), at
+/// least one, and 1 s when the refusing component did not say; saturating at `u64::MAX`
+/// units. `Retry-After` and `grpc-retry-pushback-ms` are this in seconds and milliseconds.
+fn rounded_up(after: Option<Duration>, unit: Duration) -> HeaderValue {
+    let after = after.unwrap_or(Duration::from_secs(1));
+    let units = after.as_nanos().div_ceil(unit.as_nanos());
+    number(u64::try_from(units).unwrap_or(u64::MAX).max(1), "")
 }
 
 /// `value` as a number when it is 1 to `max_digits` ASCII digits.

@@ -53,9 +53,12 @@
 //!
 //! The layer's own answers are problem documents (see [`crate::problem`]), trailers-only
 //! gRPC responses for gRPC requests (a refusal with `grpc-retry-pushback-ms` beside
-//! `Retry-After`), and Connect's JSON errors (`{"code":"deadline_exceeded",...}`) for Connect
-//! requests (those with `Connect-Protocol-Version` or `Connect-Timeout-Ms`, or an
-//! `application/connect+...` content type).
+//! `Retry-After`), Connect's JSON errors (`{"code":"deadline_exceeded",...}`) for unary
+//! Connect requests (those with `Connect-Protocol-Version` or `Connect-Timeout-Ms`), and for a
+//! Connect streaming request (an `application/connect+...` content type) the same error as its
+//! stream's end-of-stream message, in an HTTP 200 of the request's content type (see
+//! [`Problem::into_connect_stream_response`]). The form is read from the request only when the
+//! layer answers it (or, with `enforce`, before the handler takes the request).
 //!
 //! # Cancellation
 //!
@@ -73,7 +76,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
-use http::{HeaderName, Request, Response, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use rampart::admit::{Admit, AdmitContext, Feedback, Refusal, Unlimited};
 use rampart::clock::Instant;
@@ -306,7 +310,6 @@ where
         let now = Instant::now();
         let mut received = Received::read(request.headers(), &config.names, config.maximum);
         received.deadline = received.deadline.or(config.default_deadline);
-        let wire = Wire::of(request.headers());
         if config.reject_expired
             && let Some(left) = received.deadline
             && left <= config.reserve
@@ -317,6 +320,7 @@ where
                     reserve: config.reserve,
                 });
             } else {
+                let wire = Wire::of(request.headers());
                 return ResponseFuture::answered(expired(config, left), wire);
             }
         }
@@ -334,7 +338,11 @@ where
         if received.retry {
             ambient = ambient.with_inbound_retry();
         }
-        let enforce = budget.filter(|_| config.enforce);
+        // The form of the 504 is read now, before the handler takes the request.
+        let enforce = budget.filter(|_| config.enforce).map(|budget| Enforce {
+            budget,
+            wire: Wire::of(request.headers()),
+        });
         let timer = |on: bool| {
             deadline
                 .filter(|_| on)
@@ -356,6 +364,7 @@ where
                 Poll::Ready(Ok(permit)) => held = Some(Held::new(&self.config, permit, now)),
                 Poll::Ready(Err(refusal)) if config.dry_run => would_shed(config, level, refusal),
                 Poll::Ready(Err(refusal)) => {
+                    let wire = Wire::of(request.headers());
                     return ResponseFuture::answered(shed(config, level, refusal), wire);
                 }
                 Poll::Pending => {
@@ -376,7 +385,6 @@ where
                         },
                         timer: timer(true),
                         ambient,
-                        wire,
                         enforce,
                         held: None,
                         config: Some(Arc::clone(&self.config)),
@@ -391,10 +399,9 @@ where
             state: State::Running { future },
             timer: timer(enforce.is_some()),
             ambient,
-            wire,
+            config: enforce.as_ref().map(|_| Arc::clone(&self.config)),
             enforce,
             held,
-            config: enforce.map(|_| Arc::clone(&self.config)),
             since: now,
         }
     }
@@ -403,25 +410,31 @@ where
 type Acquire<A> =
     Pin<Box<dyn Future<Output = Result<<A as Admit>::Permit, Refusal>> + Send + 'static>>;
 
-/// The protocol a request speaks, and so the form of the layer's own answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The protocol a request speaks, and so the form of the layer's own answers: read from the
+/// request only when the layer answers it (or may have to, once the handler has it).
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Wire {
     /// A problem document.
     Http,
     /// A trailers-only gRPC response.
     Grpc,
-    /// Connect's JSON error.
+    /// Connect's JSON error, for a unary call.
     Connect,
+    /// Connect's end-of-stream message, for a streaming call of this content type.
+    ConnectStream(HeaderValue),
 }
 
 impl Wire {
     fn of(headers: &http::HeaderMap) -> Wire {
         if is_grpc(headers) {
-            Wire::Grpc
-        } else if is_connect(headers) {
-            Wire::Connect
-        } else {
-            Wire::Http
+            return Wire::Grpc;
+        }
+        match headers.get(CONTENT_TYPE) {
+            Some(stream) if stream.as_bytes().starts_with(b"application/connect+") => {
+                Wire::ConnectStream(stream.clone())
+            }
+            _ if is_connect(headers) => Wire::Connect,
+            _ => Wire::Http,
         }
     }
 
@@ -430,8 +443,15 @@ impl Wire {
             Wire::Http => problem.into_http_response(),
             Wire::Grpc => problem.into_grpc_response(),
             Wire::Connect => problem.into_connect_response(),
+            Wire::ConnectStream(content_type) => problem.into_connect_stream_response(content_type),
         }
     }
+}
+
+/// `enforce` for one request: the handler's time, and the form of the 504 at its end.
+struct Enforce {
+    budget: Duration,
+    wire: Wire,
 }
 
 /// The 504 for a request that arrived with no more than the reserve left, and its event.
@@ -520,8 +540,7 @@ pin_project! {
         #[pin]
         timer: Option<Sleep>,
         ambient: Ambient,
-        wire: Wire,
-        enforce: Option<Duration>,
+        enforce: Option<Enforce>,
         held: Option<Held<A>>,
         config: Option<Arc<Config<A>>>,
         since: Instant,
@@ -537,7 +556,7 @@ pin_project! {
     {
         Admitting { acquire: Acquire<A>, pending: Option<(S, Request<B>)> },
         Running { #[pin] future: S::Future },
-        Answered { problem: Option<Problem> },
+        Answered { problem: Option<(Problem, Wire)> },
     }
 }
 
@@ -549,11 +568,10 @@ where
     fn answered(problem: Problem, wire: Wire) -> Self {
         ResponseFuture {
             state: State::Answered {
-                problem: Some(problem),
+                problem: Some((problem, wire)),
             },
             timer: None,
             ambient: Ambient::new(),
-            wire,
             enforce: None,
             held: None,
             config: None,
@@ -610,8 +628,11 @@ where
                         }
                         Err(refusal) => {
                             let problem = shed(config, this.ambient.criticality(), refusal);
+                            let wire = pending
+                                .as_ref()
+                                .map_or(Wire::Http, |(_, request)| Wire::of(request.headers()));
                             this.state.set(State::Answered {
-                                problem: Some(problem),
+                                problem: Some((problem, wire)),
                             });
                         }
                     }
@@ -624,9 +645,10 @@ where
                         }
                         return Poll::Ready(output.map(|r| r.map(ResponseBody::new)));
                     }
-                    let (Some(budget), Some(timer)) =
-                        (*this.enforce, this.timer.as_mut().as_pin_mut())
-                    else {
+                    let (Some(budget), Some(timer)) = (
+                        this.enforce.as_ref().map(|e| e.budget),
+                        this.timer.as_mut().as_pin_mut(),
+                    ) else {
                         return Poll::Pending;
                     };
                     ready!(timer.poll(cx));
@@ -645,15 +667,16 @@ where
                             budget.as_millis()
                         ),
                     );
+                    let wire = this.enforce.take().map_or(Wire::Http, |e| e.wire);
                     this.state.set(State::Answered {
-                        problem: Some(problem),
+                        problem: Some((problem, wire)),
                     });
                 }
                 StateProj::Answered { problem } => {
-                    let Some(problem) = problem.take() else {
+                    let Some((problem, wire)) = problem.take() else {
                         panic!("inbound response future polled after completion")
                     };
-                    let response = this.wire.answer(problem);
+                    let response = wire.answer(problem);
                     return Poll::Ready(Ok(response.map(ResponseBody::answer)));
                 }
             }

@@ -25,7 +25,9 @@
 //! (the same time, in milliseconds and seconds). A Connect request gets Connect's JSON error
 //! (`{"code":"deadline_exceeded","message":"..."}`, `application/json`, with the HTTP status
 //! Connect gives the code: 504 `deadline_exceeded`, 503 `unavailable`, 500 `internal`, 502
-//! `unavailable`).
+//! `unavailable`). A Connect streaming request (content type `application/connect+...`) gets
+//! the same error as its stream's end-of-stream message, in HTTP 200: see
+//! [`Problem::into_connect_stream_response`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -66,6 +68,9 @@ pub const DEADLINE_EXCEEDED: &str = "urn:rampart:deadline-exceeded";
 pub const ATTEMPT_TIMEOUT: &str = "urn:rampart:attempt-timeout";
 /// `urn:rampart:overloaded`.
 pub const OVERLOADED: &str = "urn:rampart:overloaded";
+
+/// The flags of a Connect streaming response's end-of-stream message.
+const CONNECT_END_STREAM: u8 = 0x02;
 
 /// An RFC 9457 problem document, with the status and `Retry-After` that go with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,19 +245,9 @@ impl Problem {
     /// `{"code":...,"message":...}` and the HTTP status Connect gives the code, `Retry-After`
     /// on a 503.
     pub fn into_connect_response(self) -> Response<Full<Bytes>> {
-        let (code, status) = match self.status {
-            StatusCode::GATEWAY_TIMEOUT => ("deadline_exceeded", StatusCode::GATEWAY_TIMEOUT),
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY => {
-                ("unavailable", StatusCode::SERVICE_UNAVAILABLE)
-            }
-            _ => ("internal", StatusCode::INTERNAL_SERVER_ERROR),
-        };
+        let (code, status) = self.connect_code();
         let mut json = String::with_capacity(32 + self.detail.len());
-        json.push_str("{\"code\":");
-        push_json_string(&mut json, code);
-        json.push_str(",\"message\":");
-        push_json_string(&mut json, &self.detail);
-        json.push('}');
+        self.push_connect_error(&mut json, code);
         let mut response = Response::new(Full::new(Bytes::from(json)));
         *response.status_mut() = status;
         response
@@ -260,6 +255,59 @@ impl Problem {
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         self.write_retry_after(&mut response);
         response
+    }
+
+    /// The same decision as Connect's error for a streaming call, whose errors travel in the
+    /// stream, not in the HTTP status: HTTP 200 with `content_type` (the request's own,
+    /// `application/connect+proto` or `application/connect+json`), and a body that is one
+    /// end-of-stream message (flags `0x02`, a 4-byte big-endian length, then
+    /// `{"error":{"code":...,"message":...}}`, JSON whatever the codec); `Retry-After` on a
+    /// 503.
+    ///
+    /// ```
+    /// use http::{HeaderValue, StatusCode};
+    /// use rampart_http::Problem;
+    ///
+    /// let problem = Problem::new(StatusCode::GATEWAY_TIMEOUT, rampart_http::problem::DEADLINE_EXCEEDED, "Deadline exceeded", "late");
+    /// let response = problem.into_connect_stream_response(HeaderValue::from_static("application/connect+proto"));
+    /// assert_eq!(response.status(), StatusCode::OK);
+    /// assert_eq!(response.headers()["content-type"], "application/connect+proto");
+    /// ```
+    pub fn into_connect_stream_response(self, content_type: HeaderValue) -> Response<Full<Bytes>> {
+        let (code, _) = self.connect_code();
+        let mut json = String::with_capacity(48 + self.detail.len());
+        json.push_str("{\"error\":");
+        self.push_connect_error(&mut json, code);
+        json.push('}');
+        let len = u32::try_from(json.len()).unwrap_or(u32::MAX);
+        let mut message = Vec::with_capacity(5 + json.len());
+        message.push(CONNECT_END_STREAM);
+        message.extend_from_slice(&len.to_be_bytes());
+        message.extend_from_slice(json.as_bytes());
+        let mut response = Response::new(Full::new(Bytes::from(message)));
+        response.headers_mut().insert(CONTENT_TYPE, content_type);
+        self.write_retry_after(&mut response);
+        response
+    }
+
+    /// Connect's code for the status, and the HTTP status Connect gives that code.
+    fn connect_code(&self) -> (&'static str, StatusCode) {
+        match self.status {
+            StatusCode::GATEWAY_TIMEOUT => ("deadline_exceeded", StatusCode::GATEWAY_TIMEOUT),
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::BAD_GATEWAY => {
+                ("unavailable", StatusCode::SERVICE_UNAVAILABLE)
+            }
+            _ => ("internal", StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    /// Connect's error object, `{"code":...,"message":...}`.
+    fn push_connect_error(&self, json: &mut String, code: &str) {
+        json.push_str("{\"code\":");
+        push_json_string(json, code);
+        json.push_str(",\"message\":");
+        push_json_string(json, &self.detail);
+        json.push('}');
     }
 
     /// Whether the answer says when to try again: a 503 always does, 1 s when no component
@@ -439,6 +487,32 @@ mod tests {
     }
 
     /// The bytes of a `Full` body (ready at once).
+    #[test]
+    fn the_connect_stream_form_is_an_end_of_stream_message_in_a_200() {
+        let p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            OVERLOADED,
+            "Overloaded",
+            "full",
+        );
+        let response =
+            p.into_connect_stream_response(HeaderValue::from_static("application/connect+json"));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/connect+json"
+        );
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        let body = futures_bytes(response.into_body());
+        let json = br#"{"error":{"code":"unavailable","message":"full"}}"#;
+        assert_eq!(body[0], 0x02, "the end-of-stream flag");
+        assert_eq!(
+            body[1..5],
+            u32::try_from(json.len()).expect("short").to_be_bytes()
+        );
+        assert_eq!(&body[5..], &json[..]);
+    }
+
     fn futures_bytes(body: Full<Bytes>) -> Bytes {
         use http_body::Body as _;
         let mut body = std::pin::pin!(body);

@@ -183,18 +183,18 @@ impl<A: Admit + Clone> Client<A> {
         let host = engine
             .host(&key)
             .map_err(|e| ClientError::Call(rampart::Error::Config(e)))?;
-        let host = &host.value;
-        crate::quota::check(host.quota.as_ref(), &host.key, &engine.listeners)?;
+        let host = &*host;
+        crate::quota::check(host.quota.as_ref(), &host.key, &host.edge.listeners)?;
         *request.timeout_mut() = None;
-        let (stamp, caller) = Stamp::prepare(&engine.names, request.headers_mut());
-        let plan = engine.plan(host, request.method(), marked);
+        let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
+        let plan = host.plan(request.method(), marked);
         let in_memory = request.try_clone().is_some()
             && request
                 .body()
                 .and_then(::reqwest::Body::as_bytes)
                 .map_or(0, <[u8]>::len)
-                <= engine.replay_limit;
-        let names = engine.names.clone();
+                <= host.edge.replay_limit;
+        let names = &host.edge.names;
         let http = self.http.clone();
         let call = async {
             if plan == Plan::Replay && in_memory {
@@ -204,13 +204,13 @@ impl<A: Admit + Clone> Client<A> {
                         let Some(mut request) = request.try_clone() else {
                             unreachable!("a request with a body in memory clones")
                         };
-                        stamp.write(&names, request.headers_mut(), attempt);
+                        stamp.write(names, request.headers_mut(), attempt);
                         observe_quota(host, http.execute(request).await)
                     })
                     .await
             } else {
                 if plan == Plan::Replay {
-                    engine.not_replayable(host);
+                    host.not_replayable();
                 }
                 // Taken by the one attempt; a callback borrows what it uses, so the request waits
                 // behind a lock (uncontended) rather than in a mutated capture.
@@ -224,7 +224,7 @@ impl<A: Admit + Clone> Client<A> {
                         let Some(mut request) = taken else {
                             unreachable!("a one-attempt policy runs its callback once")
                         };
-                        stamp.write(&names, request.headers_mut(), attempt);
+                        stamp.write(names, request.headers_mut(), attempt);
                         observe_quota(host, http.execute(request).await)
                     })
                     .await

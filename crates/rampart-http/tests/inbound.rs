@@ -483,6 +483,38 @@ async fn an_expired_request_is_refused_in_its_own_protocols_form() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_connect_streaming_request_gets_its_error_as_the_streams_end_not_the_unary_json() {
+    for codec in ["application/connect+proto", "application/connect+json"] {
+        let handler = Handler::new(Duration::ZERO);
+        let service = InboundLayer::new()
+            .reject_expired(true)
+            .reserve(Duration::from_millis(50))
+            .layer(handler.service());
+        let response = service
+            .oneshot(request(&[
+                ("content-type", codec),
+                ("connect-timeout-ms", "20"),
+            ]))
+            .await
+            .expect("infallible");
+        // Connect streams carry their errors in the stream: HTTP 200, the request's codec.
+        assert_eq!(response.status(), StatusCode::OK, "{codec}");
+        assert_eq!(response.headers()["content-type"], codec);
+        let body = response.into_body().collect().await.expect("infallible");
+        let body = body.to_bytes();
+        assert_eq!(body[0], 0x02, "{codec}: an end-of-stream message");
+        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+        assert_eq!(len, body.len() - 5);
+        let json = std::str::from_utf8(&body[5..]).expect("json");
+        assert!(
+            json.starts_with(r#"{"error":{"code":"deadline_exceeded","message":"#),
+            "{json}"
+        );
+        assert!(handler.seen().is_empty());
+    }
+}
+
 /// Every dry-run event, as `expire` or `shed by`.
 fn dry_run_events() -> (
     Arc<Mutex<Vec<String>>>,
@@ -545,4 +577,44 @@ async fn in_dry_run_a_request_admission_would_refuse_is_reported_and_served_with
     }
     assert_eq!(*seen.lock().expect("seen"), ["shed concurrency limit"]);
     assert_eq!(limit.available(), 1, "the one permit was released");
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_dry_run_a_queued_request_whose_deadline_passes_in_the_queue_is_reported_and_served() {
+    let limit = ConcurrencyLimit::new(1).queue(4);
+    let watched = Watched::default();
+    let (seen, listener) = dry_run_events();
+    let mut service = InboundLayer::new()
+        .admit(limit.clone())
+        .dry_run(true)
+        .listener(listener)
+        .layer(watched.service(Duration::from_secs(5)));
+    let running = tokio::spawn(service.call(request(&[])));
+    tokio::task::yield_now().await;
+    let started = tokio::time::Instant::now();
+    let queued = tokio::spawn(
+        service
+            .clone()
+            .oneshot(request(&[("x-deadline-ms", "300")])),
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        ["shed admission queue (the deadline passed while waiting)"],
+        "reported when its deadline passed in the queue"
+    );
+    assert_eq!(
+        limit.available(),
+        0,
+        "the first request holds the one permit; the queued one runs without"
+    );
+    let queued = queued.await.expect("task").expect("infallible");
+    assert_eq!(queued.status(), StatusCode::OK, "served anyway");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(5300),
+        "300 ms in the queue, then its 5 s of work"
+    );
+    running.await.expect("task").expect("infallible");
+    assert_eq!(limit.available(), 1, "the one permit taken was released");
 }

@@ -246,3 +246,47 @@ async fn in_dry_run_a_request_that_would_have_expired_is_admitted_and_counted_as
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn outbound_requests_given_one_attempt_are_counted_by_why() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let ok = tower::service_fn(|_: UpstreamRequest| async {
+        Ok::<_, Infallible>(Response::new(Full::<Bytes>::default()))
+    });
+    let client = metrics::with_local_recorder(&recorder, || {
+        OutboundLayer::builder()
+            .replay_limit(4)
+            .build()
+            .expect("valid outbound layer")
+            .layer(ok)
+    });
+    let get = |body: &'static str| {
+        Request::get("http://a.test/")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .expect("valid request")
+    };
+    // Inside a request that arrived as a retry: one attempt.
+    let inbound_retry = rampart::Ambient::new().with_inbound_retry();
+    let response = inbound_retry
+        .scope(client.clone().oneshot(get("")))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    // A body past the replay limit: streamed once.
+    let response = client
+        .clone()
+        .oneshot(get("ten bytes!"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    // A replayable request within the limit is counted nowhere.
+    client.oneshot(get("ok")).await.expect("a response");
+    assert_eq!(
+        counters(&snapshotter),
+        [
+            "rampart.http.client.single_attempt{reason=inbound_retry} 1",
+            "rampart.http.client.single_attempt{reason=not_replayable} 1",
+        ]
+    );
+}

@@ -424,7 +424,7 @@ async fn one_failing_host_opens_its_own_breaker_and_not_another_hosts() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_host_table_is_bounded_and_evicts_the_least_recently_seen_host() {
+async fn the_host_table_is_bounded_and_evicts_a_host_not_seen_lately() {
     let upstream = Upstream::new(|_, call| reply(if call.host == "a.test" { 500 } else { 200 }));
     let outbound = layer(
         OutboundLayer::builder()
@@ -438,14 +438,56 @@ async fn the_host_table_is_bounded_and_evicts_the_least_recently_seen_host() {
     call("http://a.test/").await.expect("sent");
     assert!(call("http://a.test/").await.is_err(), "a's breaker is open");
     call("http://b.test/").await.expect("sent");
+    // The table is full: c evicts b, seen once, and a, seen again, gets a second chance.
     call("http://c.test/").await.expect("sent");
     assert_eq!(outbound.hosts(), 2);
-    // a was evicted with its open breaker: it is called again.
+    assert!(outbound.breaker("b.test:80").is_none(), "b was evicted");
+    assert!(outbound.breaker("a.test:80").is_some(), "a was kept");
+    // d evicts a, not seen since its second chance, and its open breaker with it.
+    call("http://d.test/").await.expect("sent");
+    assert!(outbound.breaker("a.test:80").is_none(), "a was evicted");
     call("http://a.test/")
         .await
         .expect("sent with a new breaker");
     let hosts: Vec<_> = upstream.calls().into_iter().map(|c| c.host).collect();
-    assert_eq!(hosts, ["a.test", "b.test", "c.test", "a.test"]);
+    assert_eq!(hosts, ["a.test", "b.test", "c.test", "d.test", "a.test"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_that_keeps_calling_one_host_keeps_it_in_the_table() {
+    let upstream = Upstream::new(|_, _| reply(200));
+    let outbound = layer(OutboundLayer::builder().max_hosts(2).policy(quick));
+    // One service calling a, through the host it keeps (no table lookup on most requests).
+    let mut steady = outbound.layer(upstream.service());
+    let mut others = outbound.layer(upstream.service());
+    for uri in [
+        "http://a.test/",
+        "http://a.test/",
+        "http://a.test/",
+        "http://b.test/", // by the other service
+        "http://c.test/", // evicts b
+        "http://a.test/",
+        "http://d.test/", // evicts c
+        "http://a.test/",
+        "http://e.test/", // evicts d
+    ] {
+        let service = if uri == "http://a.test/" {
+            &mut steady
+        } else {
+            &mut others
+        };
+        ServiceExt::ready(&mut *service)
+            .await
+            .expect("ready")
+            .call(get(uri))
+            .await
+            .expect("a response");
+        if uri == "http://a.test/" {
+            assert!(outbound.breaker("a.test:80").is_some(), "a is in the table");
+        }
+    }
+    assert!(outbound.breaker("a.test:80").is_some(), "a stayed");
+    assert_eq!(outbound.hosts(), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -33,7 +33,7 @@
 //! `http.request.resend_count` (on retries and hedges only: the attempt's number minus one) and
 //! `http.response.status_code` (recorded when the response arrives).
 
-use http::{Method, StatusCode};
+use http::Method;
 use rampart::Attempt;
 
 use crate::event::EdgeEvent;
@@ -86,10 +86,4 @@ impl Observer {
 #[inline]
 pub(crate) fn attempt_span(method: &Method, host: &str, attempt: &Attempt) -> Span {
     tracing::attempt(method, host, attempt.number())
-}
-
-/// The status to record on an attempt's span, if it got a response.
-#[inline]
-pub(crate) fn status<B, E>(result: &Result<http::Response<B>, E>) -> Option<StatusCode> {
-    result.as_ref().ok().map(http::Response::status)
 }

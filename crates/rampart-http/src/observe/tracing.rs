@@ -12,18 +12,22 @@ use crate::event::EdgeEvent;
 pub(crate) struct Span(tracing::Span);
 
 impl Span {
-    /// `future`, polled inside this span.
+    /// `future` polled inside this span, which records the response's status when it comes
+    /// and closes with it: the span is moved in, not cloned.
     #[inline]
-    pub(crate) fn instrument<F: Future>(&self, future: F) -> tracing::instrument::Instrumented<F> {
-        tracing::Instrument::instrument(future, self.0.clone())
-    }
-
-    /// Records the response's status, if there was one.
-    #[inline]
-    pub(crate) fn record_status(&self, status: Option<StatusCode>) {
-        if let Some(status) = status {
-            self.0.record("http.response.status_code", status.as_u16());
+    pub(crate) async fn run<F, B, E>(self, future: F) -> Result<http::Response<B>, E>
+    where
+        F: Future<Output = Result<http::Response<B>, E>>,
+    {
+        let mut traced = std::pin::pin!(tracing::Instrument::instrument(future, self.0));
+        let outcome = traced.as_mut().await;
+        if let Ok(response) = &outcome {
+            let status: StatusCode = response.status();
+            traced
+                .span()
+                .record("http.response.status_code", status.as_u16());
         }
+        outcome
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use http::{Method, StatusCode};
+use http::Method;
 
 use crate::event::EdgeEvent;
 
@@ -12,13 +12,9 @@ pub(crate) struct Span;
 impl Span {
     /// `future` itself.
     #[inline(always)]
-    pub(crate) fn instrument<F: Future>(&self, future: F) -> F {
+    pub(crate) fn run<F: Future>(self, future: F) -> F {
         future
     }
-
-    /// Nothing to record on.
-    #[inline(always)]
-    pub(crate) fn record_status(&self, _status: Option<StatusCode>) {}
 }
 
 #[inline(always)]

@@ -1,19 +1,24 @@
-//! The bounded host table: one breaker and one retry budget per `host:port`, the least
-//! recently seen host evicted when the table is full.
+//! The bounded host table: one breaker and one retry budget per `host:port`, in a
+//! [`KeyedTable`] (at most `max_hosts` hosts, a host not seen lately evicted for a new one by
+//! CLOCK, see [`rampart::keyed`]).
 //!
-//! A lookup takes a read lock and, only when the host was not already the most recently seen
-//! one, writes its recency; a new host takes the write lock once. A service that calls the
-//! same host again reuses the entry it kept (while the table has not evicted it), without the
-//! lock. Eviction scans the table
-//! (at most `max` entries), and only when a new host arrives at a full table.
+//! A lookup through the table takes its read lock, finds the host, marks it used (a store
+//! only when the mark was clear) and clones its `Arc`: no write lock, no shared counter. A
+//! service that calls the same host again reuses the host it kept, without the table at all,
+//! until the table evicts a host: every eviction bumps the table's epoch (from the table's
+//! `on_evict` hook, on the cold path of the request that brought a new host), and a kept host
+//! whose epoch is older is looked up again, which marks it used for the next pass of the
+//! CLOCK hand and finds out whether it was the one evicted. So a host in steady use through
+//! kept entries keeps its second chance, and a kept host is never used after the table let it
+//! go for longer than one request.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, Uri};
+use rampart::keyed::KeyedTable;
 
 /// The key of a host: `host:port`, the host in lowercase, the port explicit (80 for `http`,
 /// 443 for `https` when the URI has none). Borrowed from the URI when it is already in that
@@ -128,102 +133,87 @@ fn as_key(authority: &str) -> Option<&str> {
     (port_ok && host_ok).then_some(authority)
 }
 
-/// An entry: what the table keeps per host, with its recency.
-pub(crate) struct Entry<T> {
-    pub(crate) value: T,
-    seen: AtomicU64,
-    /// Set when the table evicts the entry: a holder that kept it must look the host up
-    /// again.
-    evicted: AtomicBool,
+/// At most `max` hosts, each an `Arc<T>` shared with the requests in flight to it.
+pub(crate) struct Hosts<T> {
+    table: KeyedTable<Box<str>, Arc<T>>,
+    /// Hosts evicted so far: a kept host from an earlier epoch is looked up again.
+    evictions: Arc<AtomicU64>,
 }
 
-impl<T> Entry<T> {
-    /// Whether the entry is still the table's.
-    pub(crate) fn is_current(&self) -> bool {
-        !self.evicted.load(Ordering::Relaxed)
-    }
+/// A host a service keeps for its next request, with the table's epoch when it was last
+/// marked used there.
+pub(crate) struct Kept<T> {
+    host: Arc<T>,
+    epoch: u64,
 }
 
-/// At most `max` hosts; the least recently seen is evicted for a new one.
-pub(crate) struct HostTable<T> {
-    max: usize,
-    clock: AtomicU64,
-    map: RwLock<HashMap<Box<str>, Arc<Entry<T>>>>,
-}
+/// The epoch of a host just inserted: its CLOCK mark starts clear (a host seen once goes
+/// first), so its next request is looked up in the table and marks it.
+const UNMARKED: u64 = u64::MAX;
 
-impl<T> HostTable<T> {
+impl<T> Hosts<T> {
+    /// A table of at most `max` hosts (at least 1).
     pub(crate) fn new(max: usize) -> Self {
-        HostTable {
-            max: max.max(1),
-            clock: AtomicU64::new(0),
-            map: RwLock::new(HashMap::new()),
-        }
+        let evictions = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&evictions);
+        let table = KeyedTable::builder()
+            .capacity(max.max(1))
+            .on_evict(move |_, _| {
+                counted.fetch_add(1, Ordering::Release);
+            })
+            .build()
+            .unwrap_or_else(|e| unreachable!("a capacity of at least 1 is valid: {e}"));
+        Hosts { table, evictions }
     }
 
-    /// The entry for `key`, made by `make` if the table has none.
+    /// The host `key`, made by `make` if the table has none (it marks the host used).
     pub(crate) fn get<E>(
         &self,
         key: &str,
-        make: impl FnOnce() -> Result<T, E>,
-    ) -> Result<Arc<Entry<T>>, E> {
-        let found = self
-            .map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned();
-        if let Some(entry) = found {
-            self.touch(&entry);
-            return Ok(entry);
+        make: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        self.table
+            .get_or_try_insert_with(key, |key| make(key).map(Arc::new))
+    }
+
+    /// The host `key` for a service that kept `last`: the kept host itself when it is
+    /// `key`'s (`is_key`) and no host was evicted since it was marked, else the table's
+    /// (made by `make` if it has none), which the service keeps instead.
+    pub(crate) fn get_kept<E>(
+        &self,
+        last: &mut Option<Kept<T>>,
+        key: &str,
+        is_key: impl FnOnce(&T) -> bool,
+        make: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        // Read before the lookup: an eviction after it shows at the next request.
+        let epoch = self.evictions.load(Ordering::Acquire);
+        if let Some(kept) = last.as_ref()
+            && kept.epoch == epoch
+            && is_key(&kept.host)
+        {
+            return Ok(Arc::clone(&kept.host));
         }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = map.get(key) {
-            self.touch(entry);
-            return Ok(Arc::clone(entry));
-        }
-        let entry = Arc::new(Entry {
-            value: make()?,
-            seen: AtomicU64::new(0),
-            evicted: AtomicBool::new(false),
+        let mut made = false;
+        let host = self.get(key, |key| {
+            made = true;
+            make(key)
+        })?;
+        *last = Some(Kept {
+            host: Arc::clone(&host),
+            epoch: if made { UNMARKED } else { epoch },
         });
-        if map.len() >= self.max {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, e)| e.seen.load(Ordering::Relaxed))
-                .map(|(k, _)| k.clone());
-            if let Some(evicted) = oldest.and_then(|oldest| map.remove(&oldest)) {
-                evicted.evicted.store(true, Ordering::Relaxed);
-            }
-        }
-        self.touch(&entry);
-        map.insert(Box::from(key), Arc::clone(&entry));
-        Ok(entry)
+        Ok(host)
     }
 
-    /// The entry for `key`, if the table has one; its recency is left as it was.
-    pub(crate) fn peek(&self, key: &str) -> Option<Arc<Entry<T>>> {
-        self.map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned()
-    }
-
-    /// Marks `entry` the most recently seen: a write only when it was not already.
-    pub(crate) fn touch(&self, entry: &Entry<T>) {
-        let now = self.clock.load(Ordering::Relaxed);
-        if now == 0 || entry.seen.load(Ordering::Relaxed) != now {
-            let next = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
-            entry.seen.store(next, Ordering::Relaxed);
-        }
+    /// The host `key`, if the table has it; it is not marked used.
+    pub(crate) fn peek(&self, key: &str) -> Option<Arc<T>> {
+        self.table.peek(key)
     }
 
     /// Hosts in the table.
     pub(crate) fn len(&self) -> usize {
-        self.map
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.table.len()
     }
 }
 
@@ -255,36 +245,54 @@ mod tests {
         assert_eq!(HostKey::of(&uri, &headers).as_str(), "svc.internal:7000");
     }
 
-    #[test]
-    fn an_evicted_entry_says_so_to_whoever_kept_it() {
-        let table = HostTable::new(1);
-        let kept = table.get("a", || Ok::<_, ()>(1)).expect("made");
-        assert!(kept.is_current());
-        table.get("b", || Ok::<_, ()>(2)).expect("made");
-        assert!(!kept.is_current(), "a was evicted for b");
+    fn made(table: &Hosts<String>, last: &mut Option<Kept<String>>, key: &str) -> bool {
+        let made = std::cell::Cell::new(false);
+        table
+            .get_kept(
+                last,
+                key,
+                |host| host == key,
+                |key| {
+                    made.set(true);
+                    Ok::<_, ()>(key.to_owned())
+                },
+            )
+            .expect("made");
+        made.get()
     }
 
     #[test]
-    fn the_least_recently_seen_host_is_evicted() {
-        let table = HostTable::new(2);
-        let made = std::cell::Cell::new(0);
-        let get = |k: &str| {
-            table
-                .get(k, || {
-                    made.set(made.get() + 1);
-                    Ok::<_, ()>(k.to_owned())
-                })
-                .expect("made")
-        };
-        get("a");
-        get("b");
-        get("a");
-        get("c"); // evicts b
+    fn a_kept_host_is_reused_and_looked_up_again_after_an_eviction() {
+        let table = Hosts::new(1);
+        let mut last = None;
+        assert!(made(&table, &mut last, "a"));
+        assert!(!made(&table, &mut last, "a"));
+        let kept = last.as_ref().map(|k| Arc::clone(&k.host)).expect("kept");
+        assert!(made(&table, &mut None, "b"), "b evicts a");
+        assert!(
+            made(&table, &mut last, "a"),
+            "a is made again, not the kept one used"
+        );
+        let now = last.as_ref().map(|k| Arc::clone(&k.host)).expect("kept");
+        assert!(!Arc::ptr_eq(&kept, &now));
+    }
+
+    #[test]
+    fn a_host_used_through_its_kept_entry_keeps_its_second_chance() {
+        let table = Hosts::new(2);
+        let mut a = None;
+        for _ in 0..5 {
+            made(&table, &mut a, "a");
+        }
+        assert!(made(&table, &mut None, "b"));
+        assert!(
+            made(&table, &mut None, "c"),
+            "c evicts b, seen once; a gets a second chance"
+        );
         assert_eq!(table.len(), 2);
-        assert_eq!(made.get(), 3);
-        get("a");
-        assert_eq!(made.get(), 3, "a was kept");
-        get("b");
-        assert_eq!(made.get(), 4, "b was evicted and made again");
+        assert!(table.peek("a").is_some() && table.peek("b").is_none());
+        assert!(!made(&table, &mut a, "a"), "still a's own, marked again");
+        assert!(made(&table, &mut None, "d"), "d evicts c");
+        assert!(table.peek("a").is_some() && table.peek("c").is_none());
     }
 }

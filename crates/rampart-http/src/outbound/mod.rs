@@ -3,7 +3,8 @@
 //!
 //! [`OutboundLayer`] wraps any `tower` service over `http::Request` (hyper-util's client, a
 //! tonic channel, ...). For each request it picks the policy of the request's host
-//! (`host:port`: one circuit breaker and one retry budget per host, in a bounded table) and
+//! (`host:port`: one circuit breaker and one retry budget per host, in a bounded table, see
+//! [`max_hosts`](OutboundBuilder::max_hosts)) and
 //! runs the request under it. The policy's deadline and attempt timeout are the transport's
 //! timeouts: an attempt that reaches its ceiling is dropped, connection and all, so the client
 //! needs no timeout of its own.
@@ -84,7 +85,7 @@
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
 //! | [`hedge`](OutboundBuilder::hedge) | none |
 //! | [`admit`](OutboundBuilder::admit) | none |
-//! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024, least recently seen evicted |
+//! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
 //! | [`quota`](OutboundBuilder::quota), [`host_quota`](OutboundBuilder::host_quota) | off: quota headers are not read (see [`crate::quota`] for why) |
 //! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
@@ -108,6 +109,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::header::{CONTENT_TYPE, Entry};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
@@ -119,13 +121,13 @@ use tower_layer::Layer;
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::{
-    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc, last, parse_deadline_ms,
-    parse_grpc_timeout,
+    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc_content_type,
+    parse_deadline_ms, parse_grpc_timeout,
 };
 use crate::quota::QuotaState;
 
 pub(crate) use hosts::HostKey;
-use hosts::{Entry, HostTable};
+use hosts::Hosts;
 pub use service::{Outbound, ResponseFuture};
 
 /// Marks a request as safe to send more than once although its method is not replayable
@@ -181,7 +183,7 @@ impl OutboundLayer {
             admit: Unlimited,
             configure: None,
             hosts: Vec::new(),
-            max_hosts: 1024,
+            max_hosts: rampart::keyed::DEFAULT_CAPACITY,
             replay_limit: 64 * 1024,
             quota: Quotas::default(),
             names: Names::default(),
@@ -220,7 +222,7 @@ impl<A> OutboundLayer<A> {
         Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
     }
 
-    /// Hosts in the table now.
+    /// Hosts in the table now (at most [`max_hosts`](OutboundBuilder::max_hosts)).
     pub fn hosts(&self) -> usize {
         self.engine.hosts.len()
     }
@@ -229,7 +231,7 @@ impl<A> OutboundLayer<A> {
     /// [module docs](self#host-keys)), if the table has that host and the layer gives hosts
     /// breakers. It is the host's own, shared with its policies: reading its state consumes
     /// nothing, [`reset`](Breaker::reset) closes it, [`isolate`](Breaker::isolate) holds it
-    /// open. Looking it up does not make the host more recently seen.
+    /// open. Looking it up does not mark the host used (it does not keep it in the table).
     ///
     /// ```
     /// # async fn demo() {
@@ -248,7 +250,7 @@ impl<A> OutboundLayer<A> {
         self.engine
             .hosts
             .peek(&HostKey::named(key))
-            .and_then(|entry| entry.value.breaker.clone())
+            .and_then(|host| host.full.breaker().cloned())
     }
 
     #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
@@ -263,7 +265,7 @@ impl<A> fmt::Debug for OutboundLayer<A> {
             .field("name", &self.engine.factory.name)
             .field("max_attempts", &self.engine.factory.max_attempts)
             .field("max_hosts", &self.engine.max_hosts)
-            .field("replay_limit", &self.engine.replay_limit)
+            .field("replay_limit", &self.engine.edge.replay_limit)
             .finish_non_exhaustive()
     }
 }
@@ -413,8 +415,13 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// At most this many hosts keep a breaker and budget; the least recently seen is evicted
-    /// for a new one (default 1024; at least 1).
+    /// At most this many hosts keep a breaker and budget (default 1024,
+    /// [`rampart::keyed::DEFAULT_CAPACITY`]; at least 1). A new host at a full table evicts
+    /// one not seen lately, by CLOCK as a [`KeyedTable`](rampart::keyed::KeyedTable) does
+    /// (a host seen once goes before the hosts in steady use), and its breaker and budget go
+    /// with it: its next request starts it afresh, breaker closed. Set it above the number
+    /// of hosts the client really calls; the bound is there for a client whose URIs come
+    /// from outside.
     pub fn max_hosts(mut self, hosts: usize) -> Self {
         self.max_hosts = hosts;
         self
@@ -504,18 +511,23 @@ impl<A> OutboundBuilder<A> {
             hosts: self.hosts,
             quota: self.quota,
         };
-        factory.build("validation:0")?;
+        let edge = Arc::new(Edge {
+            names: self.names,
+            replay_limit: self.replay_limit,
+            listeners: self.listeners,
+        });
+        factory.build("validation:0", &edge)?;
         for (key, _) in &factory.hosts {
-            factory.build(key).map_err(|error| for_host(&error, key))?;
+            factory
+                .build(key, &edge)
+                .map_err(|error| for_host(&error, key))?;
         }
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
-                names: self.names,
-                replay_limit: self.replay_limit,
+                edge,
                 max_hosts: self.max_hosts.max(1),
-                hosts: HostTable::new(self.max_hosts),
+                hosts: Hosts::new(self.max_hosts),
                 factory,
-                listeners: self.listeners,
             }),
         })
     }
@@ -572,7 +584,7 @@ impl Quotas {
 }
 
 impl<A: Admit + Clone> Factory<A> {
-    fn build(&self, key: &str) -> Result<Host<A>, ConfigError> {
+    fn build(&self, key: &str, edge: &Arc<Edge>) -> Result<Host<A>, ConfigError> {
         let breaker = self
             .breaker
             .clone()
@@ -626,21 +638,22 @@ impl<A: Admit + Clone> Factory<A> {
             quota,
             full,
             once,
-            breaker,
+            edge: Arc::clone(edge),
             retries: attempts > 1,
         })
     }
 }
 
-/// A host's policies: the full one, and a one-attempt one sharing its breaker and budget.
+/// A host's policies: the full one, and a one-attempt one sharing its breaker (the host's
+/// breaker is `full.breaker()`) and budget; and what a request to it reads from the layer.
 pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
     /// When the host's spent quota resets, if the layer reads quota headers for it.
     pub(crate) quota: Option<QuotaState>,
-    /// The breaker both policies share, if the layer gives hosts one.
-    breaker: Option<Breaker>,
+    /// The layer's settings, so that a request holds one `Arc` (its host's) and not two.
+    pub(crate) edge: Arc<Edge>,
     retries: bool,
 }
 
@@ -653,31 +666,55 @@ pub(crate) enum Plan {
     Replay,
 }
 
-/// What every service made from one layer shares.
-pub(crate) struct Engine<A> {
+/// The layer's settings that a request reads besides its host's policies.
+pub(crate) struct Edge {
     pub(crate) names: Names,
     pub(crate) replay_limit: usize,
-    max_hosts: usize,
-    pub(crate) hosts: HostTable<Host<A>>,
-    factory: Factory<A>,
     pub(crate) listeners: Listeners,
 }
 
+/// What every service made from one layer shares.
+pub(crate) struct Engine<A> {
+    pub(crate) edge: Arc<Edge>,
+    max_hosts: usize,
+    pub(crate) hosts: Hosts<Host<A>>,
+    factory: Factory<A>,
+}
+
 impl<A: Admit + Clone> Engine<A> {
-    /// The policies of the host `key`.
-    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Entry<Host<A>>>, ConfigError> {
-        let key = key.as_str();
-        self.hosts.get(key, || self.factory.build(key))
+    /// The policies of the host `key`, made on its first request.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Host<A>>, ConfigError> {
+        self.hosts
+            .get(key.as_str(), |key| self.factory.build(key, &self.edge))
     }
 
+    /// The same for a service that kept the host of its last request in `last`: that one,
+    /// without the table, while it is `key`'s and the table has evicted nothing since.
+    pub(crate) fn kept_host(
+        &self,
+        last: &mut Option<hosts::Kept<Host<A>>>,
+        key: &HostKey<'_>,
+    ) -> Result<Arc<Host<A>>, ConfigError> {
+        let key = key.as_str();
+        self.hosts.get_kept(
+            last,
+            key,
+            |host| *host.key == *key,
+            |key| self.factory.build(key, &self.edge),
+        )
+    }
+}
+
+impl<A> Host<A> {
     /// Whether the request may be sent more than once.
-    pub(crate) fn plan(&self, host: &Host<A>, method: &Method, marked: bool) -> Plan {
-        if !host.retries || !(marked || is_replayable(method)) {
+    pub(crate) fn plan(&self, method: &Method, marked: bool) -> Plan {
+        if !self.retries || !(marked || is_replayable(method)) {
             return Plan::Once;
         }
         if Ambient::current().is_inbound_retry() {
-            self.listeners.emit(EdgeEvent::RetriesSuppressed {
-                host: &host.key,
+            self.edge.listeners.emit(EdgeEvent::RetriesSuppressed {
+                host: &self.key,
                 method,
             });
             return Plan::Once;
@@ -685,10 +722,10 @@ impl<A: Admit + Clone> Engine<A> {
         Plan::Replay
     }
 
-    pub(crate) fn not_replayable(&self, host: &Host<A>) {
-        self.listeners.emit(EdgeEvent::NotReplayable {
-            host: &host.key,
-            limit: self.replay_limit,
+    pub(crate) fn not_replayable(&self) {
+        self.edge.listeners.emit(EdgeEvent::NotReplayable {
+            host: &self.key,
+            limit: self.edge.replay_limit,
         });
     }
 }
@@ -697,6 +734,17 @@ impl<A: Admit + Clone> Engine<A> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp {
     pub(crate) grpc: bool,
+}
+
+/// What a request's headers hold, found in one pass by [`Stamp::prepare`].
+#[derive(Default)]
+struct Held {
+    content_type: bool,
+    grpc: bool,
+    retry: bool,
+    criticality: bool,
+    deadline: bool,
+    grpc_timeout: bool,
 }
 
 /// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
@@ -710,25 +758,59 @@ impl Stamp {
     /// out what the caller wrote that a first attempt must not carry (a retry mark, a
     /// deadline in the other encoding).
     pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
-        let grpc = is_grpc(headers);
-        headers.remove(&names.retry);
+        // One pass over the headers finds the content type and which of the headers the stamp
+        // owns the caller wrote (most requests carry few or none of them): a lookup or a
+        // removal hashes its name even when the map does not hold it, and a pass over a
+        // small map costs less than the five lookups it saves.
+        let mut held = Held::default();
+        for (name, value) in headers.iter() {
+            if *name == CONTENT_TYPE && !held.content_type {
+                held.content_type = true;
+                held.grpc = is_grpc_content_type(value);
+            }
+            held.retry |= *name == names.retry;
+            held.criticality |= *name == names.criticality;
+            held.deadline |= *name == names.deadline;
+            held.grpc_timeout |= *name == GRPC_TIMEOUT;
+        }
+        let grpc = held.grpc;
+        if held.retry {
+            headers.remove(&names.retry);
+        }
         // Every attempt writes the deadline and the criticality anew: what the caller wrote
         // is read here and taken out, so that a replayable request's copies do not carry it.
-        headers.remove(&names.criticality);
+        if held.criticality {
+            headers.remove(&names.criticality);
+        }
         let (written, other) = if grpc {
-            (&GRPC_TIMEOUT, &names.deadline)
+            (
+                (&GRPC_TIMEOUT, held.grpc_timeout),
+                (&names.deadline, held.deadline),
+            )
         } else {
-            (&names.deadline, &GRPC_TIMEOUT)
+            (
+                (&names.deadline, held.deadline),
+                (&GRPC_TIMEOUT, held.grpc_timeout),
+            )
         };
         let parse = if grpc {
             parse_grpc_timeout
         } else {
             parse_deadline_ms
         };
-        let caller = last(headers, written).and_then(|v| parse(v.as_bytes()));
-        headers.remove(written);
-        if grpc {
-            headers.remove(other);
+        let caller = match written {
+            (name, true) => match headers.entry(name) {
+                Entry::Occupied(entry) => {
+                    let caller = entry.iter().next_back().and_then(|v| parse(v.as_bytes()));
+                    entry.remove();
+                    caller
+                }
+                Entry::Vacant(_) => None,
+            },
+            _ => None,
+        };
+        if grpc && other.1 {
+            headers.remove(other.0);
         }
         (Stamp { grpc }, caller.map(Deadline::after))
     }

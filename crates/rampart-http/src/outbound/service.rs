@@ -3,18 +3,21 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, Request, Response};
+use http::{
+    Extensions, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version,
+};
 use http_body::Body;
 use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
 use tower_service::Service;
 
-use super::{Engine, Entry, Host, HostKey, Plan, Repeatable, Stamp, within};
+use super::hosts::Kept as KeptHost;
+use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
@@ -29,9 +32,9 @@ pub struct Outbound<S, A = Unlimited> {
     /// The host entry of every request, when it was named (see
     /// [`OutboundLayer::layer_for`](super::OutboundLayer::layer_for)).
     key: Option<Arc<str>>,
-    /// The entry of the last request's host, reused while requests go to the same host and
-    /// the table keeps it: no lock on the table then. A clone starts without one.
-    last: Option<Arc<Entry<Host<A>>>>,
+    /// The host of the last request, reused while requests go to the same host and the table
+    /// has evicted no host since: no lock on the table then. A clone starts without one.
+    last: Option<KeptHost<Host<A>>>,
 }
 
 impl<S, A> Outbound<S, A> {
@@ -64,16 +67,33 @@ impl<S: fmt::Debug, A> fmt::Debug for Outbound<S, A> {
     }
 }
 
-/// The response future of [`Outbound`]: the policy's call, boxed (its type cannot be named).
+type BoxedCall<T, E> = Pin<Box<dyn Future<Output = Result<T, ClientError<E>>> + Send>>;
+
+/// The response future of [`Outbound`]: the policy's call, boxed (its type cannot be named
+/// on stable Rust), or the error that stopped it before it began.
 pub struct ResponseFuture<T, E> {
-    inner: Pin<Box<dyn Future<Output = Result<T, ClientError<E>>> + Send>>,
+    inner: Call<T, E>,
 }
+
+enum Call<T, E> {
+    Running(BoxedCall<T, E>),
+    Failed(Option<ClientError<E>>),
+}
+
+// Nothing in it is pinned in place: the call is behind its box, and the error is only moved.
+impl<T, E> Unpin for ResponseFuture<T, E> {}
 
 impl<T, E> Future for ResponseFuture<T, E> {
     type Output = Result<T, ClientError<E>>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().inner {
+            Call::Running(call) => call.as_mut().poll(cx),
+            Call::Failed(error) => match error.take() {
+                Some(error) => Poll::Ready(Err(error)),
+                None => panic!("outbound response future polled after completion"),
+            },
+        }
     }
 }
 
@@ -103,42 +123,31 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let engine = Arc::clone(&self.engine);
         let key = match &self.key {
             Some(key) => HostKey::Borrowed(key),
             None => HostKey::of(request.uri(), request.headers()),
         };
-        let kept = self
-            .last
-            .as_ref()
-            .filter(|entry| entry.is_current() && *entry.value.key == *key.as_str());
-        let host = match kept {
-            Some(entry) => {
-                engine.hosts.touch(entry);
-                Ok(Arc::clone(entry))
+        let host = match self.engine.kept_host(&mut self.last, &key) {
+            Ok(host) => host,
+            Err(e) => {
+                let error = ClientError::Call(rampart::Error::Config(e));
+                return ResponseFuture {
+                    inner: Call::Failed(Some(error)),
+                };
             }
-            None => engine
-                .host(&key)
-                .inspect(|entry| self.last = Some(Arc::clone(entry))),
         };
         let service = self.inner.clone();
         let (mut parts, body) = request.into_parts();
-        let (stamp, caller) = Stamp::prepare(&engine.names, &mut parts.headers);
-        let inner: Pin<Box<dyn Future<Output = _> + Send>> = match host {
-            // Two futures, so that the common one (no deadline of the caller's) is not as
-            // large as the one that also holds the caller's scope.
-            Ok(host) => match caller {
-                Some(deadline) => Box::pin(within(
-                    deadline,
-                    send(engine, host, service, parts, body, stamp),
-                )),
-                None => Box::pin(send(engine, host, service, parts, body, stamp)),
-            },
-            Err(e) => Box::pin(std::future::ready(Err(ClientError::Call(
-                rampart::Error::Config(e),
-            )))),
+        let (stamp, caller) = Stamp::prepare(&host.edge.names, &mut parts.headers);
+        // Two futures, so that the common one (no deadline of the caller's) is not as large as
+        // the one that also holds the caller's scope.
+        let call: BoxedCall<_, _> = match caller {
+            Some(deadline) => Box::pin(within(deadline, send(host, service, parts, body, stamp))),
+            None => Box::pin(send(host, service, parts, body, stamp)),
         };
-        ResponseFuture { inner }
+        ResponseFuture {
+            inner: Call::Running(call),
+        }
     }
 }
 
@@ -148,8 +157,7 @@ where
 /// `async fn` would keep a second copy of its arguments in its state.
 #[allow(clippy::manual_async_fn)]
 fn send<S, A, B, ResB>(
-    engine: Arc<Engine<A>>,
-    host: Arc<super::hosts::Entry<Host<A>>>,
+    host: Arc<Host<A>>,
     service: S,
     parts: Parts,
     body: B,
@@ -165,58 +173,41 @@ where
     A: Admit + Clone,
 {
     async move {
-        let host = &host.value;
-        crate::quota::check(host.quota.as_ref(), &host.key, &engine.listeners)?;
+        let host = &*host;
+        crate::quota::check(host.quota.as_ref(), &host.key, &host.edge.listeners)?;
         let marked = parts.extensions.get::<Repeatable>().is_some();
-        let mut plan = engine.plan(host, &parts.method, marked);
+        let mut plan = host.plan(&parts.method, marked);
         let body = match plan {
             Plan::Once => Kept::Once(ReplayBody::new(body)),
-            Plan::Replay => keep(body, engine.replay_limit)
+            Plan::Replay => keep(body, host.edge.replay_limit)
                 .await
                 .map_err(|e| ClientError::Body(e.into()))?,
         };
         if plan == Plan::Replay && matches!(body, Kept::Once(_)) {
-            engine.not_replayable(host);
+            host.not_replayable();
             plan = Plan::Once;
         }
         let policy = match plan {
             Plan::Once => &host.once,
             Plan::Replay => &host.full,
         };
-        let (replay, once) = match body {
-            Kept::Replayable { data, trailers } => (Some((data, trailers)), None),
-            Kept::Once(body) => (None, Some(body)),
-        };
         // Owned by this block and borrowed by the callback: rampart's call future keeps its
         // callback in several states, so a callback that owned the request would carry it
-        // several times over. Behind a mutex (locked once per attempt, uncontended unless
-        // legs are hedged) so that the callback is `Sync` for any `Send` service and body.
-        let template = Mutex::new(Template {
-            stamp,
-            service,
-            parts: Some(parts),
-            replay,
-            once,
-        });
-        let names = &engine.names;
+        // several times over. Behind a mutex (locked twice per attempt, never across a wait,
+        // and uncontended unless legs are hedged) so that the callback is `Sync` for any
+        // `Send` service and body.
+        let template = Mutex::new(Template::new(stamp, service, parts, body));
+        let names = &host.edge.names;
         let op = async |attempt: &Attempt| {
-            let mut ready: Option<S> = None;
+            // Cloned under the lock, made ready without it: a hedged leg may want the
+            // template while this one waits for its service.
+            let mut service = lock(&template).service.clone();
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
             // The request is made once the service is ready, so that the deadline written is
             // the time left when the request goes out, and it is not kept across the wait.
-            let request = std::future::poll_fn(|cx| {
-                let mut template = template.lock().unwrap_or_else(PoisonError::into_inner);
-                let service = ready.get_or_insert_with(|| template.service.clone());
-                service
-                    .poll_ready(cx)
-                    .map_ok(|()| template.next(names, attempt))
-            })
-            .await?;
-            let Some(mut service) = ready else {
-                unreachable!("a service that was ready was kept")
-            };
+            let request = lock(&template).next(names, attempt);
             let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
-            let response = span.instrument(service.call(request)).await;
-            span.record_status(crate::observe::status(&response));
+            let response = span.run(service.call(request)).await;
             if let (Some(quota), Ok(response)) = (&host.quota, &response) {
                 quota.observe(response.headers());
             }
@@ -233,35 +224,74 @@ where
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What each attempt is made from.
 struct Template<S, B> {
     stamp: Stamp,
     service: S,
-    parts: Option<Parts>,
-    /// The kept body of a replayable request.
-    replay: Option<(Bytes, Option<HeaderMap>)>,
-    /// The body of a request sent once.
-    once: Option<ReplayBody<B>>,
+    /// The request itself, for the first attempt (a replayable request's with a copy of the
+    /// kept body): moved into it, head and all, no copy made.
+    first: Option<Request<ReplayBody<B>>>,
+    /// What a later attempt of a replayable request (a retry, a hedged leg) is made from.
+    again: Option<Again>,
+}
+
+/// A replayable request's head, kept for its later attempts, and its kept body.
+struct Again {
+    method: Method,
+    uri: Uri,
+    version: Version,
+    /// The headers as a flat list: one allocation (none when there are none), where a
+    /// `HeaderMap` would make two. A later attempt makes its map from it.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    extensions: Extensions,
+    data: Bytes,
+    trailers: Option<HeaderMap>,
 }
 
 impl<S, B> Template<S, B> {
-    /// The next attempt's request, its headers stamped: a copy of a replayable request, or
-    /// the request itself, once.
-    fn next(&mut self, names: &Names, attempt: &Attempt) -> Request<ReplayBody<B>> {
-        let (mut parts, body) = match (&self.replay, &self.parts) {
-            (Some((data, trailers)), Some(parts)) => (
-                copy_head(parts),
-                ReplayBody::replay(data.clone(), trailers.clone()),
-            ),
-            _ => {
-                let (Some(parts), Some(body)) = (self.parts.take(), self.once.take()) else {
-                    unreachable!("a request that cannot be replayed gets one attempt")
+    fn new(stamp: Stamp, service: S, parts: Parts, body: Kept<B>) -> Self {
+        let (first, again) = match body {
+            Kept::Replayable { data, trailers } => {
+                let again = Again {
+                    method: parts.method.clone(),
+                    uri: parts.uri.clone(),
+                    version: parts.version,
+                    headers: parts
+                        .headers
+                        .iter()
+                        .map(|(name, value)| (name.clone(), value.clone()))
+                        .collect(),
+                    extensions: parts.extensions.clone(),
+                    data,
+                    trailers,
                 };
-                (parts, body)
+                let body = ReplayBody::replay(again.data.clone(), again.trailers.clone());
+                (Request::from_parts(parts, body), Some(again))
             }
+            Kept::Once(body) => (Request::from_parts(parts, body), None),
         };
-        self.stamp.write(names, &mut parts.headers, attempt);
-        Request::from_parts(parts, body)
+        Template {
+            stamp,
+            service,
+            first: Some(first),
+            again,
+        }
+    }
+
+    /// The next attempt's request, its headers stamped: the request itself first, then a copy
+    /// of a replayable request's.
+    fn next(&mut self, names: &Names, attempt: &Attempt) -> Request<ReplayBody<B>> {
+        let mut request = match (self.first.take(), &self.again) {
+            (Some(first), _) => first,
+            (None, Some(again)) => again.request(),
+            (None, None) => unreachable!("a request that cannot be replayed gets one attempt"),
+        };
+        self.stamp.write(names, request.headers_mut(), attempt);
+        request
     }
 }
 
@@ -269,18 +299,21 @@ impl<S, B> Template<S, B> {
 /// retry mark.
 const STAMPED: usize = 3;
 
-/// A copy of a request head, its header map made with room for the stamp (a plain `clone`
-/// has no room, and the stamp would grow it).
-fn copy_head(parts: &Parts) -> Parts {
-    let (mut copy, ()) = Request::new(()).into_parts();
-    copy.method = parts.method.clone();
-    copy.uri = parts.uri.clone();
-    copy.version = parts.version;
-    copy.extensions = parts.extensions.clone();
-    let mut headers = HeaderMap::with_capacity(parts.headers.len() + STAMPED);
-    for (name, value) in &parts.headers {
-        headers.append(name.clone(), value.clone());
+impl Again {
+    /// A copy of the request, its header map made with room for the stamp (a map with no
+    /// room would grow, allocating again).
+    fn request<B>(&self) -> Request<ReplayBody<B>> {
+        let mut request =
+            Request::new(ReplayBody::replay(self.data.clone(), self.trailers.clone()));
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.extensions_mut() = self.extensions.clone();
+        let headers = request.headers_mut();
+        headers.reserve(self.headers.len() + STAMPED);
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        request
     }
-    copy.headers = headers;
-    copy
 }
