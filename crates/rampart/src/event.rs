@@ -2,13 +2,14 @@
 //!
 //! A listener sees every [`Event`]: one per attempt, one per retry, the timeout diagnostics,
 //! and exactly one terminal [`Event::CallEnded`] per call. Hooks ([`on_retry`], [`on_timeout`])
-//! are the narrower, typed form of the same. Listeners and hooks are synchronous, must be
-//! `Send + Sync`, and may run concurrently when a policy is shared. The data they are handed is
-//! borrowed, so it cannot be retained.
+//! are the narrower, typed form of the same. Listeners and hooks must be `Send + Sync`, and may
+//! run concurrently when a policy is shared. The data they are handed is borrowed, so it cannot
+//! be retained. Listeners and `on_retry` are synchronous; `on_timeout` may answer with a future
+//! ([`MaybeAsync`](crate::timeout::MaybeAsync)), which an async call awaits.
 //!
-//! A listener or hook that panics never changes a call's outcome: the panic is caught and
-//! reported to the policy's [`on_callback_error`] diagnostics callback (and dropped silently
-//! if there is none).
+//! A listener or hook that panics (or whose future panics) never changes a call's outcome: the
+//! panic is caught and reported to the policy's [`on_callback_error`] diagnostics callback (and
+//! dropped silently if there is none).
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU32, Ordering};
@@ -56,6 +57,7 @@ use crate::breaker::StateKind;
 use crate::hedge::Suppressed;
 use crate::observe::{Observer, Span};
 pub use crate::outcome::{AttemptOutcome, StopReason};
+use crate::timeout::{MaybeAsync, PendingAnswer};
 
 /// Something a policy did, handed to its listeners.
 #[derive(Debug, Clone, Copy)]
@@ -246,7 +248,7 @@ pub struct CallbackFailure<'a> {
 
 pub(crate) type Listener = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
 pub(crate) type RetryHook = Arc<dyn Fn(&RetryInfo<'_>) + Send + Sync>;
-pub(crate) type TimeoutHook = Arc<dyn Fn(&TimeoutInfo<'_>) + Send + Sync>;
+pub(crate) type TimeoutHook = Arc<dyn Fn(&TimeoutInfo<'_>) -> MaybeAsync<()> + Send + Sync>;
 pub(crate) type Diagnostics = Arc<dyn Fn(&CallbackFailure<'_>) + Send + Sync>;
 
 /// The listeners, hooks and diagnostics of one policy.
@@ -295,9 +297,32 @@ impl Telemetry {
         }
     }
 
-    pub(crate) fn timed_out(&self, info: TimeoutInfo<'_>) {
-        if let Some(hook) = &self.on_timeout {
-            self.guard(info.policy, "on_timeout", || hook(&info));
+    /// Calls the on-timeout hook, if any; a hook that answered with a future hands it back,
+    /// to be awaited with [`awaited`](Self::awaited).
+    #[inline]
+    pub(crate) fn timed_out(&self, info: TimeoutInfo<'_>) -> Option<PendingAnswer<()>> {
+        let hook = self.on_timeout.as_ref()?;
+        let mut answer = None;
+        self.guard(info.policy, "on_timeout", || answer = Some(hook(&info)));
+        match answer {
+            Some(MaybeAsync::Pending(future)) => Some(future),
+            Some(MaybeAsync::Ready(())) | None => None,
+        }
+    }
+
+    /// Awaits the on-timeout hook's `future`; a panic while it is polled is reported, not
+    /// propagated.
+    pub(crate) async fn awaited(&self, policy: &str, mut future: PendingAnswer<()>) {
+        let polled = std::future::poll_fn(|cx| {
+            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                Ok(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
+                Err(payload) => std::task::Poll::Ready(Some(payload)),
+            }
+        })
+        .await;
+        if let Some(payload) = polled {
+            self.report(policy, "on_timeout", payload.as_ref());
         }
     }
 

@@ -22,6 +22,8 @@ fn kind<T, E, P>(next: &Next<'_, T, E, P>) -> &'static str {
         Next::Attempt(_) => "an attempt",
         Next::Sleep { .. } => "a sleep",
         Next::Wait => "a wait",
+        Next::Generate(_) => "a generator to await",
+        Next::Hook(_) => "a hook to await",
         Next::Done(_) => "the end",
     }
 }

@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::task::Poll;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -11,6 +12,7 @@ use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant};
 use crate::error::Error;
 use crate::outcome::StopReason;
+use crate::timeout::PendingAnswer;
 
 use super::race::{Race, admission};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
@@ -77,6 +79,14 @@ where
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)
             }
+            Next::Generate(future) => {
+                let answer = generate(future, caller).await;
+                machine.generated(answer, read(clock, timed))
+            }
+            Next::Hook(future) => {
+                shared.telemetry.awaited(&shared.name, future).await;
+                machine.hooked(read(clock, timed))
+            }
             Next::Wait => unreachable!("only a hedged call waits on legs"),
             Next::Done(finish) => return finish.outcome,
         };
@@ -108,6 +118,24 @@ where
         _ => StopReason::AttemptsExhausted,
     });
     result.map_err(Error::Inner)
+}
+
+/// Awaits a timeout generator's `future`; `None`, at once, if the caller cancels first.
+pub(crate) async fn generate(
+    mut future: PendingAnswer<Duration>,
+    caller: Option<&CancellationToken>,
+) -> Option<Duration> {
+    let Some(caller) = caller else {
+        return Some(future.await);
+    };
+    let mut cancelled = std::pin::pin!(caller.cancelled());
+    std::future::poll_fn(|cx| {
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        future.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 /// Sleeps until `wake`; returns true, at once, if the caller cancels first.
