@@ -170,7 +170,7 @@ where
                 machine.woke(read(clock, timed), cancelled)
             }
             // Never blocks the thread on a generator's or hook's future: refused at this call.
-            Next::Generate(_) | Next::Hook(_) => {
+            Next::Generate { .. } | Next::Hook { .. } => {
                 return machine.cannot_block(read(clock, timed)).outcome;
             }
             Next::Wait => unreachable!("a blocking call runs one attempt at a time"),

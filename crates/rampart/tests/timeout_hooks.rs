@@ -386,3 +386,89 @@ fn a_sync_generator_and_hook_leave_the_success_path_allocation_free() {
     });
     assert_eq!(counted.count_total, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_generator_still_running_at_the_deadline_ends_the_call_without_starting_it() {
+    let policy = Policy::builder()
+        .deadline(200 * MS)
+        .attempt_timeout_fn(|_| {
+            MaybeAsync::pending(async {
+                sleep(Duration::from_secs(1)).await;
+                100 * MS
+            })
+        })
+        .build()
+        .expect("valid");
+    let calls = counter();
+    let start = Instant::now();
+    let outcome = policy
+        .run(async |_attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::DeadlineExceeded { attempts: 0, .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(start.elapsed(), 200 * MS);
+}
+
+/// A policy of one 100 ms attempt whose hook logs its start and, a second later, its end.
+fn slow_hook_policy(deadline: Duration, log: &Log) -> Policy {
+    let log = log.clone();
+    Policy::builder()
+        .max_attempts(1)
+        .deadline(deadline)
+        .attempt_timeout(100 * MS)
+        .on_timeout(move |_| {
+            let log = log.clone();
+            log.push("hook started");
+            MaybeAsync::pending(async move {
+                sleep(Duration::from_secs(1)).await;
+                log.push("hook done");
+            })
+        })
+        .build()
+        .expect("valid")
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_hook_still_running_at_the_deadline_is_dropped_and_the_outcome_stands() {
+    let log = Log::default();
+    let policy = slow_hook_policy(150 * MS, &log);
+    let start = Instant::now();
+    let outcome = policy
+        .run(async |_attempt| pending::<Result<(), Fail>>().await)
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::AttemptTimeout { timeout, attempts: 1 }) if timeout == 100 * MS),
+        "{outcome:?}"
+    );
+    assert_eq!(start.elapsed(), 150 * MS);
+    assert_eq!(log.take(), ["hook started"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_cancel_during_an_async_hook_stops_the_wait_and_the_outcome_stands() {
+    let log = Log::default();
+    let policy = slow_hook_policy(Duration::from_secs(30), &log);
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    tokio::spawn(async move {
+        sleep(120 * MS).await;
+        canceller.cancel();
+    });
+    let start = Instant::now();
+    let outcome = policy
+        .with_token(&token)
+        .run(async |_attempt| pending::<Result<(), Fail>>().await)
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::AttemptTimeout { attempts: 1, .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(start.elapsed(), 120 * MS);
+    assert_eq!(log.take(), ["hook started"]);
+}

@@ -29,9 +29,10 @@ use crate::error::Error;
 use crate::hedge::MAX_LEGS;
 use crate::timeout::PendingAnswer;
 
+use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
-use super::run::{generate, sleep_or_cancel};
+use super::run::{bounded, sleep_or_cancel};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// What woke the driver while legs were in flight.
@@ -156,7 +157,7 @@ where
                     }
                     Wake::Generated(timeout) => {
                         generator = None;
-                        machine.generated(Some(timeout), read(clock, timed))
+                        machine.generated(Bounded::Answered(timeout), read(clock, timed))
                     }
                     Wake::Leg(leg, returned) => {
                         if leg == 0 {
@@ -191,19 +192,22 @@ where
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)
             }
-            // A leg's generator: with legs in flight (a hedge) it runs alongside them, and
-            // their races watch the caller; else it is awaited, racing the caller itself.
-            Next::Generate(future) if primary.is_some() || hedges.iter().any(Option::is_some) => {
+            // A leg's generator: with legs in flight (a hedge) it runs alongside them, whose
+            // races watch the caller and the deadline; else it is awaited, bounded by both.
+            Next::Generate { future, .. }
+                if primary.is_some() || hedges.iter().any(Option::is_some) =>
+            {
                 generator = Some(future);
                 Next::Wait
             }
-            Next::Generate(future) => {
-                let answer = generate(future, caller).await;
+            Next::Generate { future, until } => {
+                let answer = bounded(clock, future, caller, until).await;
                 machine.generated(answer, read(clock, timed))
             }
             // The hook is awaited alone: the legs in flight are not polled meanwhile.
-            Next::Hook(future) => {
-                shared.telemetry.awaited(&shared.name, future).await;
+            Next::Hook { future, until } => {
+                let hook = shared.telemetry.awaited(&shared.name, future);
+                let _ = bounded(clock, hook, caller, until).await;
                 machine.hooked(read(clock, timed))
             }
             Next::Done(finish) => break finish,

@@ -92,12 +92,20 @@ pub(crate) enum Next<'p, T, E, P> {
     /// Hedged calls only: wait for a leg in flight or the hedge delay
     /// ([`Machine::hedge_due`]).
     Wait,
-    /// The timeout generator answered with this future: await it (ending early if the caller
-    /// cancels), then [`Machine::generated`]. Legs in flight go on meanwhile.
-    Generate(PendingAnswer<Duration>),
-    /// The on-timeout hook answered with this future: await it to completion (reporting a
-    /// panic), then [`Machine::hooked`].
-    Hook(PendingAnswer<()>),
+    /// The timeout generator answered with this future: await it until it answers, the
+    /// caller cancels or `until` (the call's deadline) passes, then [`Machine::generated`].
+    /// Legs in flight go on meanwhile (and bound it themselves).
+    Generate {
+        future: PendingAnswer<Duration>,
+        until: Option<Instant>,
+    },
+    /// The on-timeout hook answered with this future: await it (reporting a panic) until it
+    /// completes, the caller cancels or `until` (the call's deadline) passes, then
+    /// [`Machine::hooked`].
+    Hook {
+        future: PendingAnswer<()>,
+        until: Option<Instant>,
+    },
     /// The call is over.
     Done(Finish<T, E>),
 }
@@ -112,6 +120,16 @@ pub(crate) struct Ticket<'p, P> {
     pub(crate) admitted: bool,
     breaker: Option<BreakerPermit<'p>>,
     permit: Option<P>,
+}
+
+/// How a bounded wait on a generator or hook ended.
+pub(crate) enum Bounded<O> {
+    /// It answered.
+    Answered(O),
+    /// The caller cancelled first.
+    Cancelled,
+    /// The call's deadline passed first.
+    Expired,
 }
 
 /// A timeout generator's answer, valid or not.
@@ -483,18 +501,23 @@ where
         Next::Attempt(ticket)
     }
 
-    /// Rule 2, resumed: the generator's pending answer came at `now` (`None`: the caller
-    /// cancelled first, and no callback starts). The answer is validated and the attempt (or
-    /// hedge, while legs are in flight) goes on as if it had been given at once, with the
-    /// gates asked again at `now`.
+    /// Rule 2, resumed: the generator's pending answer came at `now`, or the caller
+    /// cancelled or the deadline passed first (and no callback starts). The answer is
+    /// validated and the attempt (or hedge, while legs are in flight) goes on as if it had
+    /// been given at once, with the gates asked again at `now`.
     pub(crate) fn generated(
         &mut self,
-        answer: Option<Duration>,
+        answer: Bounded<Duration>,
         now: Option<Instant>,
     ) -> Next<'p, T, E, A::Permit> {
         self.generating = false;
-        let Some(timeout) = answer else {
-            return Next::Done(self.cancelled(now));
+        let timeout = match answer {
+            Bounded::Answered(timeout) => timeout,
+            Bounded::Cancelled => return Next::Done(self.cancelled(now)),
+            Bounded::Expired if self.legs.in_flight == 0 => {
+                return Next::Done(self.deadline_exceeded(None, now));
+            }
+            Bounded::Expired => return self.no_hedge(None),
         };
         if let Err(finish) = self.checked(timeout, now) {
             return Next::Done(finish);
@@ -520,7 +543,8 @@ where
     }
 
     /// Rule 5, resumed: the on-timeout hook's pending answer came (or its future panicked,
-    /// which was reported); the timed-out attempt's outcome stands.
+    /// which was reported, or the wait was cut short by the caller or the deadline); the
+    /// timed-out attempt's outcome stands.
     pub(crate) fn hooked(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
         let Some((number, ceiling)) = self.hooked.take() else {
             unreachable!("a driver reports a hook only when the machine handed it one")
@@ -637,7 +661,8 @@ where
     #[cold]
     fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit> {
         self.generating = true;
-        Next::Generate(future)
+        let until = self.deadline.map(|bound| bound.at);
+        Next::Generate { future, until }
     }
 
     /// Counts an attempt the gates let start and arms the next hedge.
@@ -947,7 +972,8 @@ where
             })
         {
             self.hooked = Some((ticket.number, ceiling));
-            return Next::Hook(future);
+            let until = self.deadline.map(|bound| bound.at);
+            return Next::Hook { future, until };
         }
         self.decide(ticket.number, outcome, verdict, kind, now)
     }

@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::task::Poll;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -12,8 +11,8 @@ use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant};
 use crate::error::Error;
 use crate::outcome::StopReason;
-use crate::timeout::PendingAnswer;
 
+use super::machine::Bounded;
 use super::race::{Race, admission};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
@@ -79,12 +78,13 @@ where
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)
             }
-            Next::Generate(future) => {
-                let answer = generate(future, caller).await;
+            Next::Generate { future, until } => {
+                let answer = bounded(clock, future, caller, until).await;
                 machine.generated(answer, read(clock, timed))
             }
-            Next::Hook(future) => {
-                shared.telemetry.awaited(&shared.name, future).await;
+            Next::Hook { future, until } => {
+                let hook = shared.telemetry.awaited(&shared.name, future);
+                let _ = bounded(clock, hook, caller, until).await;
                 machine.hooked(read(clock, timed))
             }
             Next::Wait => unreachable!("only a hedged call waits on legs"),
@@ -120,20 +120,32 @@ where
     result.map_err(Error::Inner)
 }
 
-/// Awaits a timeout generator's `future`; `None`, at once, if the caller cancels first.
-pub(crate) async fn generate(
-    mut future: PendingAnswer<Duration>,
+/// Awaits `future` until it answers, the caller cancels or `until` (the call's deadline)
+/// passes, whichever comes first.
+pub(crate) async fn bounded<O>(
+    clock: &Clock,
+    future: impl Future<Output = O>,
     caller: Option<&CancellationToken>,
-) -> Option<Duration> {
-    let Some(caller) = caller else {
-        return Some(future.await);
-    };
-    let mut cancelled = std::pin::pin!(caller.cancelled());
+    until: Option<Instant>,
+) -> Bounded<O> {
+    let mut future = std::pin::pin!(future);
+    let mut cancelled = std::pin::pin!(caller.map(CancellationToken::cancelled));
+    let mut expiry = std::pin::pin!(until.map(|at| clock.sleep_until(at)));
     std::future::poll_fn(|cx| {
-        if cancelled.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
+        if let Some(cancelled) = cancelled.as_mut().as_pin_mut()
+            && cancelled.poll(cx).is_ready()
+        {
+            return Poll::Ready(Bounded::Cancelled);
         }
-        future.as_mut().poll(cx).map(Some)
+        if let Poll::Ready(answer) = future.as_mut().poll(cx) {
+            return Poll::Ready(Bounded::Answered(answer));
+        }
+        if let Some(expiry) = expiry.as_mut().as_pin_mut()
+            && expiry.poll(cx).is_ready()
+        {
+            return Poll::Ready(Bounded::Expired);
+        }
+        Poll::Pending
     })
     .await
 }

@@ -141,8 +141,10 @@ impl<C, A> PolicyBuilder<C, A> {
     /// Computes each attempt's timeout when it starts (and each hedge's), overriding the fixed
     /// one; the ceiling is still cut to the time left. The generator answers a `Duration` at
     /// once, or a [`MaybeAsync`] whose future the async executor awaits before the attempt
-    /// begins (the callback never starts if the caller cancels meanwhile: the call ends
-    /// [`Error::Cancelled`](crate::Error::Cancelled)). A blocking call refuses a pending answer
+    /// begins. The callback never starts if the caller cancels meanwhile (the call ends
+    /// [`Error::Cancelled`](crate::Error::Cancelled)) or the call's deadline passes (it ends
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)). A hedge's generator runs
+    /// while the legs in flight go on. A blocking call refuses a pending answer
     /// with [`Error::Config`](crate::Error::Config) naming `attempt_timeout_fn`; it never
     /// blocks its thread on it. A generator returning zero or more than 24 h fails that call
     /// with [`Error::Config`](crate::Error::Config) naming the generator and the value, before
@@ -288,10 +290,11 @@ impl<C, A> PolicyBuilder<C, A> {
     /// and its permits and timer released, before the call decides what follows.
     ///
     /// The hook answers `()` at once, or a [`MaybeAsync`] whose future an async call awaits
-    /// to completion before it retries or returns: neither the caller's cancellation nor the
-    /// deadline cuts it short (the deadline's clock runs on meanwhile, so a slow hook leaves
-    /// less time for retries; bound long work inside the hook). In a hedged call the other
-    /// legs are not polled while the hook's future runs. A panic in the hook or its future is
+    /// before it retries or returns: the call's result waits for it. The wait is bounded like
+    /// the call: if the caller cancels or the call's deadline passes first, the future is
+    /// dropped unfinished and the call goes on as it would have (its time counts against the
+    /// deadline, so a slow hook leaves less time for retries). In a hedged call the other legs
+    /// are not polled while the hook's future runs. A panic in the hook or its future is
     /// reported to [`on_callback_error`](Self::on_callback_error) and never changes the
     /// outcome. A blocking call refuses a pending answer: it ends with
     /// [`Error::Config`](crate::Error::Config) naming `on_timeout`, never blocking its thread.
