@@ -5,7 +5,7 @@
 //! are the narrower, typed form of the same. Listeners and hooks must be `Send + Sync`, and may
 //! run concurrently when a policy is shared. The data they are handed is borrowed, so it cannot
 //! be retained. Listeners and `on_retry` are synchronous; `on_timeout` may answer with a future
-//! ([`MaybeAsync`](crate::timeout::MaybeAsync)), which an async call awaits.
+//! ([`MaybeAsync`]), which an async call awaits.
 //!
 //! A listener or hook that panics (or whose future panics) never changes a call's outcome: the
 //! panic is caught and reported to the policy's [`on_callback_error`] diagnostics callback (and

@@ -123,6 +123,7 @@ pub(crate) struct Ticket<'p, P> {
 }
 
 /// How a bounded wait on a generator or hook ended.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Bounded<O> {
     /// It answered.
     Answered(O),
