@@ -133,6 +133,16 @@ pub(crate) enum Bounded<O> {
     Expired,
 }
 
+/// What a driver awaits for the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Awaiting {
+    Nothing,
+    /// A timeout generator's future (no other attempt or hedge starts meanwhile).
+    Generator,
+    /// The on-timeout hook's future; the timed-out outcome waits in `last`.
+    Hook,
+}
+
 /// A timeout generator's answer, valid or not.
 enum Generated {
     /// The timeout for the attempt (the fixed one when there is no generator).
@@ -194,11 +204,8 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// Whether the terminal event went out; if not when the machine is dropped (the call's
     /// future was dropped, or a callback panicked), the drop sends it.
     ended: bool,
-    /// Whether a generator's future is being awaited (no other attempt or hedge starts).
-    generating: bool,
-    /// The attempt (number, ceiling) whose on-timeout hook's future is being awaited: what
-    /// [`hooked`](Machine::hooked) decides on.
-    hooked: Option<(u32, Duration)>,
+    /// What the driver awaits for the machine (a generator's or hook's future), if anything.
+    awaiting: Awaiting,
 }
 
 impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
@@ -270,8 +277,7 @@ where
             legs: Legs::default(),
             outcome: LastOutcome::new(),
             ended: false,
-            generating: false,
-            hooked: None,
+            awaiting: Awaiting::Nothing,
         }
     }
 
@@ -440,7 +446,7 @@ where
     /// budget; the budget is charged once the breaker has let it through.
     pub(crate) fn hedge(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
         self.legs.due = None;
-        if self.generating || !self.hedge_free() {
+        if self.awaiting == Awaiting::Generator || !self.hedge_free() {
             return Next::Wait;
         }
         let remaining = self.remaining(now);
@@ -511,7 +517,7 @@ where
         answer: Bounded<Duration>,
         now: Option<Instant>,
     ) -> Next<'p, T, E, A::Permit> {
-        self.generating = false;
+        self.awaiting = Awaiting::Nothing;
         let timeout = match answer {
             Bounded::Answered(timeout) => timeout,
             Bounded::Cancelled => return Next::Done(self.cancelled(now)),
@@ -547,22 +553,26 @@ where
     /// which was reported, or the wait was cut short by the caller or the deadline); the
     /// timed-out attempt's outcome stands.
     pub(crate) fn hooked(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
-        let Some((number, ceiling)) = self.hooked.take() else {
+        self.awaiting = Awaiting::Nothing;
+        // The timed-out outcome waited in `last`, where the decision leaves it anyway; the
+        // number only names a hedge that won, which a timed-out attempt never is.
+        let Some(outcome) = self.last.take() else {
             unreachable!("a driver reports a hook only when the machine handed it one")
         };
-        let (outcome, verdict) = (Outcome::TimedOut { ceiling }, Verdict::Transient);
-        self.decide(number, outcome, verdict, AttemptOutcome::TimedOut, now)
+        let number = self.attempts;
+        self.decide(number, outcome, Verdict::Transient, AttemptOutcome::TimedOut, now)
     }
 
     /// A blocking call met a generator or hook that answered with a future: it never blocks
     /// its thread on one, so the call ends here with a configuration error naming it.
     #[cold]
     pub(crate) fn cannot_block(&mut self, now: Option<Instant>) -> Finish<T, E> {
-        let (field, attempt) = match self.hooked.take() {
-            Some((number, _)) => ("on_timeout", number),
-            None => ("attempt_timeout_fn", self.attempts + 1),
+        // A blocking call runs one attempt at a time: the hook's is the last one counted.
+        let (field, attempt) = match self.awaiting {
+            Awaiting::Hook => ("on_timeout", self.attempts),
+            _ => ("attempt_timeout_fn", self.attempts + 1),
         };
-        self.generating = false;
+        self.awaiting = Awaiting::Nothing;
         let problem = ConfigProblem::new(
             field,
             format!(
@@ -661,7 +671,7 @@ where
     /// Hands the driver a generator's future to await.
     #[cold]
     fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit> {
-        self.generating = true;
+        self.awaiting = Awaiting::Generator;
         let until = self.deadline.map(|bound| bound.at);
         Next::Generate { future, until }
     }
@@ -972,7 +982,8 @@ where
                 timeout: ceiling,
             })
         {
-            self.hooked = Some((ticket.number, ceiling));
+            self.last = Some(outcome);
+            self.awaiting = Awaiting::Hook;
             let until = self.deadline.map(|bound| bound.at);
             return Next::Hook { future, until };
         }
@@ -1058,7 +1069,7 @@ where
             return self.hedge(now);
         }
         // No leg left: a hedge's generator still running is moot (its driver drops it).
-        self.generating = false;
+        self.awaiting = Awaiting::Nothing;
         self.last = Some(outcome);
         if self.attempts >= self.shared.max_attempts {
             let stop = match (&self.last, self.ran) {

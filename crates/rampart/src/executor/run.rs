@@ -78,13 +78,15 @@ where
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)
             }
+            // The waits on a pending answer are boxed (one more allocation, on that path
+            // only), so that they do not grow every call's future.
             Next::Generate { future, until } => {
-                let answer = bounded(clock, future, caller, until).await;
+                let answer = Box::pin(bounded(clock, future, caller, until)).await;
                 machine.generated(answer, read(clock, timed))
             }
             Next::Hook { future, until } => {
                 let hook = shared.telemetry.awaited(&shared.name, future);
-                let _ = bounded(clock, hook, caller, until).await;
+                let _ = Box::pin(bounded(clock, hook, caller, until)).await;
                 machine.hooked(read(clock, timed))
             }
             Next::Wait => unreachable!("only a hedged call waits on legs"),
