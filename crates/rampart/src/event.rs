@@ -51,6 +51,7 @@ use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::breaker::StateKind;
@@ -310,19 +311,17 @@ impl Telemetry {
         }
     }
 
-    /// Awaits the on-timeout hook's `future`; a panic while it is polled is reported, not
-    /// propagated.
-    pub(crate) async fn awaited(&self, policy: &str, mut future: PendingAnswer<()>) {
-        let polled = std::future::poll_fn(|cx| {
-            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-                Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-                Ok(std::task::Poll::Ready(())) => std::task::Poll::Ready(None),
-                Err(payload) => std::task::Poll::Ready(Some(payload)),
-            }
-        })
-        .await;
-        if let Some(payload) = polled {
-            self.report(policy, "on_timeout", payload.as_ref());
+    /// Awaits the on-timeout hook's `future`: a future whose panics, while it is polled, are
+    /// reported (as the policy `policy`'s), not propagated.
+    pub(crate) fn awaited<'a>(
+        &'a self,
+        policy: &'a str,
+        future: PendingAnswer<()>,
+    ) -> Reported<'a> {
+        Reported {
+            future,
+            telemetry: self,
+            policy,
         }
     }
 
@@ -347,6 +346,30 @@ impl Telemetry {
             };
             // A failing diagnostics callback has nobody left to report to.
             let _ = catch_unwind(AssertUnwindSafe(|| diagnostics(&failure)));
+        }
+    }
+}
+
+/// The on-timeout hook's future, its panics reported to the diagnostics callback: see
+/// [`Telemetry::awaited`].
+pub(crate) struct Reported<'a> {
+    future: PendingAnswer<()>,
+    telemetry: &'a Telemetry,
+    policy: &'a str,
+}
+
+impl Future for Reported<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
+            Ok(polled) => polled,
+            Err(payload) => {
+                this.telemetry
+                    .report(this.policy, "on_timeout", payload.as_ref());
+                Poll::Ready(())
+            }
         }
     }
 }

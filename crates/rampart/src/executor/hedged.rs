@@ -32,7 +32,7 @@ use crate::timeout::PendingAnswer;
 use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
-use super::run::{bounded, sleep_or_cancel};
+use super::run::{Bounding, sleep_or_cancel};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// What woke the driver while legs were in flight.
@@ -201,13 +201,13 @@ where
                 Next::Wait
             }
             Next::Generate { future, until } => {
-                let answer = bounded(clock, future, caller, until).await;
+                let answer = Bounding::new(clock, future, caller, until).await;
                 machine.generated(answer, read(clock, timed))
             }
             // The hook is awaited alone: the legs in flight are not polled meanwhile.
             Next::Hook { future, until } => {
                 let hook = shared.telemetry.awaited(&shared.name, future);
-                let _ = bounded(clock, hook, caller, until).await;
+                let _ = Bounding::new(clock, hook, caller, until).await;
                 machine.hooked(read(clock, timed))
             }
             Next::Done(finish) => break finish,

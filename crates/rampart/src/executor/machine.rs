@@ -512,6 +512,7 @@ where
     /// cancelled or the deadline passed first (and no callback starts). The answer is
     /// validated and the attempt (or hedge, while legs are in flight) goes on as if it had
     /// been given at once, with the gates asked again at `now`.
+    #[inline(never)]
     pub(crate) fn generated(
         &mut self,
         answer: Bounded<Duration>,
@@ -552,6 +553,7 @@ where
     /// Rule 5, resumed: the on-timeout hook's pending answer came (or its future panicked,
     /// which was reported, or the wait was cut short by the caller or the deadline); the
     /// timed-out attempt's outcome stands.
+    #[inline(never)]
     pub(crate) fn hooked(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
         self.awaiting = Awaiting::Nothing;
         // The timed-out outcome waited in `last`, where the decision leaves it anyway; the
@@ -560,7 +562,13 @@ where
             unreachable!("a driver reports a hook only when the machine handed it one")
         };
         let number = self.attempts;
-        self.decide(number, outcome, Verdict::Transient, AttemptOutcome::TimedOut, now)
+        self.decide(
+            number,
+            outcome,
+            Verdict::Transient,
+            AttemptOutcome::TimedOut,
+            now,
+        )
     }
 
     /// A blocking call met a generator or hook that answered with a future: it never blocks
@@ -739,6 +747,13 @@ where
         if !timeout.is_zero() && timeout <= MAX_GENERATED {
             return Ok(Some(timeout));
         }
+        Err(self.invalid_generated(timeout, now))
+    }
+
+    /// Ends the call: the generator returned `timeout`, which no attempt may have.
+    #[cold]
+    #[inline(never)]
+    fn invalid_generated(&mut self, timeout: Duration, now: Option<Instant>) -> Finish<T, E> {
         let rule = match timeout.is_zero() {
             true => "it must return a positive duration",
             false => "it must return at most 24h",
@@ -751,7 +766,7 @@ where
                 self.attempts + 1
             ),
         );
-        Err(self.config_error(problem, now))
+        self.config_error(problem, now)
     }
 
     /// `min(attempt timeout, time left)`, with an adaptive timeout resolved.
@@ -976,18 +991,28 @@ where
         // The ceiling decided the attempt: its hook runs now that the attempt's end is
         // reported and its permits and timer released, before anything else is decided.
         if let Outcome::TimedOut { ceiling } = outcome
-            && let Some(future) = self.shared.telemetry.timed_out(TimeoutInfo {
-                policy: &self.shared.name,
-                attempt: ticket.number,
-                timeout: ceiling,
-            })
+            && self.shared.telemetry.on_timeout.is_some()
+            && let Some(hook) = self.timed_out(ticket.number, ceiling)
         {
             self.last = Some(outcome);
-            self.awaiting = Awaiting::Hook;
-            let until = self.deadline.map(|bound| bound.at);
-            return Next::Hook { future, until };
+            return hook;
         }
         self.decide(ticket.number, outcome, verdict, kind, now)
+    }
+
+    /// Calls the on-timeout hook for attempt `number`; a future it answers with is the
+    /// driver's to await (the timed-out outcome then waits in `last`).
+    #[cold]
+    #[inline(never)]
+    fn timed_out(&mut self, number: u32, ceiling: Duration) -> Option<Next<'p, T, E, A::Permit>> {
+        let future = self.shared.telemetry.timed_out(TimeoutInfo {
+            policy: &self.shared.name,
+            attempt: number,
+            timeout: ceiling,
+        })?;
+        self.awaiting = Awaiting::Hook;
+        let until = self.deadline.map(|bound| bound.at);
+        Some(Next::Hook { future, until })
     }
 
     /// Tells listeners, the log and the latency estimates.
