@@ -142,8 +142,11 @@ pin_project_lite::pin_project! {
 
 /// How a [`Paused`] ended.
 enum Woke {
+    /// The backoff ended, or the caller cancelled during it.
     Slept { cancelled: bool },
+    /// The generator's wait ended so.
     Generated(Bounded<Duration>),
+    /// The hook's wait ended (its future completed or panicked, or the wait was cut short).
     Hooked,
 }
 
@@ -191,9 +194,10 @@ impl Future for Paused<'_> {
 }
 
 pin_project_lite::pin_project! {
-    /// A wait on a generator's or hook's pending answer, until it comes, the caller cancels or
-    /// `until` (the call's deadline) passes. Its own poll, never inlined, keeps this cold path
-    /// out of every call's state machine.
+    /// A wait on `answer` (a generator's or hook's pending answer; for a backoff, one that
+    /// never comes) until it comes, the caller cancels or `until` passes (the call's deadline;
+    /// a backoff's end). Its poll is never inlined, so the pauses stay out of the code of the
+    /// driver's success path.
     pub(crate) struct Bounding<'a, F> {
         #[pin]
         answer: F,
