@@ -31,7 +31,10 @@
 //! ([`Attempt::token`], [`Attempt::is_cancelled`]) fires at the ceiling; a callback that ignores
 //! it and overruns its ceiling by more than 1 s is reported as `OrphanedWork` when it returns.
 //! Anything that needs async execution (hedging) fails the call before the callback runs, with
-//! a configuration error that names the option.
+//! a configuration error that names the option; so does a timeout generator or on-timeout
+//! hook that answers with a future ([`MaybeAsync::Pending`](crate::timeout::MaybeAsync)), at
+//! the call that meets it: the thread is never blocked on one. An answer given at once works
+//! as in an async call.
 
 use tokio_util::sync::CancellationToken;
 
@@ -165,6 +168,10 @@ where
             Next::Sleep { from, delay } => {
                 let cancelled = clock.block_until(later(clock, from, delay), caller);
                 machine.woke(read(clock, timed), cancelled)
+            }
+            // Never blocks the thread on a generator's or hook's future: refused at this call.
+            Next::Generate { .. } | Next::Hook { .. } => {
+                return machine.cannot_block(read(clock, timed)).outcome;
             }
             Next::Wait => unreachable!("a blocking call runs one attempt at a time"),
             Next::Done(finish) => return finish.outcome,

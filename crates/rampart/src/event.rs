@@ -2,13 +2,14 @@
 //!
 //! A listener sees every [`Event`]: one per attempt, one per retry, the timeout diagnostics,
 //! and exactly one terminal [`Event::CallEnded`] per call. Hooks ([`on_retry`], [`on_timeout`])
-//! are the narrower, typed form of the same. Listeners and hooks are synchronous, must be
-//! `Send + Sync`, and may run concurrently when a policy is shared. The data they are handed is
-//! borrowed, so it cannot be retained.
+//! are the narrower, typed form of the same. Listeners and hooks must be `Send + Sync`, and may
+//! run concurrently when a policy is shared. The data they are handed is borrowed, so it cannot
+//! be retained. Listeners and `on_retry` are synchronous; `on_timeout` may answer with a future
+//! ([`MaybeAsync`]), which an async call awaits.
 //!
-//! A listener or hook that panics never changes a call's outcome: the panic is caught and
-//! reported to the policy's [`on_callback_error`] diagnostics callback (and dropped silently
-//! if there is none).
+//! A listener or hook that panics (or whose future panics) never changes a call's outcome: the
+//! panic is caught and reported to the policy's [`on_callback_error`] diagnostics callback (and
+//! dropped silently if there is none).
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU32, Ordering};
@@ -51,6 +52,7 @@ use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::breaker::StateKind;
@@ -58,6 +60,7 @@ use crate::hedge::Suppressed;
 use crate::observe::{Observer, Span};
 pub use crate::outcome::{AttemptOutcome, StopReason};
 pub use crate::stream::StreamEnd;
+use crate::timeout::{MaybeAsync, PendingAnswer};
 
 /// Something a policy did, handed to its listeners.
 #[derive(Debug, Clone, Copy)]
@@ -261,7 +264,7 @@ pub struct CallbackFailure<'a> {
 
 pub(crate) type Listener = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
 pub(crate) type RetryHook = Arc<dyn Fn(&RetryInfo<'_>) + Send + Sync>;
-pub(crate) type TimeoutHook = Arc<dyn Fn(&TimeoutInfo<'_>) + Send + Sync>;
+pub(crate) type TimeoutHook = Arc<dyn Fn(&TimeoutInfo<'_>) -> MaybeAsync<()> + Send + Sync>;
 pub(crate) type Diagnostics = Arc<dyn Fn(&CallbackFailure<'_>) + Send + Sync>;
 
 /// The listeners, hooks and diagnostics of one policy.
@@ -310,9 +313,30 @@ impl Telemetry {
         }
     }
 
-    pub(crate) fn timed_out(&self, info: TimeoutInfo<'_>) {
-        if let Some(hook) = &self.on_timeout {
-            self.guard(info.policy, "on_timeout", || hook(&info));
+    /// Calls the on-timeout hook, if any; a hook that answered with a future hands it back,
+    /// to be awaited with [`awaited`](Self::awaited).
+    #[inline]
+    pub(crate) fn timed_out(&self, info: TimeoutInfo<'_>) -> Option<PendingAnswer<()>> {
+        let hook = self.on_timeout.as_ref()?;
+        let mut answer = None;
+        self.guard(info.policy, "on_timeout", || answer = Some(hook(&info)));
+        match answer {
+            Some(MaybeAsync::Pending(future)) => Some(future),
+            Some(MaybeAsync::Ready(())) | None => None,
+        }
+    }
+
+    /// Awaits the on-timeout hook's `future`: a future whose panics, while it is polled, are
+    /// reported (as the policy `policy`'s), not propagated.
+    pub(crate) fn awaited<'a>(
+        &'a self,
+        policy: &'a str,
+        future: PendingAnswer<()>,
+    ) -> Reported<'a> {
+        Reported {
+            future,
+            telemetry: self,
+            policy,
         }
     }
 
@@ -337,6 +361,30 @@ impl Telemetry {
             };
             // A failing diagnostics callback has nobody left to report to.
             let _ = catch_unwind(AssertUnwindSafe(|| diagnostics(&failure)));
+        }
+    }
+}
+
+/// The on-timeout hook's future, its panics reported to the diagnostics callback: see
+/// [`Telemetry::awaited`].
+pub(crate) struct Reported<'a> {
+    future: PendingAnswer<()>,
+    telemetry: &'a Telemetry,
+    policy: &'a str,
+}
+
+impl Future for Reported<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
+            Ok(polled) => polled,
+            Err(payload) => {
+                this.telemetry
+                    .report(this.policy, "on_timeout", payload.as_ref());
+                Poll::Ready(())
+            }
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The per-attempt bound: what happens at an attempt's ceiling ([`TimeoutMode`]), a ceiling
 //! computed per attempt ([`TimeoutContext`], for
-//! [`attempt_timeout_fn`](crate::PolicyBuilder::attempt_timeout_fn)), and one that follows the
-//! dependency's measured latency ([`AdaptiveTimeout`]).
+//! [`attempt_timeout_fn`](crate::PolicyBuilder::attempt_timeout_fn)), one that follows the
+//! dependency's measured latency ([`AdaptiveTimeout`]), and the answer of a generator or an
+//! [`on_timeout`](crate::PolicyBuilder::on_timeout) hook that may have to wait
+//! ([`MaybeAsync`]).
 //!
 //! The executor resolves each attempt's ceiling as `min(attempt timeout, time left)`; see
 //! [`crate::executor`].
@@ -19,6 +21,9 @@
 //! # drop(policy);
 //! ```
 
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,4 +166,75 @@ impl AdaptiveTimeout {
     }
 }
 
-pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> Duration + Send + Sync>;
+/// The largest timeout a generator may return: a day, like the other bounds of a policy.
+pub(crate) const MAX_GENERATED: Duration = Duration::from_secs(24 * 3600);
+
+/// The future of an answer that was not ready: boxed, so one allocation each time a generator
+/// or hook answers this way (an answer given at once allocates nothing).
+pub type PendingAnswer<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What an [`attempt_timeout_fn`](crate::PolicyBuilder::attempt_timeout_fn) generator or an
+/// [`on_timeout`](crate::PolicyBuilder::on_timeout) hook answers: a value now, or a future of
+/// it. The Rust form of a `ValueTask`.
+///
+/// A plain value converts into [`Ready`](Self::Ready), so a generator returning a `Duration`
+/// and a hook returning `()` need no wrapping; an answer given at once costs nothing and works
+/// in every executor. A [`Pending`](Self::Pending) answer is awaited by the async executor
+/// ([`Policy::run`](crate::Policy::run)); a blocking call ([`crate::blocking`]) never blocks
+/// its thread on it: the call ends with [`Error::Config`](crate::Error::Config) naming the
+/// generator or hook.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::time::Duration;
+/// use rampart::Policy;
+/// use rampart::timeout::MaybeAsync;
+///
+/// let policy = Policy::builder()
+///     // Looked up somewhere that has to be awaited (here, a short sleep).
+///     .attempt_timeout_fn(|cx| {
+///         let attempt = cx.attempt;
+///         MaybeAsync::pending(async move {
+///             tokio::time::sleep(Duration::from_millis(1)).await;
+///             Duration::from_millis(100) * attempt
+///         })
+///     })
+///     .build()
+///     .expect("valid policy");
+/// let ceiling = policy
+///     .run(async |attempt| Ok::<_, std::io::Error>(attempt.timeout()))
+///     .await;
+/// assert_eq!(ceiling.unwrap(), Some(Duration::from_millis(100)));
+/// # }
+/// ```
+#[must_use = "an answer does nothing unless returned to the policy"]
+pub enum MaybeAsync<T> {
+    /// The answer, given at once.
+    Ready(T),
+    /// A future of the answer, for the async executor to await.
+    Pending(PendingAnswer<T>),
+}
+
+impl<T> MaybeAsync<T> {
+    /// An answer that `future` gives when it completes (boxes it: one allocation).
+    pub fn pending(future: impl Future<Output = T> + Send + 'static) -> Self {
+        MaybeAsync::Pending(Box::pin(future))
+    }
+}
+
+impl<T> From<T> for MaybeAsync<T> {
+    fn from(value: T) -> Self {
+        MaybeAsync::Ready(value)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for MaybeAsync<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MaybeAsync::Ready(value) => f.debug_tuple("Ready").field(value).finish(),
+            MaybeAsync::Pending(_) => f.write_str("Pending(..)"),
+        }
+    }
+}
+
+pub(crate) type TimeoutFn = Arc<dyn Fn(&TimeoutContext<'_>) -> MaybeAsync<Duration> + Send + Sync>;

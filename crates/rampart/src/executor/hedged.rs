@@ -5,6 +5,9 @@
 //! the budget, asks the breaker and admission). The first leg classified Ok wins; the others
 //! are cancelled and dropped, neither classified nor breaker evidence.
 //!
+//! A hedge's timeout generator that answers with a future is awaited alongside the legs in
+//! flight (no other hedge starts meanwhile); an on-timeout hook's future is awaited alone.
+//!
 //! A call of a hedging policy keeps this driver's state in one box (so that calls of policies
 //! that do not hedge carry none of it); the first leg lives in it, each further leg is one
 //! more box.
@@ -14,6 +17,7 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::OnceLock;
 use std::task::Poll;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -23,10 +27,12 @@ use crate::classify::Classify;
 use crate::clock::Sleep;
 use crate::error::Error;
 use crate::hedge::MAX_LEGS;
+use crate::timeout::PendingAnswer;
 
+use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
-use super::run::sleep_or_cancel;
+use super::run::{Bounding, sleep_or_cancel};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// What woke the driver while legs were in flight.
@@ -35,6 +41,8 @@ enum Wake<O> {
     Leg(usize, Option<O>),
     /// The hedge delay passed.
     HedgeDue,
+    /// A hedge's timeout generator answered.
+    Generated(Duration),
 }
 
 /// Runs `op` under `shared`, hedged as the machine allows.
@@ -61,6 +69,8 @@ where
     let mut spans: [Option<crate::observe::Span>; MAX_LEGS] = array::from_fn(|_| None);
     let mut timer = pin!(None::<Sleep>);
     let mut timer_at = None;
+    // A hedge's generator future, awaited alongside the legs in flight.
+    let mut generator: Option<PendingAnswer<Duration>> = None;
 
     let mut next = machine.start(is_cancelled(caller));
     let finish = loop {
@@ -119,6 +129,11 @@ where
                             return Poll::Ready(Wake::Leg(leg, out));
                         }
                     }
+                    if let Some(future) = generator.as_mut()
+                        && let Poll::Ready(timeout) = future.as_mut().poll(cx)
+                    {
+                        return Poll::Ready(Wake::Generated(timeout));
+                    }
                     if let Some(at) = timer_at {
                         if timer.is_none() {
                             timer.set(Some(clock.sleep_until(at)));
@@ -139,6 +154,10 @@ where
                         timer.set(None);
                         timer_at = None;
                         machine.hedge(read(clock, timed))
+                    }
+                    Wake::Generated(timeout) => {
+                        generator = None;
+                        machine.generated(Bounded::Answered(timeout), read(clock, timed))
                     }
                     Wake::Leg(leg, returned) => {
                         if leg == 0 {
@@ -161,6 +180,10 @@ where
                         if let Some(span) = spans[leg].take() {
                             span.record_outcome(machine.attempt_outcome());
                         }
+                        // Anything but waiting on the legs makes a hedge's generator moot.
+                        if !matches!(next, Next::Wait) {
+                            generator = None;
+                        }
                         next
                     }
                 }
@@ -168,6 +191,24 @@ where
             Next::Sleep { from, delay } => {
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)
+            }
+            // A leg's generator: with legs in flight (a hedge) it runs alongside them, whose
+            // races watch the caller and the deadline; else it is awaited, bounded by both.
+            Next::Generate { future, .. }
+                if primary.is_some() || hedges.iter().any(Option::is_some) =>
+            {
+                generator = Some(future);
+                Next::Wait
+            }
+            Next::Generate { future, until } => {
+                let answer = Bounding::new(clock, future, caller, until).await;
+                machine.generated(answer, read(clock, timed))
+            }
+            // The hook is awaited alone: the legs in flight are not polled meanwhile.
+            Next::Hook { future, until } => {
+                let hook = shared.telemetry.awaited(&shared.name, future);
+                let _ = Bounding::new(clock, hook, caller, until).await;
+                machine.hooked(read(clock, timed))
             }
             Next::Done(finish) => break finish,
         };

@@ -13,18 +13,25 @@
 //! | [`returned`](Machine::returned): the attempt ended (its output, or abandoned) | sleep, run the next attempt, wait for other legs, or done |
 //! | [`woke`](Machine::woke): the backoff ended (or the caller cancelled during it) | run the next attempt, or done |
 //! | [`hedge`](Machine::hedge): the hedge delay passed | run a hedge leg (already admitted), or wait |
+//! | [`generated`](Machine::generated): a generator's pending answer came (or the caller cancelled) | as after the generator's answer at once |
+//! | [`hooked`](Machine::hooked): the on-timeout hook's pending answer came | as after the timed-out attempt |
 //!
 //! Time is an argument: a driver reads its clock only when [`Machine::timed`] says the call
 //! needs readings and passes `None` otherwise. The machine never sleeps, polls or spawns; the
 //! shared state it consults (breaker, budget, latency estimates, a non-waiting admission try
-//! for hedges) answers at once. Its rules, in the contract's order:
+//! for hedges) answers at once. A timeout generator or on-timeout hook that answers with a
+//! future is a step it hands the driver ([`Next::Generate`], [`Next::Hook`]): the async
+//! drivers await it and report back, the blocking one refuses it
+//! ([`cannot_block`](Machine::cannot_block)). Its rules, in the contract's order:
 //!
 //! 1. Start: a cancelled caller ends the call before anything runs. The effective deadline
 //!    is resolved once: the earliest of the policy's, the ambient one (if the policy reads
 //!    it) and the drain grace (if draining).
 //! 2. Before each attempt: no time left ends the call (`DeadlineExceeded`); the ceiling is
-//!    `min(attempt timeout, time left)` (a generated or adaptive timeout is resolved here);
-//!    the breaker is asked (an open breaker ends the call, rejected); then the attempt counts.
+//!    `min(attempt timeout, time left)` (a generated or adaptive timeout is resolved here; a
+//!    generator's future is awaited first, and a caller who cancels meanwhile ends the call
+//!    before the callback starts); the breaker is asked (an open breaker ends the call,
+//!    rejected); then the attempt counts.
 //! 3. Admission's refusal stands in for the attempt's outcome; a queue wait that outlived the
 //!    ceiling is a self-imposed timeout (neither breaker evidence nor charged to the budget).
 //! 4. Arbitration: caller cancellation wins (only a value classified Ok is still returned,
@@ -32,7 +39,8 @@
 //!    the attempt's own cancellation outcome (an `Err` from a callback that observed its
 //!    cancellation) into the timeout outcome, unless the classifier calls that error
 //!    Permanent; else the outcome stands.
-//! 5. After an attempt: Ok → deposit to the budget, done. Permanent → done. Attempts
+//! 5. After an attempt (and, when its ceiling decided it, the on-timeout hook, awaited if it
+//!    answered with a future): Ok → deposit to the budget, done. Permanent → done. Attempts
 //!    exhausted → done with the last outcome (`Overloaded` when admission refused it).
 //!    Deadline spent → `DeadlineExceeded`. Draining → rejected. The breaker open for longer
 //!    than the backoff → rejected now, nothing charged. The budget refuses (unless the
@@ -59,7 +67,7 @@ use crate::hedge::{Delay, Suppressed};
 use crate::observe::{Gauges, LastOutcome, Span};
 use crate::outcome::StopReason;
 use crate::result::AttemptRecord;
-use crate::timeout::{TimeoutContext, TimeoutMode};
+use crate::timeout::{MAX_GENERATED, MaybeAsync, PendingAnswer, TimeoutContext, TimeoutMode};
 
 use super::race::{Admitted, admission_now};
 use super::shared::Shared;
@@ -84,6 +92,20 @@ pub(crate) enum Next<'p, T, E, P> {
     /// Hedged calls only: wait for a leg in flight or the hedge delay
     /// ([`Machine::hedge_due`]).
     Wait,
+    /// The timeout generator answered with this future: await it until it answers, the
+    /// caller cancels or `until` (the call's deadline) passes, then [`Machine::generated`].
+    /// Legs in flight go on meanwhile (and bound it themselves).
+    Generate {
+        future: PendingAnswer<Duration>,
+        until: Option<Instant>,
+    },
+    /// The on-timeout hook answered with this future: await it (reporting a panic) until it
+    /// completes, the caller cancels or `until` (the call's deadline) passes, then
+    /// [`Machine::hooked`].
+    Hook {
+        future: PendingAnswer<()>,
+        until: Option<Instant>,
+    },
     /// The call is over.
     Done(Finish<T, E>),
 }
@@ -98,6 +120,35 @@ pub(crate) struct Ticket<'p, P> {
     pub(crate) admitted: bool,
     breaker: Option<BreakerPermit<'p>>,
     permit: Option<P>,
+}
+
+/// How a bounded wait on a generator or hook ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bounded<O> {
+    /// It answered.
+    Answered(O),
+    /// The caller cancelled first.
+    Cancelled,
+    /// The call's deadline passed first.
+    Expired,
+}
+
+/// What a driver awaits for the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Awaiting {
+    Nothing,
+    /// A timeout generator's future (no other attempt or hedge starts meanwhile).
+    Generator,
+    /// The on-timeout hook's future; the timed-out outcome waits in `last`.
+    Hook,
+}
+
+/// A timeout generator's answer, valid or not.
+enum Generated {
+    /// The timeout for the attempt (the fixed one when there is no generator).
+    Now(Option<Duration>),
+    /// A future of it.
+    Later(PendingAnswer<Duration>),
 }
 
 /// An attempt's outcome after arbitration (caller cancellation is decided before this).
@@ -153,6 +204,8 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// Whether the terminal event went out; if not when the machine is dropped (the call's
     /// future was dropped, or a callback panicked), the drop sends it.
     ended: bool,
+    /// What the driver awaits for the machine (a generator's or hook's future), if anything.
+    awaiting: Awaiting,
 }
 
 impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
@@ -224,6 +277,7 @@ where
             legs: Legs::default(),
             outcome: LastOutcome::new(),
             ended: false,
+            awaiting: Awaiting::Nothing,
         }
     }
 
@@ -392,13 +446,7 @@ where
     /// budget; the budget is charged once the breaker has let it through.
     pub(crate) fn hedge(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
         self.legs.due = None;
-        let legs = &self.legs;
-        if legs.delay.is_none()
-            || legs.blocked
-            || legs.in_flight == 0
-            || legs.in_flight >= legs.concurrent
-            || legs.launched >= self.shared.max_attempts
-        {
+        if self.awaiting == Awaiting::Generator || !self.hedge_free() {
             return Next::Wait;
         }
         let remaining = self.remaining(now);
@@ -408,10 +456,31 @@ where
         if self.shared.drain.is_draining() {
             return self.no_hedge(Some(Suppressed::Draining));
         }
-        let ceiling = match self.ceiling(now, remaining) {
-            Ok(ceiling) => ceiling,
-            Err(finish) => return Next::Done(finish),
-        };
+        match self.generate(remaining, now) {
+            Ok(Generated::Now(timeout)) => self.hedge_with(timeout, remaining, now),
+            Ok(Generated::Later(future)) => self.generating(future),
+            Err(finish) => Next::Done(finish),
+        }
+    }
+
+    /// Whether a hedge could start now: hedging armed, not blocked, a leg free, attempts left.
+    fn hedge_free(&self) -> bool {
+        let legs = &self.legs;
+        legs.delay.is_some()
+            && !legs.blocked
+            && legs.in_flight > 0
+            && legs.in_flight < legs.concurrent
+            && legs.launched < self.shared.max_attempts
+    }
+
+    /// A hedge with attempt timeout `timeout`: the breaker, the budget and admission at once.
+    fn hedge_with(
+        &mut self,
+        timeout: Option<Duration>,
+        remaining: Option<Duration>,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        let ceiling = self.ceiling(timeout, now, remaining);
         let Ok(breaker) = self.breaker_permit(now) else {
             return self.no_hedge(Some(Suppressed::BreakerNotClosed));
         };
@@ -437,6 +506,89 @@ where
             },
         );
         Next::Attempt(ticket)
+    }
+
+    /// Rule 2, resumed: the generator's pending answer came at `now`, or the caller
+    /// cancelled or the deadline passed first (and no callback starts). The answer is
+    /// validated and the attempt (or hedge, while legs are in flight) goes on as if it had
+    /// been given at once, with the gates asked again at `now`.
+    #[inline(never)]
+    pub(crate) fn generated(
+        &mut self,
+        answer: Bounded<Duration>,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        self.awaiting = Awaiting::Nothing;
+        let timeout = match answer {
+            Bounded::Answered(timeout) => timeout,
+            Bounded::Cancelled => return Next::Done(self.cancelled(now)),
+            Bounded::Expired if self.legs.in_flight == 0 => {
+                return Next::Done(self.deadline_exceeded(None, now));
+            }
+            Bounded::Expired => return self.no_hedge(None),
+        };
+        if let Err(finish) = self.checked(timeout, now) {
+            return Next::Done(finish);
+        }
+        let remaining = self.remaining(now);
+        if self.legs.in_flight == 0 {
+            if remaining == Some(Duration::ZERO) {
+                return Next::Done(self.deadline_exceeded(None, now));
+            }
+            return self.gated(Some(timeout), remaining, now);
+        }
+        // A hedge: a leg may have ended while the generator ran.
+        if !self.hedge_free() {
+            return Next::Wait;
+        }
+        if remaining == Some(Duration::ZERO) {
+            return self.no_hedge(None);
+        }
+        if self.shared.drain.is_draining() {
+            return self.no_hedge(Some(Suppressed::Draining));
+        }
+        self.hedge_with(Some(timeout), remaining, now)
+    }
+
+    /// Rule 5, resumed: the on-timeout hook's pending answer came (or its future panicked,
+    /// which was reported, or the wait was cut short by the caller or the deadline); the
+    /// timed-out attempt's outcome stands.
+    #[inline(never)]
+    pub(crate) fn hooked(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+        self.awaiting = Awaiting::Nothing;
+        // The timed-out outcome waited in `last`, where the decision leaves it anyway; the
+        // number only names a hedge that won, which a timed-out attempt never is.
+        let Some(outcome) = self.last.take() else {
+            unreachable!("a driver reports a hook only when the machine handed it one")
+        };
+        let number = self.attempts;
+        self.decide(
+            number,
+            outcome,
+            Verdict::Transient,
+            AttemptOutcome::TimedOut,
+            now,
+        )
+    }
+
+    /// A blocking call met a generator or hook that answered with a future: it never blocks
+    /// its thread on one, so the call ends here with a configuration error naming it.
+    #[cold]
+    pub(crate) fn cannot_block(&mut self, now: Option<Instant>) -> Finish<T, E> {
+        // A blocking call runs one attempt at a time: the hook's is the last one counted.
+        let (field, attempt) = match self.awaiting {
+            Awaiting::Hook => ("on_timeout", self.attempts),
+            _ => ("attempt_timeout_fn", self.attempts + 1),
+        };
+        self.awaiting = Awaiting::Nothing;
+        let problem = ConfigProblem::new(
+            field,
+            format!(
+                "of policy `{}` answered attempt {attempt} with a future (`MaybeAsync::Pending`); a blocking call cannot await it: answer at once, or run the call with `run`",
+                self.shared.name
+            ),
+        );
+        self.config_error(problem, now)
     }
 
     /// A leg still in flight was dropped because another settled the call: unclassified,
@@ -498,10 +650,22 @@ where
         if remaining == Some(Duration::ZERO) {
             return Next::Done(self.deadline_exceeded(None, now));
         }
-        let ceiling = match self.ceiling(now, remaining) {
-            Ok(ceiling) => ceiling,
-            Err(finish) => return Next::Done(finish),
-        };
+        match self.generate(remaining, now) {
+            Ok(Generated::Now(timeout)) => self.gated(timeout, remaining, now),
+            Ok(Generated::Later(future)) => self.generating(future),
+            Err(finish) => Next::Done(finish),
+        }
+    }
+
+    /// The next attempt with attempt timeout `timeout`: its ceiling, then the breaker.
+    #[inline(always)]
+    fn gated(
+        &mut self,
+        timeout: Option<Duration>,
+        remaining: Option<Duration>,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
+        let ceiling = self.ceiling(timeout, now, remaining);
         let breaker = match self.breaker_permit(now) {
             Ok(permit) => permit,
             Err(retry_after) => {
@@ -510,6 +674,14 @@ where
             }
         };
         Next::Attempt(self.issue(ceiling, breaker, now, A::ALWAYS_ADMITS, None))
+    }
+
+    /// Hands the driver a generator's future to await.
+    #[cold]
+    fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit> {
+        self.awaiting = Awaiting::Generator;
+        let until = self.deadline.map(|bound| bound.at);
+        Next::Generate { future, until }
     }
 
     /// Counts an attempt the gates let start and arms the next hedge.
@@ -541,37 +713,71 @@ where
         }
     }
 
-    /// `min(attempt timeout, time left)`, with a generated or adaptive timeout resolved.
+    /// The next attempt's timeout before the time left: the generator's answer (validated
+    /// when given at once), else the fixed one.
+    #[inline(always)]
+    fn generate(
+        &mut self,
+        remaining: Option<Duration>,
+        now: Option<Instant>,
+    ) -> Result<Generated, Finish<T, E>> {
+        let shared = self.shared;
+        let Some(generator) = &shared.timeout_fn else {
+            return Ok(Generated::Now(shared.attempt_timeout));
+        };
+        let answer = generator(&TimeoutContext {
+            policy: &shared.name,
+            attempt: self.attempts + 1,
+            default: shared.attempt_timeout,
+            remaining,
+        });
+        match answer {
+            MaybeAsync::Ready(timeout) => self.checked(timeout, now).map(Generated::Now),
+            MaybeAsync::Pending(future) => Ok(Generated::Later(future)),
+        }
+    }
+
+    /// A generated timeout, if valid: positive and at most a day.
+    #[inline(always)]
+    fn checked(
+        &mut self,
+        timeout: Duration,
+        now: Option<Instant>,
+    ) -> Result<Option<Duration>, Finish<T, E>> {
+        if !timeout.is_zero() && timeout <= MAX_GENERATED {
+            return Ok(Some(timeout));
+        }
+        Err(self.invalid_generated(timeout, now))
+    }
+
+    /// Ends the call: the generator returned `timeout`, which no attempt may have.
+    #[cold]
+    #[inline(never)]
+    fn invalid_generated(&mut self, timeout: Duration, now: Option<Instant>) -> Finish<T, E> {
+        let rule = match timeout.is_zero() {
+            true => "it must return a positive duration",
+            false => "it must return at most 24h",
+        };
+        let problem = ConfigProblem::new(
+            "attempt_timeout_fn",
+            format!(
+                "of policy `{}` returned {timeout:?} for attempt {}; {rule}",
+                self.shared.name,
+                self.attempts + 1
+            ),
+        );
+        self.config_error(problem, now)
+    }
+
+    /// `min(attempt timeout, time left)`, with an adaptive timeout resolved.
     #[inline(always)]
     fn ceiling(
-        &mut self,
+        &self,
+        timeout: Option<Duration>,
         now: Option<Instant>,
         remaining: Option<Duration>,
-    ) -> Result<Option<Duration>, Finish<T, E>> {
+    ) -> Option<Duration> {
         let shared = self.shared;
-        let timeout = match &shared.timeout_fn {
-            None => shared.attempt_timeout,
-            Some(generator) => {
-                let attempt = self.attempts + 1;
-                let timeout = generator(&TimeoutContext {
-                    policy: &shared.name,
-                    attempt,
-                    default: shared.attempt_timeout,
-                    remaining,
-                });
-                if timeout.is_zero() {
-                    let problem = ConfigProblem::new(
-                        "attempt_timeout_fn",
-                        format!(
-                            "of policy `{}` returned {timeout:?} for attempt {attempt}; it must return a positive duration",
-                            shared.name
-                        ),
-                    );
-                    return Err(self.config_error(problem, now));
-                }
-                Some(timeout)
-            }
-        };
         let timeout = match (&shared.adaptive, &shared.latency.ceiling, now) {
             (Some(adaptive), Some(estimate), Some(now)) => match estimate.get(now) {
                 Some(measured) => Some(adaptive.ceiling(measured, timeout)),
@@ -579,10 +785,10 @@ where
             },
             _ => timeout,
         };
-        Ok(match (timeout, remaining) {
+        match (timeout, remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
             (t, r) => t.or(r),
-        })
+        }
     }
 
     /// The breaker's answer for the next attempt; `Err` carries its retry-after.
@@ -764,7 +970,7 @@ where
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         let elapsed = elapsed_since(ticket.began, now);
         let kind = attempt_outcome(&outcome, verdict);
-        self.report(ticket.number, &outcome, kind, elapsed, now);
+        self.report(ticket.number, kind, elapsed, now);
         if let Some(permit) = ticket.permit {
             let feedback = Feedback {
                 outcome: kind,
@@ -782,15 +988,38 @@ where
                 self.breaker_moved(transition);
             }
         }
+        // The ceiling decided the attempt: its hook runs now that the attempt's end is
+        // reported and its permits and timer released, before anything else is decided.
+        if let Outcome::TimedOut { ceiling } = outcome
+            && self.shared.telemetry.on_timeout.is_some()
+            && let Some(hook) = self.timed_out(ticket.number, ceiling)
+        {
+            self.last = Some(outcome);
+            return hook;
+        }
         self.decide(ticket.number, outcome, verdict, kind, now)
     }
 
-    /// Tells listeners, the log, the on-timeout hook and the latency estimates.
+    /// Calls the on-timeout hook for attempt `number`; a future it answers with is the
+    /// driver's to await (the timed-out outcome then waits in `last`).
+    #[cold]
+    #[inline(never)]
+    fn timed_out(&mut self, number: u32, ceiling: Duration) -> Option<Next<'p, T, E, A::Permit>> {
+        let future = self.shared.telemetry.timed_out(TimeoutInfo {
+            policy: &self.shared.name,
+            attempt: number,
+            timeout: ceiling,
+        })?;
+        self.awaiting = Awaiting::Hook;
+        let until = self.deadline.map(|bound| bound.at);
+        Some(Next::Hook { future, until })
+    }
+
+    /// Tells listeners, the log and the latency estimates.
     #[inline(always)]
     fn report(
         &mut self,
         number: u32,
-        outcome: &Outcome<T, E>,
         kind: AttemptOutcome,
         elapsed: Duration,
         now: Option<Instant>,
@@ -814,13 +1043,6 @@ where
             outcome: kind,
             elapsed,
         });
-        if let Outcome::TimedOut { ceiling } = outcome {
-            telemetry.timed_out(TimeoutInfo {
-                policy,
-                attempt: number,
-                timeout: *ceiling,
-            });
-        }
         if kind == AttemptOutcome::Ok
             && !elapsed.is_zero()
             && let Some(now) = now
@@ -871,6 +1093,8 @@ where
             self.last = Some(outcome);
             return self.hedge(now);
         }
+        // No leg left: a hedge's generator still running is moot (its driver drops it).
+        self.awaiting = Awaiting::Nothing;
         self.last = Some(outcome);
         if self.attempts >= self.shared.max_attempts {
             let stop = match (&self.last, self.ran) {

@@ -22,6 +22,8 @@ fn kind<T, E, P>(next: &Next<'_, T, E, P>) -> &'static str {
         Next::Attempt(_) => "an attempt",
         Next::Sleep { .. } => "a sleep",
         Next::Wait => "a wait",
+        Next::Generate { .. } => "a generator to await",
+        Next::Hook { .. } => "a hook to await",
         Next::Done(_) => "the end",
     }
 }
@@ -475,4 +477,104 @@ fn throttled_leg_stops_hedging_for_the_round() {
     );
     assert_eq!(machine.hedge_due(), None);
     drop(second);
+}
+
+fn generate_step<T, E, P>(next: Next<'_, T, E, P>) -> Option<Instant> {
+    match next {
+        Next::Generate { until, .. } => until,
+        other => panic!("expected a generator to await, got {}", kind(&other)),
+    }
+}
+
+fn pending_generator_policy(clock: &ManualClock) -> Policy {
+    Policy::builder()
+        .clock(clock.clone())
+        .deadline(Duration::from_secs(1))
+        .attempt_timeout_fn(|_| crate::timeout::MaybeAsync::pending(async { 40 * MS }))
+        .build()
+        .expect("valid")
+}
+
+#[test]
+fn a_pending_generator_is_a_step_bounded_by_the_deadline_and_its_answer_sets_the_ceiling() {
+    let clock = ManualClock::new();
+    let policy = pending_generator_policy(&clock);
+    let start = clock.now();
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(start));
+    let until = generate_step(machine.start(false));
+    assert_eq!(until, Some(start + Duration::from_secs(1)));
+    assert_eq!(machine.attempts, 0, "no attempt counted before the answer");
+    clock.advance(5 * MS);
+    let ticket = attempt(machine.generated(Bounded::Answered(40 * MS), Some(clock.now())));
+    assert_eq!((ticket.number, ticket.ceiling), (1, Some(40 * MS)));
+    assert_eq!(
+        ticket.began,
+        Some(clock.now()),
+        "the attempt begins after the answer"
+    );
+}
+
+#[test]
+fn a_pending_generator_cut_short_by_the_caller_or_the_deadline_starts_no_attempt() {
+    let clock = ManualClock::new();
+    let policy = pending_generator_policy(&clock);
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    generate_step(machine.start(false));
+    let next = machine.generated(Bounded::Cancelled, Some(clock.now()));
+    assert!(matches!(done(next), Err(Error::Cancelled)));
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    generate_step(machine.start(false));
+    clock.advance(Duration::from_secs(1));
+    let next = machine.generated(Bounded::Expired, Some(clock.now()));
+    assert!(matches!(
+        done(next),
+        Err(Error::DeadlineExceeded { attempts: 0, .. })
+    ));
+    assert_eq!(machine.attempts, 0);
+}
+
+#[test]
+fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .backoff(Backoff::none())
+        .attempt_timeout(100 * MS)
+        .on_timeout(|_| crate::timeout::MaybeAsync::pending(async {}))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    clock.advance(100 * MS);
+    let next = machine.returned(&a, ticket, None, false, Some(clock.now()));
+    assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
+    assert_eq!(machine.attempts, 1, "nothing decided while the hook runs");
+    let ticket = attempt(machine.hooked(Some(clock.now())));
+    assert_eq!(ticket.number, 2);
+}
+
+#[test]
+fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .attempt_timeout(100 * MS)
+        .on_timeout(|_| crate::timeout::MaybeAsync::pending(async {}))
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let next = machine.returned(&a, ticket, None, false, Some(clock.now()));
+    assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
+    match machine.cannot_block(Some(clock.now())).outcome {
+        Err(Error::Config(e)) => assert_eq!(e.problems()[0].field(), "on_timeout"),
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
 }

@@ -1,17 +1,22 @@
 //! The async driver: waits for what the machine asks, one attempt at a time.
 
 use std::future::Future;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::admit::Admit;
 use crate::attempt::Attempt;
 use crate::classify::{Classify, Verdict};
-use crate::clock::{Clock, Instant};
+use crate::clock::{Clock, Instant, Sleep};
 use crate::error::Error;
+use crate::event::Reported;
 use crate::outcome::StopReason;
+use crate::timeout::PendingAnswer;
 
+use super::machine::Bounded;
 use super::race::{Race, admission};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
@@ -73,9 +78,16 @@ where
                 span.record_outcome(machine.attempt_outcome());
                 next
             }
-            Next::Sleep { from, delay } => {
-                let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
-                machine.woke(read(clock, timed), cancelled)
+            // A backoff or a wait on a pending answer: one await point for all three, so
+            // that the cold steps add nothing to every call's state machine.
+            pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {
+                let woke = Paused::new(shared, pause, caller).await;
+                let now = read(clock, timed);
+                match woke {
+                    Woke::Slept { cancelled } => machine.woke(now, cancelled),
+                    Woke::Generated(answer) => machine.generated(answer, now),
+                    Woke::Hooked => machine.hooked(now),
+                }
             }
             Next::Wait => unreachable!("only a hedged call waits on legs"),
             Next::Done(finish) => return finish.outcome,
@@ -114,6 +126,130 @@ where
         span: None,
     });
     result.map_err(Error::Inner)
+}
+
+pin_project_lite::pin_project! {
+    /// A pause in a call: a backoff (ending early if the caller cancels), or a wait on a
+    /// generator's or hook's pending answer (boxed: one more allocation, on that path only).
+    #[project = PausedProjection]
+    enum Paused<'a> {
+        Sleep {
+            #[pin]
+            sleep: Bounding<'a, std::future::Pending<()>>,
+        },
+        Generate {
+            wait: Pin<Box<Bounding<'a, PendingAnswer<Duration>>>>,
+        },
+        Hook {
+            wait: Pin<Box<Bounding<'a, Reported<'a>>>>,
+        },
+    }
+}
+
+/// How a [`Paused`] ended.
+enum Woke {
+    /// The backoff ended, or the caller cancelled during it.
+    Slept { cancelled: bool },
+    /// The generator's wait ended so.
+    Generated(Bounded<Duration>),
+    /// The hook's wait ended (its future completed or panicked, or the wait was cut short).
+    Hooked,
+}
+
+impl<'a> Paused<'a> {
+    fn new<T, E, C, A, P>(
+        shared: &'a Shared<C, A>,
+        pause: Next<'_, T, E, P>,
+        caller: Option<&'a CancellationToken>,
+    ) -> Self {
+        let clock = &shared.clock;
+        match pause {
+            Next::Sleep { from, delay } => {
+                let wake = later(clock, from, delay);
+                let sleep = Bounding::new(clock, std::future::pending(), caller, Some(wake));
+                Paused::Sleep { sleep }
+            }
+            Next::Generate { future, until } => Paused::Generate {
+                wait: Box::pin(Bounding::new(clock, future, caller, until)),
+            },
+            Next::Hook { future, until } => {
+                let hook = shared.telemetry.awaited(&shared.name, future);
+                Paused::Hook {
+                    wait: Box::pin(Bounding::new(clock, hook, caller, until)),
+                }
+            }
+            Next::Attempt(_) | Next::Wait | Next::Done(_) => {
+                unreachable!("the driver pauses only for a sleep or a pending answer")
+            }
+        }
+    }
+}
+
+impl Future for Paused<'_> {
+    type Output = Woke;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woke> {
+        match self.project() {
+            PausedProjection::Sleep { sleep } => sleep.poll(cx).map(|woke| Woke::Slept {
+                cancelled: matches!(woke, Bounded::Cancelled),
+            }),
+            PausedProjection::Generate { wait } => wait.as_mut().poll(cx).map(Woke::Generated),
+            PausedProjection::Hook { wait } => wait.as_mut().poll(cx).map(|_| Woke::Hooked),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A wait on `answer` (a generator's or hook's pending answer; for a backoff, one that
+    /// never comes) until it comes, the caller cancels or `until` passes (the call's deadline;
+    /// a backoff's end). Its poll is never inlined, so the pauses stay out of the code of the
+    /// driver's success path.
+    pub(crate) struct Bounding<'a, F> {
+        #[pin]
+        answer: F,
+        #[pin]
+        cancelled: Option<WaitForCancellationFuture<'a>>,
+        #[pin]
+        expiry: Option<Sleep>,
+    }
+}
+
+impl<'a, F: Future> Bounding<'a, F> {
+    pub(crate) fn new(
+        clock: &Clock,
+        answer: F,
+        caller: Option<&'a CancellationToken>,
+        until: Option<Instant>,
+    ) -> Self {
+        Bounding {
+            answer,
+            cancelled: caller.map(CancellationToken::cancelled),
+            expiry: until.map(|at| clock.sleep_until(at)),
+        }
+    }
+}
+
+impl<F: Future> Future for Bounding<'_, F> {
+    type Output = Bounded<F::Output>;
+
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Some(cancelled) = this.cancelled.as_pin_mut()
+            && cancelled.poll(cx).is_ready()
+        {
+            return Poll::Ready(Bounded::Cancelled);
+        }
+        if let Poll::Ready(answer) = this.answer.poll(cx) {
+            return Poll::Ready(Bounded::Answered(answer));
+        }
+        if let Some(expiry) = this.expiry.as_pin_mut()
+            && expiry.poll(cx).is_ready()
+        {
+            return Poll::Ready(Bounded::Expired);
+        }
+        Poll::Pending
+    }
 }
 
 /// Sleeps until `wake`; returns true, at once, if the caller cancels first.

@@ -18,7 +18,7 @@ use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
 use crate::executor::Shared;
 use crate::hedge::Hedge;
 use crate::latency::{Estimate, Latency};
-use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutFn, TimeoutMode};
+use crate::timeout::{AdaptiveTimeout, MaybeAsync, TimeoutContext, TimeoutFn, TimeoutMode};
 
 use super::Policy;
 
@@ -138,14 +138,41 @@ impl<C, A> PolicyBuilder<C, A> {
         self
     }
 
-    /// Computes each attempt's timeout when it starts, overriding the fixed one. A generator
-    /// returning zero fails that call with [`Error::Config`](crate::Error::Config) naming the generator, before the
-    /// callback starts.
-    pub fn attempt_timeout_fn(
+    /// Computes each attempt's timeout when it starts (and each hedge's), overriding the fixed
+    /// one; the ceiling is still cut to the time left. The generator answers a `Duration` at
+    /// once, or a [`MaybeAsync`] whose future the async executor awaits before the attempt
+    /// begins. The callback never starts if the caller cancels meanwhile (the call ends
+    /// [`Error::Cancelled`](crate::Error::Cancelled)) or the call's deadline passes (it ends
+    /// [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)). A hedge's generator runs
+    /// while the legs in flight go on. A blocking call refuses a pending answer
+    /// with [`Error::Config`](crate::Error::Config) naming `attempt_timeout_fn`; it never
+    /// blocks its thread on it. A generator returning zero or more than 24 h fails that call
+    /// with [`Error::Config`](crate::Error::Config) naming the generator and the value, before
+    /// the callback starts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart::Policy;
+    ///
+    /// let policy = Policy::builder()
+    ///     .attempt_timeout(Duration::from_secs(1))
+    ///     // Later attempts get longer; `default` is the fixed timeout above.
+    ///     .attempt_timeout_fn(|cx| cx.default.unwrap_or(Duration::from_secs(1)) * cx.attempt)
+    ///     .build()
+    ///     .expect("valid policy");
+    /// let ceiling = policy.run_blocking(|attempt| Ok::<_, std::io::Error>(attempt.timeout()));
+    /// assert_eq!(ceiling.unwrap(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn attempt_timeout_fn<R>(
         mut self,
-        generator: impl Fn(&TimeoutContext<'_>) -> Duration + Send + Sync + 'static,
-    ) -> Self {
-        self.settings.timeout_fn = Some(Arc::new(generator));
+        generator: impl Fn(&TimeoutContext<'_>) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Into<MaybeAsync<Duration>>,
+    {
+        self.settings.timeout_fn = Some(Arc::new(
+            move |cx: &TimeoutContext<'_>| -> MaybeAsync<Duration> { generator(cx).into() },
+        ));
         self
     }
 
@@ -259,9 +286,54 @@ impl<C, A> PolicyBuilder<C, A> {
     }
 
     /// Called when the executor's attempt ceiling decided an attempt's outcome (not when the
-    /// attempt finished anyway and its result was kept).
-    pub fn on_timeout(mut self, hook: impl Fn(&TimeoutInfo<'_>) + Send + Sync + 'static) -> Self {
-        self.settings.telemetry.on_timeout = Some(Arc::new(hook));
+    /// attempt finished anyway and its result was kept), after the attempt's end was reported
+    /// and its permits and timer released, before the call decides what follows.
+    ///
+    /// The hook answers `()` at once, or a [`MaybeAsync`] whose future an async call awaits
+    /// before it retries or returns: the call's result waits for it. The wait is bounded like
+    /// the call: if the caller cancels or the call's deadline passes first, the future is
+    /// dropped unfinished and the call goes on as it would have (its time counts against the
+    /// deadline, so a slow hook leaves less time for retries). In a hedged call the other legs
+    /// are not polled while the hook's future runs. A panic in the hook or its future is
+    /// reported to [`on_callback_error`](Self::on_callback_error) and never changes the
+    /// outcome. A blocking call refuses a pending answer: it ends with
+    /// [`Error::Config`](crate::Error::Config) naming `on_timeout`, never blocking its thread.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use rampart::{Error, Policy};
+    /// use rampart::timeout::MaybeAsync;
+    ///
+    /// let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    /// let policy = Policy::builder()
+    ///     .max_attempts(1)
+    ///     .attempt_timeout(Duration::from_millis(50))
+    ///     .on_timeout(move |info| {
+    ///         let (tx, attempt) = (tx.clone(), info.attempt);
+    ///         // Awaited before the call returns.
+    ///         MaybeAsync::pending(async move { tx.send(attempt).await.ok(); })
+    ///     })
+    ///     .build()
+    ///     .expect("valid policy");
+    /// let outcome = policy
+    ///     .run(async |_attempt| std::future::pending::<Result<(), std::io::Error>>().await)
+    ///     .await;
+    /// assert!(matches!(outcome, Err(Error::AttemptTimeout { .. })));
+    /// assert_eq!(rx.try_recv(), Ok(1));
+    /// # }
+    /// ```
+    pub fn on_timeout<R>(
+        mut self,
+        hook: impl Fn(&TimeoutInfo<'_>) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        R: Into<MaybeAsync<()>>,
+    {
+        self.settings.telemetry.on_timeout =
+            Some(Arc::new(move |info: &TimeoutInfo<'_>| -> MaybeAsync<()> {
+                hook(info).into()
+            }));
         self
     }
 

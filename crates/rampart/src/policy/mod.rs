@@ -33,6 +33,7 @@
 //! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
 //! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
 //! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) |
+//! | `attempt_timeout_fn` | none | each attempt's timeout computed when it starts, answered at once or awaited ([`MaybeAsync`](crate::timeout::MaybeAsync)) |
 //! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
 //! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
 //! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
