@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
@@ -21,51 +21,13 @@ use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable};
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower_layer::Layer;
 
-/// Strings as raw UTF-8 messages.
-#[derive(Debug, Clone, Copy, Default)]
-struct Text;
-
-impl Codec for Text {
-    type Encode = String;
-    type Decode = String;
-    type Encoder = Text;
-    type Decoder = Text;
-
-    fn encoder(&mut self) -> Text {
-        Text
-    }
-
-    fn decoder(&mut self) -> Text {
-        Text
-    }
-}
-
-impl Encoder for Text {
-    type Item = String;
-    type Error = Status;
-
-    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(item.as_bytes());
-        Ok(())
-    }
-}
-
-impl Decoder for Text {
-    type Item = String;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
-        let bytes = src.copy_to_bytes(src.remaining());
-        String::from_utf8(bytes.to_vec())
-            .map(Some)
-            .map_err(|e| Status::internal(format!("not UTF-8: {e}")))
-    }
-}
+#[path = "support/text.rs"]
+mod text;
+use text::Text;
 
 /// What the server saw of one request.
 #[derive(Debug, Clone)]

@@ -12,7 +12,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut};
 use futures_util::{Stream, StreamExt};
 use http::Request;
 use http::uri::PathAndQuery;
@@ -21,50 +20,13 @@ use hyper_util::service::TowerToHyperService;
 use rampart::backoff::Backoff;
 use rampart::stream::{RampartStream, StreamOptions};
 use rampart::{Error, Policy};
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder, Streaming};
+use tonic::codec::Streaming;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
-/// Strings as raw UTF-8 messages.
-#[derive(Debug, Clone, Copy, Default)]
-struct Text;
-
-impl Codec for Text {
-    type Encode = String;
-    type Decode = String;
-    type Encoder = Text;
-    type Decoder = Text;
-
-    fn encoder(&mut self) -> Text {
-        Text
-    }
-
-    fn decoder(&mut self) -> Text {
-        Text
-    }
-}
-
-impl Encoder for Text {
-    type Item = String;
-    type Error = Status;
-
-    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(item.as_bytes());
-        Ok(())
-    }
-}
-
-impl Decoder for Text {
-    type Item = String;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
-        let bytes = src.copy_to_bytes(src.remaining());
-        String::from_utf8(bytes.to_vec())
-            .map(Some)
-            .map_err(|e| Status::internal(format!("not UTF-8: {e}")))
-    }
-}
+#[path = "support/text.rs"]
+mod text;
+use text::Text;
 
 /// What one step of a server stream does after a short wait.
 #[derive(Debug, Clone, Copy)]
