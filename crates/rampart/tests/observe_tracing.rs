@@ -1,25 +1,11 @@
 //! The `tracing` feature (issue 12): a capturing subscriber sees one `rampart.call` span per
 //! call with its fields, a `rampart.attempt` span per attempt, and each event at its level.
 
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart::{Policy, TimeoutMode};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::{LookupSpan, Registry};
-
-/// With one dispatcher registered, tracing computes a new callsite's interest from the
-/// registering thread's own default, so a test thread without a subscriber would cache
-/// "never" for the thread that has one. A second dispatcher, registered for the whole test
-/// binary, makes it ask every dispatcher.
-static SECOND: std::sync::LazyLock<tracing::Dispatch> =
-    std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -32,81 +18,9 @@ impl std::fmt::Display for Fail {
     }
 }
 
-/// Lines: `LEVEL message {fields} in span` for events, `span name {fields}` when a span closes;
-/// and each new span as `name in parent`.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>);
-
-/// A span's fields so far.
-struct Fields(String);
-
-struct Writer<'a>(&'a mut String, &'a mut String);
-
-impl Visit for Writer<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.1, "{value:?}");
-        } else if field.name() != "elapsed" {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = String::new();
-        attrs.record(&mut Writer(&mut fields, &mut String::new()));
-        let span = ctx.span(id).expect("span");
-        let parent = span.parent().map_or("none", |p| p.name());
-        let line = format!("{} in {parent}", span.name());
-        self.1.lock().expect("parents").push(line);
-        span.extensions_mut().insert(Fields(fields));
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let span = ctx.span(id).expect("span");
-        let mut extensions = span.extensions_mut();
-        let fields = extensions.get_mut::<Fields>().expect("fields");
-        values.record(&mut Writer(&mut fields.0, &mut String::new()));
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let (mut fields, mut message) = (String::new(), String::new());
-        event.record(&mut Writer(&mut fields, &mut message));
-        let within = ctx
-            .event_span(event)
-            .map_or_else(|| "none".to_owned(), |s| s.name().to_owned());
-        let level = event.metadata().level();
-        let line = format!("{level} {message}{fields} in {within}");
-        self.0.lock().expect("lines").push(line);
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let span = ctx.span(&id).expect("span");
-        let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
-        let line = format!("span {}{fields}", span.name());
-        self.0.lock().expect("lines").push(line);
-    }
-}
-
-impl Capture {
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().expect("lines").clone()
-    }
-
-    fn parents(&self) -> Vec<String> {
-        self.1.lock().expect("parents").clone()
-    }
-}
-
-fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
-    let capture = Capture::default();
-    let guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
-    std::sync::LazyLock::force(&SECOND);
-    // Recomputes what another thread cached before the second dispatcher existed.
-    tracing::callsite::rebuild_interest_cache();
-    (capture, guard)
-}
+#[path = "support/capture.rs"]
+mod support;
+use support::capture;
 
 #[tokio::test(start_paused = true)]
 async fn a_retried_call_has_one_call_span_an_attempt_span_each_and_retries_at_info() {

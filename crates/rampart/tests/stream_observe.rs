@@ -2,9 +2,7 @@
 //! `rampart.stream.ended{reason}` and `rampart.stream.items`, and is a `rampart.stream` span
 //! (a child of the call's) with its `items` and `end`, holding a DEBUG "stream ended" event.
 
-use std::fmt::Write as _;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -12,11 +10,6 @@ use futures_util::StreamExt;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rampart::stream::{RampartStream, StreamOptions};
 use rampart::{Error, Policy, PolicyBuilder};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::{LookupSpan, Registry};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -145,88 +138,17 @@ async fn a_stream_that_never_opened_moves_no_stream_metric() {
 
 // ---- tracing ------------------------------------------------------------------------------
 
-/// With one dispatcher registered, tracing computes a new callsite's interest from the
-/// registering thread's own default, so a test thread without a subscriber would cache
-/// "never" for the thread that has one. A second dispatcher, registered for the whole test
-/// binary, makes it ask every dispatcher.
-static SECOND: std::sync::LazyLock<tracing::Dispatch> =
-    std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+#[path = "support/capture.rs"]
+mod capture;
+use capture::capture;
 
-/// Lines: `LEVEL message {fields} in span` for events, `span name {fields}` when a span
-/// closes, `new name in parent` when one opens.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
-
-struct Fields(String);
-
-struct Writer<'a>(&'a mut String, &'a mut String);
-
-impl Visit for Writer<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.1, "{value:?}");
-        } else if field.name() != "elapsed" {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = String::new();
-        attrs.record(&mut Writer(&mut fields, &mut String::new()));
-        let span = ctx.span(id).expect("span");
-        let parent = span.parent().map_or("none", |p| p.name());
-        let line = format!("new {} in {parent}", span.name());
-        self.0.lock().expect("lines").push(line);
-        span.extensions_mut().insert(Fields(fields));
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let span = ctx.span(id).expect("span");
-        let mut extensions = span.extensions_mut();
-        let fields = extensions.get_mut::<Fields>().expect("fields");
-        values.record(&mut Writer(&mut fields.0, &mut String::new()));
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let (mut fields, mut message) = (String::new(), String::new());
-        event.record(&mut Writer(&mut fields, &mut message));
-        let within = ctx
-            .event_span(event)
-            .map_or_else(|| "none".to_owned(), |s| s.name().to_owned());
-        let level = event.metadata().level();
-        let line = format!("{level} {message}{fields} in {within}");
-        self.0.lock().expect("lines").push(line);
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let span = ctx.span(&id).expect("span");
-        let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
-        let line = format!("span {}{fields}", span.name());
-        self.0.lock().expect("lines").push(line);
-    }
-}
-
-impl Capture {
-    /// The lines about calls and streams (attempts left out).
-    fn lines(&self) -> Vec<String> {
-        let lines = self.0.lock().expect("lines");
-        lines
-            .iter()
-            .filter(|l| !l.contains("attempt ended") && !l.contains("rampart.attempt"))
-            .cloned()
-            .collect()
-    }
-}
-
-fn capture() -> (Capture, tracing::subscriber::DefaultGuard) {
-    let capture = Capture::default();
-    let guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
-    std::sync::LazyLock::force(&SECOND);
-    // Recomputes what another thread cached before the second dispatcher existed.
-    tracing::callsite::rebuild_interest_cache();
-    (capture, guard)
+/// The lines about calls and streams (attempts left out).
+fn call_lines(capture: &capture::Capture) -> Vec<String> {
+    let lines = capture.all();
+    lines
+        .into_iter()
+        .filter(|l| !l.contains("attempt ended") && !l.contains("rampart.attempt"))
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -236,7 +158,7 @@ async fn the_delivery_phase_is_a_stream_span_under_the_call_span_recording_its_i
     let items = consume(open(&policy, idle(50 * MS), 2, true).await).await;
     assert_eq!(items.len(), 3, "two items, then the idle error");
     assert_eq!(
-        capture.lines(),
+        call_lines(&capture),
         [
             "new rampart.call in none",
             "DEBUG call ended policy=\"p\" stop_reason=\"succeeded\" attempts=1 in rampart.call",
@@ -256,7 +178,7 @@ async fn a_stream_dropped_before_its_end_records_end_dropped_on_its_span() {
     assert!(stream.next().await.is_some());
     assert!(stream.next().await.is_some());
     drop(stream);
-    let lines = capture.lines();
+    let lines = call_lines(&capture);
     assert!(
         lines.contains(&"span rampart.stream policy=\"p\" items=2 end=\"dropped\"".to_owned()),
         "{lines:#?}"
