@@ -41,6 +41,7 @@
 //! | `CallEnded` | exactly once per call, with its stop reason |
 //! | `WouldReject` | a dry-run breaker or admission component would have refused an attempt that runs anyway |
 //! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
+//! | `Reconfigured` | [`Policy::reconfigure`](crate::Policy::reconfigure) replaced the policy's settings (outside any call) |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
 //! [`on_timeout`]: crate::PolicyBuilder::on_timeout
@@ -203,6 +204,12 @@ pub enum Event<'a> {
         /// Why the call stopped (what the fallback replaced).
         stop: StopReason,
     },
+    /// [`Policy::reconfigure`](crate::Policy::reconfigure) replaced the policy's live
+    /// settings; calls that start from now on use them. Not part of any call.
+    Reconfigured {
+        /// The policy's name.
+        policy: &'a str,
+    },
 }
 
 /// Handed to an [`on_retry`](crate::PolicyBuilder::on_retry) hook before each backoff.
@@ -341,7 +348,8 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::HedgeSuppressed { policy, .. }
         | Event::CallEnded { policy, .. }
         | Event::WouldReject { policy, .. }
-        | Event::FallbackUsed { policy, .. } => policy,
+        | Event::FallbackUsed { policy, .. }
+        | Event::Reconfigured { policy } => policy,
     }
 }
 

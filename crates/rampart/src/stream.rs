@@ -295,7 +295,7 @@ impl<C, A> Call<'_, C, A> {
             // Resolved as the call's own is when it starts (an instant earlier, never later).
             StreamDeadline::WholeStream => Effective::resolve(
                 clock.now(),
-                shared.deadline,
+                shared.snapshot().deadline,
                 shared
                     .ambient_deadline
                     .then(|| Ambient::current().deadline())

@@ -62,7 +62,7 @@ use crate::result::AttemptRecord;
 use crate::timeout::{TimeoutContext, TimeoutMode};
 
 use super::race::{Admitted, admission_now};
-use super::shared::Shared;
+use super::shared::{Live, Shared};
 use super::{ORPHAN_THRESHOLD, Record};
 
 /// How a call ended: what `run` returns (the stop reason went to the log).
@@ -131,6 +131,8 @@ struct Legs {
 /// The state of one call: everything its decisions need.
 pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     shared: &'p Shared<C, A>,
+    /// The live settings this call started with, kept to its end.
+    live: &'p Live,
     log: L,
     timed: bool,
     start: Option<Instant>,
@@ -180,17 +182,23 @@ where
 {
     /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them).
     #[inline(always)]
-    pub(crate) fn timed(shared: &Shared<C, A>, wanted: bool) -> bool {
+    pub(crate) fn timed(shared: &Shared<C, A>, live: &Live, wanted: bool) -> bool {
         wanted
             || L::TIMED
-            || shared.reads_clock
+            || live.reads_clock
             || shared.drain.is_draining()
             || shared.telemetry.is_listened()
     }
 
-    /// A call of `shared` beginning at `now` (`Some` exactly when [`timed`](Self::timed)).
+    /// A call of `shared` with the settings `live`, beginning at `now` (`Some` exactly when
+    /// [`timed`](Self::timed)).
     #[inline(always)]
-    pub(crate) fn new(shared: &'p Shared<C, A>, log: L, now: Option<Instant>) -> Self {
+    pub(crate) fn new(
+        shared: &'p Shared<C, A>,
+        live: &'p Live,
+        log: L,
+        now: Option<Instant>,
+    ) -> Self {
         let ambient = if shared.ambient_deadline || shared.ambient_criticality {
             Ambient::current()
         } else {
@@ -202,7 +210,7 @@ where
         };
         let inherited = ambient.deadline().filter(|_| shared.ambient_deadline);
         let deadline = now
-            .and_then(|start| Effective::resolve(start, shared.deadline, inherited, &shared.drain));
+            .and_then(|start| Effective::resolve(start, live.deadline, inherited, &shared.drain));
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
@@ -211,6 +219,7 @@ where
         Machine {
             span,
             shared,
+            live,
             log,
             timed: now.is_some(),
             start: now,
@@ -331,7 +340,7 @@ where
                         policy: &self.shared.name,
                         attempt: ticket.number,
                         ceiling,
-                        grace: match self.shared.mode {
+                        grace: match self.live.mode {
                             TimeoutMode::Abandon { grace } => grace,
                             TimeoutMode::Cooperative => Duration::ZERO,
                         },
@@ -379,7 +388,7 @@ where
     /// free and attempts are left.
     pub(crate) fn hedge_due(&self) -> Option<Instant> {
         let legs = &self.legs;
-        let free = legs.in_flight < legs.concurrent && legs.launched < self.shared.max_attempts;
+        let free = legs.in_flight < legs.concurrent && legs.launched < self.live.max_attempts;
         if free && !legs.blocked {
             legs.due
         } else {
@@ -397,7 +406,7 @@ where
             || legs.blocked
             || legs.in_flight == 0
             || legs.in_flight >= legs.concurrent
-            || legs.launched >= self.shared.max_attempts
+            || legs.launched >= self.live.max_attempts
         {
             return Next::Wait;
         }
@@ -550,13 +559,13 @@ where
     ) -> Result<Option<Duration>, Finish<T, E>> {
         let shared = self.shared;
         let timeout = match &shared.timeout_fn {
-            None => shared.attempt_timeout,
+            None => self.live.attempt_timeout,
             Some(generator) => {
                 let attempt = self.attempts + 1;
                 let timeout = generator(&TimeoutContext {
                     policy: &shared.name,
                     attempt,
-                    default: shared.attempt_timeout,
+                    default: self.live.attempt_timeout,
                     remaining,
                 });
                 if timeout.is_zero() {
@@ -872,7 +881,7 @@ where
             return self.hedge(now);
         }
         self.last = Some(outcome);
-        if self.attempts >= self.shared.max_attempts {
+        if self.attempts >= self.live.max_attempts {
             let stop = match (&self.last, self.ran) {
                 (Some(Outcome::Refused(_)), false) => StopReason::Overloaded,
                 _ => StopReason::AttemptsExhausted,
@@ -919,7 +928,7 @@ where
             .latency
             .typical
             .get()
-            .max(self.shared.min_attempt_time);
+            .max(self.live.min_attempt_time);
         if let Some(left) = remaining
             && delay.saturating_add(needed) >= left
         {
@@ -954,7 +963,7 @@ where
     }
 
     fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
-        let backoff = &self.shared.backoff;
+        let backoff = &self.live.backoff;
         let input = BackoffInput {
             retry: self.attempts,
             curve,

@@ -241,7 +241,7 @@ impl Handles {
             Event::Retrying { .. } => self.retries.increment(1),
             Event::TimeoutIgnored { .. } => self.timeouts[IGNORED].increment(1),
             Event::OrphanedWork { .. } => self.timeouts[ORPHANED].increment(1),
-            Event::AttemptAbandoned { .. } => {}
+            Event::AttemptAbandoned { .. } | Event::Reconfigured { .. } => {}
             Event::AttemptRefused { by, .. } => {
                 let reason = match by {
                     crate::limit::rate::BY => RATE,

@@ -54,8 +54,8 @@
 //!
 //! Every [`Event`] is also a `tracing` event with target `rampart`, a short phrase as its
 //! message ("attempt ended", "timeout ignored: ...") and the event's fields as fields:
-//! `TimeoutIgnored` and `OrphanedWork` at `WARN`, `Retrying` and `BreakerTransition` at
-//! `INFO`, the rest at `DEBUG`.
+//! `TimeoutIgnored` and `OrphanedWork` at `WARN`; `Retrying`, `BreakerTransition`,
+//! `WouldReject`, `FallbackUsed` and `Reconfigured` at `INFO`; the rest at `DEBUG`.
 //!
 //! | span | level | fields |
 //! |---|---|---|

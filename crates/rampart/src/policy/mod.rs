@@ -61,8 +61,10 @@ use crate::result::{CallResult, Cancelled};
 pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 
 mod builder;
+mod live;
 
 pub use builder::PolicyBuilder;
+pub use live::PolicySettings;
 
 /// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
 ///
@@ -110,18 +112,21 @@ impl<C, A> Policy<C, A> {
     }
 
     /// The total bound on a call, if any.
+    ///
+    /// Like every setting of [`PolicySettings`], the one calls starting now use (see
+    /// [`reconfigure`](Self::reconfigure)).
     pub fn deadline(&self) -> Option<Duration> {
-        self.shared.deadline
+        self.shared.live.load().deadline
     }
 
     /// The fixed bound on each attempt, if any.
     pub fn attempt_timeout(&self) -> Option<Duration> {
-        self.shared.attempt_timeout
+        self.shared.live.load().attempt_timeout
     }
 
     /// Attempts per call, the first included.
     pub fn max_attempts(&self) -> u32 {
-        self.shared.max_attempts
+        self.shared.live.load().max_attempts
     }
 
     /// The circuit breaker every attempt of this policy asks first, if it has one. Clones of
@@ -318,30 +323,31 @@ impl<C, A> Policy<C, A> {
 impl<C, A> fmt::Display for Policy<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
+        let live = s.live.load();
         write!(f, "{}: ", s.name)?;
-        match s.max_attempts {
+        match live.max_attempts {
             1 => f.write_str("1 attempt")?,
             n => write!(f, "{n} attempts")?,
         }
-        match s.deadline {
+        match live.deadline {
             Some(d) => write!(f, ", deadline {d:?}")?,
             None => f.write_str(", no deadline")?,
         }
-        match (&s.timeout_fn, s.attempt_timeout) {
+        match (&s.timeout_fn, live.attempt_timeout) {
             (Some(_), Some(d)) => write!(f, ", attempt dynamic (default {d:?})")?,
             (Some(_), None) => f.write_str(", attempt dynamic")?,
             (None, Some(d)) => write!(f, ", attempt {d:?}")?,
             (None, None) => f.write_str(", no attempt timeout")?,
         }
-        if s.attempt_timeout.is_some() || s.timeout_fn.is_some() || s.deadline.is_some() {
-            match s.mode {
+        if live.attempt_timeout.is_some() || s.timeout_fn.is_some() || live.deadline.is_some() {
+            match live.mode {
                 TimeoutMode::Abandon { grace } if grace.is_zero() => f.write_str(" (abandon)")?,
                 TimeoutMode::Abandon { grace } => write!(f, " (abandon after {grace:?} grace)")?,
                 TimeoutMode::Cooperative => f.write_str(" (cooperative)")?,
             }
         }
-        if s.max_attempts > 1 {
-            write!(f, ", {}", s.backoff)?;
+        if live.max_attempts > 1 {
+            write!(f, ", {}", live.backoff)?;
         }
         if let Some(budget) = &s.budget {
             write!(f, ", budget {}%", (budget.fraction() * 100.0).round())?;
