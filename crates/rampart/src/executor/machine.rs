@@ -650,7 +650,10 @@ where
         }
         if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
             && !breaker.is_dry_run()
-            && breaker.state(now).kind() != StateKind::Closed
+            && !matches!(
+                breaker.state(now).kind(),
+                StateKind::Closed | StateKind::ForcedClosed
+            )
         {
             return Err(Suppressed::BreakerNotClosed);
         }

@@ -39,11 +39,12 @@ const OUTCOMES: [AttemptOutcome; 7] = [
     AttemptOutcome::Cancelled,
 ];
 
-const STATES: [StateKind; 4] = [
+const STATES: [StateKind; 5] = [
     StateKind::Closed,
     StateKind::Open,
     StateKind::HalfOpen,
     StateKind::Isolated,
+    StateKind::ForcedClosed,
 ];
 
 // The tables above are indexed by `variant as usize` (in order, pinned by the test below).
@@ -78,7 +79,11 @@ const fn every_outcome(o: AttemptOutcome) -> usize {
 
 const fn every_state(k: StateKind) -> usize {
     match k {
-        StateKind::Closed | StateKind::Open | StateKind::HalfOpen | StateKind::Isolated => 4,
+        StateKind::Closed
+        | StateKind::Open
+        | StateKind::HalfOpen
+        | StateKind::Isolated
+        | StateKind::ForcedClosed => 5,
     }
 }
 

@@ -39,7 +39,7 @@
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
 //! | `rampart.dry_run.rejections` | counter | `{attempt}` | `policy`, `reason`: `breaker` \| `overloaded` \| `rate` | a [dry-run](crate::breaker::BreakerBuilder::dry_run) breaker or [`DryRun`](crate::limit::DryRun) limiter would have refused an attempt, which ran |
 //! | `rampart.fallbacks` | counter | `{call}` | `policy`, `stop_reason` | a [fallback](crate::fallback) answered a call that stopped for `stop_reason` |
-//! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
+//! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends, and when the policy's own breaker methods (`reset_breaker`, `isolate_breaker`, `force_breaker_closed`, `release_breaker`) change its state: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
 //! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |
 //! | `rampart.limiter.in_flight` | gauge | `{attempt}` | `policy` | set when a call ends: attempts holding an admission permit ([`Admit::load`]; limiters that count them) |
 //! | `rampart.limiter.queued` | gauge | `{attempt}` | `policy` | set when a call ends: attempts waiting in admission's queue ([`Admit::load`]) |

@@ -165,8 +165,45 @@ impl<C, A> Policy<C, A> {
     /// [`Event::BreakerTransition`], as if a call had caused it, and returned. `None` without a
     /// breaker or when it was already closed.
     pub fn reset_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::reset)
+    }
+
+    /// Forces the policy's breaker open until [`release_breaker`](Self::release_breaker): every
+    /// call is rejected ([`Error::Rejected`] with
+    /// [`DependencyUnavailable`](crate::RejectReason::DependencyUnavailable)); see
+    /// [`Breaker::isolate`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
+    /// `None` without a breaker or when it was already isolated.
+    #[doc(alias = "force_breaker_open")]
+    pub fn isolate_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::isolate)
+    }
+
+    /// Forces the policy's breaker closed until [`release_breaker`](Self::release_breaker):
+    /// every call goes through and its outcomes are recorded, but never open it; see
+    /// [`Breaker::force_closed`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
+    /// `None` without a breaker or when it was already forced closed.
+    pub fn force_breaker_closed(&self) -> Option<Transition> {
+        self.manual(Breaker::force_closed)
+    }
+
+    /// Ends the forced state of the policy's breaker ([`isolate_breaker`](Self::isolate_breaker)
+    /// or [`force_breaker_closed`](Self::force_breaker_closed)): it is closed and runs normally
+    /// again; see [`Breaker::release`]. Reported as [`reset_breaker`](Self::reset_breaker)
+    /// reports. `None` without a breaker or when it was not forced.
+    pub fn release_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::release)
+    }
+
+    /// Applies a manual change to the breaker, then reports its transition (and the
+    /// `rampart.breaker.state` gauge) as a call would.
+    fn manual(
+        &self,
+        change: fn(&Breaker, crate::clock::Instant) -> Option<Transition>,
+    ) -> Option<Transition> {
         let s = &*self.shared;
-        let transition = s.breaker.as_ref()?.reset(s.clock.now())?;
+        let breaker = s.breaker.as_ref()?;
+        let now = s.clock.now();
+        let transition = change(breaker, now)?;
         let event = Event::BreakerTransition {
             policy: &s.name,
             from: transition.from,
@@ -174,6 +211,14 @@ impl<C, A> Policy<C, A> {
             break_duration: transition.break_duration,
         };
         s.telemetry.emit(&crate::observe::current_span(), event);
+        // The breaker's and the budget's gauges; admission's are left to the next call's end
+        // (`Unlimited` reports no load).
+        s.telemetry.observer.sample(&crate::observe::Gauges {
+            breaker: Some(breaker),
+            budget: s.budget.as_ref(),
+            admit: &Unlimited,
+            now: Some(now),
+        });
         Some(transition)
     }
 
