@@ -480,7 +480,9 @@ impl Breaker {
     /// next failure; a break already running keeps its end, the next one uses the new
     /// durations. Two things cannot change on a running breaker, and an update that changes them
     /// is rejected: the mode (consecutive or ratio) with the ratio's window (the counts are kept
-    /// in that window), and the [`seed`](BreakerBuilder::seed).
+    /// in that window), and the [`seed`](BreakerBuilder::seed). As for a policy's
+    /// [`reconfigure`](crate::Policy::reconfigure), an update keeps the settings it replaced
+    /// allocated until the breaker is dropped, and nothing on the success path waits or locks.
     ///
     /// ```
     /// use std::time::Duration;
@@ -511,7 +513,11 @@ impl Breaker {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        s.replace_config(&mut transitions, updated);
+        if !s.replace_config(&mut transitions, updated) {
+            return Err(ConfigError::new(vec![
+                crate::policy::live::too_many_updates(),
+            ]));
+        }
         Ok(())
     }
 

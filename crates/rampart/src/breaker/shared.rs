@@ -4,13 +4,12 @@
 use std::sync::{OnceLock, PoisonError};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-
 use super::builder::{Config, Mode};
 use super::window::Window;
 use super::word::{self, MAX_NANOS, Word};
 use super::{Evidence, StateKind, Transition};
 use crate::clock::Instant;
+use crate::swap::Swap;
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -33,7 +32,7 @@ pub(super) struct Shared {
     /// The settings, replaced whole by [`Breaker::reconfigure`](super::Breaker::reconfigure)
     /// (under the transition lock); read where a threshold is needed, never on the success
     /// path of a closed breaker.
-    config: ArcSwap<Tuned>,
+    config: Swap<Tuned>,
     /// `config.slow_call` in nanoseconds, 0 when off: what a success reads.
     slow_call: AtomicU64,
     /// `config.dry_run`.
@@ -122,7 +121,7 @@ impl Shared {
         Shared {
             slow_call: AtomicU64::new(config.slow_call.map_or(0, nanos_of)),
             dry_run: AtomicBool::new(config.dry_run),
-            config: ArcSwap::from_pointee(Tuned::new(config)),
+            config: Swap::new(Tuned::new(config)),
             word: AtomicU64::new(Word::closed(0, 0).0),
             base: OnceLock::new(),
             window,
@@ -132,7 +131,7 @@ impl Shared {
     }
 
     /// The settings now.
-    pub(super) fn config(&self) -> arc_swap::Guard<std::sync::Arc<Tuned>> {
+    pub(super) fn config(&self) -> &Tuned {
         self.config.load()
     }
 
@@ -142,12 +141,16 @@ impl Shared {
     }
 
     /// Replaces the settings with `config` (valid, and of the same mode kind and ratio window
-    /// as the running ones); call under the transition lock.
-    pub(super) fn replace_config(&self, _transitions: &mut Transitions, config: Config) {
-        self.slow_call
-            .store(config.slow_call.map_or(0, nanos_of), Ordering::Relaxed);
-        self.dry_run.store(config.dry_run, Ordering::Relaxed);
-        self.config.store(std::sync::Arc::new(Tuned::new(config)));
+    /// as the running ones); call under the transition lock. `false` when the breaker has
+    /// taken as many updates as it can keep.
+    pub(super) fn replace_config(&self, _transitions: &mut Transitions, config: Config) -> bool {
+        let (slow_call, dry_run) = (config.slow_call.map_or(0, nanos_of), config.dry_run);
+        if self.config.store(Tuned::new(config)).is_err() {
+            return false;
+        }
+        self.slow_call.store(slow_call, Ordering::Relaxed);
+        self.dry_run.store(dry_run, Ordering::Relaxed);
+        true
     }
 
     pub(super) fn load(&self) -> Word {
@@ -393,7 +396,7 @@ impl Shared {
         {
             return None;
         }
-        drop(tuned);
+
         let mut transitions = self.lock();
         loop {
             let word = self.load();

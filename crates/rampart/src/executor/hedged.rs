@@ -52,8 +52,8 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let timed = Machine::<T, E, C, A, L>::timed(shared, &live, true);
-    let mut machine = Machine::new(shared, &live, log, read(clock, timed));
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed));
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);

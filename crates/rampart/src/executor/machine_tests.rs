@@ -78,7 +78,7 @@ fn cancelled_caller_ends_the_call_before_any_attempt() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
     assert_eq!(machine.attempts, 0);
 }
@@ -96,7 +96,7 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
@@ -118,7 +118,7 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("stopped")), true, Some(clock.now()));
@@ -138,7 +138,7 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Ok(7)), true, Some(clock.now()));
@@ -158,7 +158,7 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -183,7 +183,7 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -217,7 +217,7 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
@@ -250,7 +250,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
@@ -293,7 +293,7 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let mut report = Report::default();
         let live = policy.shared.snapshot();
         let mut machine: Plain<'_, '_> =
-            Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+            Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
@@ -341,7 +341,7 @@ fn zero_backoff_starts_the_next_attempt_at_once() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = attempt(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -359,7 +359,7 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), true, Some(clock.now()));
@@ -377,7 +377,7 @@ fn caller_cancelled_during_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -402,7 +402,7 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let refusal = Refusal {
         retry_after: Some(50 * MS),
         by: "test limit",
@@ -452,7 +452,7 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     let due = machine.hedge_due().expect("a hedge is armed");
     assert_eq!(due, clock.now() + 10 * MS);
@@ -489,7 +489,7 @@ fn throttled_leg_stops_hedging_for_the_round() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     clock.advance(10 * MS);
     let second = attempt(machine.hedge(Some(clock.now())));

@@ -38,8 +38,8 @@ where
         return pass_through(shared, op, &mut log).await;
     }
     let clock = &shared.clock;
-    let timed = Machine::<T, E, C, A, L>::timed(shared, &live, false);
-    let mut machine = Machine::new(shared, &live, log, read(clock, timed));
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, false);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed));
     let mut attempt = Attempt::new(clock.clone(), caller);
     let mut next = machine.start(is_cancelled(caller));
     loop {

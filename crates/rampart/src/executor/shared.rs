@@ -1,16 +1,14 @@
 //! The per-policy runtime state every call of a policy reads: its configuration, resolved
 //! at `build()`, and the state that accumulates across calls (budget, breaker, latency
 //! estimates, seeded call numbers). The settings that [`Policy::reconfigure`] can change are
-//! in [`Live`], behind one atomically swapped pointer: a call loads it once, when it starts,
+//! in [`Live`], behind one atomically swapped pointer ([`Swap`]): a call loads it once, when it starts,
 //! and keeps that snapshot to its end.
 //!
 //! [`Policy::reconfigure`]: crate::Policy::reconfigure
 
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use arc_swap::ArcSwap;
 
 use crate::backoff::Backoff;
 use crate::breaker::Breaker;
@@ -23,6 +21,7 @@ use crate::hedge::Hedge;
 use crate::latency::Latency;
 use crate::outcome::StopReason;
 use crate::policy::PolicySettings;
+use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, TimeoutFn, TimeoutMode};
 
 /// The state every clone of a policy shares.
@@ -31,7 +30,7 @@ pub(crate) struct Shared<C, A> {
     pub(crate) admit: A,
     pub(crate) name: Box<str>,
     /// The settings a running policy can change: each call loads them once.
-    pub(crate) live: ArcSwap<Live>,
+    pub(crate) live: Swap<Live>,
     /// Held by [`Policy::reconfigure`](crate::Policy::reconfigure) from its read of the
     /// settings to its store, so that two updates at once do not lose one (calls never take it).
     pub(crate) reconfiguring: Mutex<()>,
@@ -116,14 +115,11 @@ impl Live {
     }
 }
 
-/// A call's snapshot of the live settings, held for the whole call (lock-free to take: no
-/// reference count is touched unless the thread holds many at once).
-pub(crate) type Snapshot = arc_swap::Guard<Arc<Live>>;
-
 impl<C, A> Shared<C, A> {
-    /// The live settings for a call starting now.
+    /// The live settings for a call starting now, kept by the call to its end (one atomic
+    /// load: see [`Swap`]).
     #[inline(always)]
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> &Live {
         self.live.load()
     }
 

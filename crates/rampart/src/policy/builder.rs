@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
 use std::time::Duration;
 
 use crate::admit::{Admit, Unlimited};
@@ -21,6 +20,7 @@ use crate::executor::Shared;
 use crate::executor::shared::Live;
 use crate::hedge::Hedge;
 use crate::latency::{Estimate, Latency};
+use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutFn, TimeoutMode};
 
 use super::Policy;
@@ -346,7 +346,7 @@ impl<C, A> PolicyBuilder<C, A> {
             .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
         Ok(Policy {
             shared: Arc::new(Shared {
-                live: ArcSwap::from_pointee(Live::new(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
+                live: Swap::new(Live::new(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
                 reconfiguring: Mutex::new(()),
                 fixed_reads_clock,
                 lacks_automatic_budget,

@@ -123,6 +123,17 @@ pub(super) fn criticality_problem(
     }
 }
 
+/// The problem of an update past the last one a policy or breaker can take.
+pub(crate) fn too_many_updates() -> ConfigProblem {
+    ConfigProblem::new(
+        "reconfigure",
+        format!(
+            "cannot be applied: {} updates were already made, the most one policy or breaker keeps",
+            crate::swap::MAX_STORES
+        ),
+    )
+}
+
 impl<C, A> Policy<C, A> {
     /// The settings calls starting now run with (see [`reconfigure`](Self::reconfigure)).
     pub fn settings(&self) -> PolicySettings {
@@ -161,9 +172,12 @@ impl<C, A> Policy<C, A> {
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
     ///
-    /// Calls never wait for an update: each loads the settings once, without a lock or an
-    /// allocation. Updates take a short lock among themselves, so that two at once apply
-    /// one after the other.
+    /// Calls never wait for an update: each loads the settings once, with one atomic load, no
+    /// lock and no allocation. Updates take a short lock among themselves, so that two at once
+    /// apply one after the other. Each accepted update keeps the settings it replaced allocated
+    /// (under 200 bytes) until the last clone of the policy is dropped, since a running call
+    /// may still read them: meant for an operator's or a config file's pace, not for every
+    /// request. After 2^31 - 1 updates a policy refuses more (field `reconfigure`).
     pub fn reconfigure(&self, update: impl FnOnce(&mut PolicySettings)) -> Result<(), ConfigError>
     where
         A: Admit,
@@ -196,11 +210,10 @@ impl<C, A> Policy<C, A> {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        s.live.store(std::sync::Arc::new(Live::new(
-            settings,
-            s.fixed_reads_clock,
-            A::ALWAYS_ADMITS,
-        )));
+        let live = Live::new(settings, s.fixed_reads_clock, A::ALWAYS_ADMITS);
+        if s.live.store(live).is_err() {
+            return Err(ConfigError::new(vec![too_many_updates()]));
+        }
         drop(_one_at_a_time);
         if s.telemetry.is_listened() {
             let event = Event::Reconfigured { policy: &s.name };

@@ -1,8 +1,9 @@
-//! The policy: every bound and strategy for calls to one dependency, as one immutable value.
+//! The policy: every bound and strategy for calls to one dependency, as one shared value.
 //!
 //! A [`Policy`] is built once, validated once, and shared: clones are one `Arc` and share the
-//! state that must accumulate across calls (the latency estimate today; the retry budget and the
-//! breaker with them). Named knobs replace the positions of a layered stack: `deadline` is the
+//! state that must accumulate across calls (the latency estimates, the retry budget, the
+//! breaker). Its live settings can later be replaced, each update validated the same way (see
+//! [below](#changing-settings-at-run-time)). Named knobs replace the positions of a layered stack: `deadline` is the
 //! total bound, `attempt_timeout` the bound on each attempt, and the executor keeps the
 //! arithmetic between them exact.
 //!
@@ -26,19 +27,75 @@
 //! );
 //! ```
 //!
-//! | knob | default | meaning |
-//! |---|---|---|
-//! | `name` | `"rampart"` | in events, errors and `explain()` |
-//! | `max_attempts` | 3 | every attempt counts, the first included |
-//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
-//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
-//! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) |
-//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
-//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
-//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
-//! | `breaker` | none | a policy does not know how many dependencies its callback reaches, and a breaker guards one (rampart-http's outbound layer, whose policies each call one host, gives each host one by default) |
+//! | knob | default | meaning | live |
+//! |---|---|---|---|
+//! | `name` | `"rampart"` | in events, errors and `explain()` | |
+//! | `max_attempts` | 3 | every attempt counts, the first included | yes |
+//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) | yes |
+//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) | yes |
+//! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) | yes |
+//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling | yes |
+//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts | yes |
+//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means | |
+//! | `breaker` | none | a policy does not know how many dependencies its callback reaches, and a breaker guards one (rampart-http's outbound layer, whose policies each call one host, gives each host one by default) | its thresholds: [`Breaker::reconfigure`] |
+//!
+//! *live*: can be replaced while the policy serves calls, see [below](#changing-settings-at-run-time).
 //!
 //! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
+//!
+//! # Changing settings at run time
+//!
+//! A running service can retune a policy without rebuilding it or losing what it learned:
+//! [`Policy::reconfigure`] replaces the [`PolicySettings`] (the knobs marked *live* above),
+//! checked by the same code as `build()`; a rejected update changes nothing and names every
+//! field and value it refused. Every clone sees an accepted update at once; calls already
+//! running finish with the settings they started with, calls starting afterwards use the new
+//! ones. The breaker's state, the budget's tokens, the latency estimates and the seeded call
+//! numbers are kept. The parts a policy is made of change through their own handles:
+//! [`Breaker::reconfigure`] for the breaker's thresholds (its state kept),
+//! [`ConcurrencyLimit::set_limit`](crate::limit::ConcurrencyLimit::set_limit) for a
+//! limiter's size; and the breaker can be forced open or closed by hand
+//! ([`isolate_breaker`](Policy::isolate_breaker),
+//! [`force_breaker_closed`](Policy::force_breaker_closed),
+//! [`release_breaker`](Policy::release_breaker)).
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::{Breaker, Policy};
+//! use rampart::breaker::StateKind;
+//! use rampart::limit::ConcurrencyLimit;
+//!
+//! let limit = ConcurrencyLimit::new(16);
+//! let policy = Policy::builder()
+//!     .name("search")
+//!     .breaker(Breaker::builder().consecutive_failures(5).build()?)
+//!     .admit(limit.clone())
+//!     .build()?;
+//!
+//! // The dependency is slow today: fewer attempts, more time each, a more patient breaker,
+//! // less concurrency.
+//! policy.reconfigure(|s| {
+//!     s.max_attempts = 2;
+//!     s.attempt_timeout = Some(Duration::from_secs(3));
+//! })?;
+//! policy.breaker().expect("a breaker").reconfigure(|b| b.consecutive_failures(10))?;
+//! limit.set_limit(4);
+//! assert_eq!(
+//!     policy.explain(),
+//!     "search: 2 attempts, deadline 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
+//! );
+//!
+//! // An operator keeps the traffic flowing whatever the breaker would decide, then hands
+//! // control back.
+//! assert_eq!(policy.force_breaker_closed().map(|t| t.to), Some(StateKind::ForcedClosed));
+//! assert_eq!(policy.release_breaker().map(|t| t.to), Some(StateKind::Closed));
+//! # Ok::<(), rampart::ConfigError>(())
+//! ```
+//!
+//! Calls never wait for an update: each loads its settings once, with one atomic load, no lock
+//! and no allocation. An update allocates the new settings and keeps the ones it replaced
+//! until the policy is dropped (a call may still be reading them, and a read leaves no trace
+//! to prove otherwise): reconfigure at an operator's pace, not per request.
 
 use std::fmt;
 use std::future::Future;
@@ -61,12 +118,14 @@ use crate::result::{CallResult, Cancelled};
 pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 
 mod builder;
-mod live;
+pub(crate) mod live;
 
 pub use builder::PolicyBuilder;
 pub use live::PolicySettings;
 
-/// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
+/// A validated set of bounds and strategies; cheap to clone, `Send + Sync`. Its
+/// [live settings](PolicySettings) can be replaced at run time ([`reconfigure`](Self::reconfigure));
+/// every other part is fixed at `build()`.
 ///
 /// `C` is the classifier; see [`crate::classify`].
 pub struct Policy<C = ErrorsAreTransient, A = Unlimited> {
