@@ -312,3 +312,37 @@ async fn an_accepted_update_is_reported_and_a_rejected_one_is_not() {
     policy.reconfigure(|s| s.max_attempts = 2).expect("valid");
     assert_eq!(*seen.lock().expect("events"), ["payments"]);
 }
+
+#[path = "support/ready.rs"]
+mod support;
+
+#[test]
+fn the_success_path_of_a_reconfigured_policy_and_breaker_allocates_nothing() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .breaker(Breaker::builder().build().expect("valid breaker"))
+        .build()
+        .expect("valid policy");
+    policy
+        .reconfigure(|s| s.deadline = Some(Duration::from_secs(2)))
+        .expect("valid update");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .reconfigure(|b| b.consecutive_failures(7))
+        .expect("valid update");
+    let call =
+        || support::ready(policy.run(async |attempt| Ok::<_, std::io::Error>(attempt.number())));
+    assert_eq!(call().ok(), Some(1));
+    let allocations = allocation_counter::measure(|| {
+        for _ in 0..1_000 {
+            assert_eq!(call().ok(), Some(1));
+        }
+    });
+    assert_eq!(allocations.count_total, 0);
+}
