@@ -120,7 +120,7 @@ pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason,
 pub use event::Event;
 pub use executor::{Call, Callback};
 pub use outcome::{AttemptOutcome, StopReason};
-pub use policy::{Policy, PolicyBuilder};
+pub use policy::{Policy, PolicyBuilder, PolicySettings};
 pub use result::{CallResult, Cancelled};
 pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 pub use tokio_util::sync::CancellationToken;
