@@ -113,3 +113,40 @@ async fn growing_after_a_shrink_first_cancels_what_the_shrink_still_owes() {
         "zero is raised to one"
     );
 }
+
+#[test]
+fn a_lower_rate_spaces_the_next_permits_by_the_new_interval_from_where_the_old_ones_left_off() {
+    use rampart::limit::RateLimit;
+    let limit = RateLimit::builder(10, Duration::from_secs(1))
+        .burst(1)
+        .build()
+        .expect("valid");
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    assert_eq!(limit.try_acquire(t0), Ok(()));
+    limit
+        .reconfigure(|b| b.rate(2, Duration::from_secs(1)))
+        .expect("valid update");
+    assert_eq!((limit.permits(), limit.burst()), (2, 1));
+    assert_eq!(limit.try_acquire(t0 + ms(100)), Ok(()));
+    // At 10 a second this one would go through; at 2 a second the next is 400 ms away.
+    assert_eq!(limit.try_acquire(t0 + ms(200)), Err(ms(400)));
+}
+
+#[test]
+fn a_rejected_rate_update_changes_nothing_and_says_why() {
+    use rampart::limit::RateLimit;
+    let limit = RateLimit::new(10, Duration::from_secs(1)).expect("valid");
+    let clone = limit.clone();
+    let error = limit
+        .reconfigure(|b| b.rate(0, Duration::from_secs(1)).burst(5))
+        .expect_err("invalid");
+    assert_eq!(
+        error.to_string(),
+        "rate_limit.permits must be at least 1 (was 0)"
+    );
+    assert_eq!(
+        (clone.permits(), clone.per(), clone.burst()),
+        (10, Duration::from_secs(1), 10)
+    );
+}
