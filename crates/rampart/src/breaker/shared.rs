@@ -249,7 +249,7 @@ impl Shared {
     ) -> Option<Transition> {
         let failure = match evidence {
             Evidence::Ignored => {
-                if admitted.kind() == StateKind::HalfOpen {
+                if admitted.is_half_open() {
                     self.release_probe(admitted);
                 }
                 return None;
@@ -260,9 +260,10 @@ impl Shared {
                 slow => nanos_of(elapsed) >= slow,
             },
         };
-        match admitted.kind() {
-            StateKind::HalfOpen => self.probe_outcome(admitted, failure, now),
-            _ => self.closed_outcome(admitted, failure, now),
+        if admitted.is_half_open() {
+            self.probe_outcome(admitted, failure, now)
+        } else {
+            self.closed_outcome(admitted, failure, now)
         }
     }
 
@@ -324,13 +325,17 @@ impl Shared {
         if self.window.is_some() {
             return self.ratio_outcome(admitted, failure, now);
         }
-        let forced = admitted.kind() == StateKind::ForcedClosed;
         let mut threshold = None;
         loop {
             let word = self.load();
+            if !failure && word == admitted && word.failures() == 0 {
+                // The common success: nothing moved since admission, nothing to reset.
+                return None;
+            }
             if !word.same_period(admitted) || (!failure && word.failures() == 0) {
                 return None;
             }
+            let forced = admitted.kind() == StateKind::ForcedClosed;
             let failures = if failure {
                 word.failures().saturating_add(1)
             } else {
