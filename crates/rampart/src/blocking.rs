@@ -112,8 +112,9 @@ where
     L: Record,
 {
     let clock = &shared.clock;
-    let timed = Machine::<T, E, C, A, L>::timed(shared, true);
-    let mut machine = Machine::new(shared, log, read(clock, timed));
+    let live = shared.snapshot();
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed));
     if let Some(problem) = shared.needs_async() {
         return machine.config_error(problem, read(clock, timed)).outcome;
     }

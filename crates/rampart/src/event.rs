@@ -43,6 +43,7 @@
 //! | `WouldReject` | a dry-run breaker or admission component would have refused an attempt that runs anyway |
 //! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
 //! | `StreamEnded` | a stream opened by [`Policy::stream`](crate::Policy::stream) ended (after its call's `CallEnded`), with why and the items it delivered |
+//! | `Reconfigured` | [`Policy::reconfigure`](crate::Policy::reconfigure) replaced the policy's settings (outside any call) |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
 //! [`on_timeout`]: crate::PolicyBuilder::on_timeout
@@ -220,6 +221,12 @@ pub enum Event<'a> {
         /// Time from the start of the call that opened it (zero when the policy reads no
         /// clock).
         elapsed: Duration,
+    },
+    /// [`Policy::reconfigure`](crate::Policy::reconfigure) replaced the policy's live
+    /// settings; calls that start from now on use them. Not part of any call.
+    Reconfigured {
+        /// The policy's name.
+        policy: &'a str,
     },
 }
 
@@ -405,7 +412,8 @@ fn policy_of<'a>(event: &Event<'a>) -> &'a str {
         | Event::CallEnded { policy, .. }
         | Event::WouldReject { policy, .. }
         | Event::FallbackUsed { policy, .. }
-        | Event::StreamEnded { policy, .. } => policy,
+        | Event::StreamEnded { policy, .. }
+        | Event::Reconfigured { policy } => policy,
     }
 }
 

@@ -47,7 +47,7 @@
 //! |---|---|
 //! | [`admit`] | admission: may this attempt start at all |
 //! | [`limit`] | ready-made admission components: limiters |
-//! | [`policy`] | `Policy`, its builder and defaults |
+//! | [`policy`] | `Policy`, its builder and defaults, and the settings that change at run time |
 //! | [`executor`] | the call state machine and the drivers that run it |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`keyed`] | one policy definition with its own state per tenant, host or route, in a bounded table |
@@ -100,6 +100,7 @@ pub mod outcome;
 pub mod policy;
 pub mod result;
 pub mod stream;
+mod swap;
 mod sync;
 pub mod testing;
 pub mod timeout;
@@ -119,7 +120,7 @@ pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason,
 pub use event::Event;
 pub use executor::{Call, Callback};
 pub use outcome::{AttemptOutcome, StopReason};
-pub use policy::{Policy, PolicyBuilder};
+pub use policy::{Policy, PolicyBuilder, PolicySettings};
 pub use result::{CallResult, Cancelled};
 pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 pub use tokio_util::sync::CancellationToken;

@@ -1,5 +1,6 @@
 //! Properties of the breaker under random sequences of acquires, outcomes, dropped permits,
-//! time steps, isolation and resets, checked against a reference model.
+//! time steps, isolation, forcing closed, releases, resets and live threshold changes, checked
+//! against a reference model.
 // Test helpers and property bodies unwrap: a failure is the test's report.
 #![allow(clippy::unwrap_used)]
 
@@ -24,7 +25,14 @@ enum Op {
     },
     Advance(Duration),
     Isolate,
+    ForceClosed,
+    Release,
     Reset,
+    /// `Breaker::reconfigure` with these thresholds.
+    Reconfigure {
+        failures: u32,
+        probe_successes: u32,
+    },
 }
 
 fn evidence() -> impl Strategy<Value = Evidence> {
@@ -44,7 +52,12 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(|pick| Op::Drop { pick }),
         4 => (0..40_000u64).prop_map(|ms| Op::Advance(Duration::from_millis(ms))),
         1 => Just(Op::Isolate),
+        1 => Just(Op::ForceClosed),
+        1 => Just(Op::Release),
         1 => Just(Op::Reset),
+        1 => (1..=5u32, 1..=3u32).prop_map(|(failures, probe_successes)| {
+            Op::Reconfigure { failures, probe_successes }
+        }),
     ]
 }
 
@@ -117,7 +130,7 @@ impl Model {
             transition: None,
         };
         match self.kind {
-            StateKind::Closed => Ok((false, None)),
+            StateKind::Closed | StateKind::ForcedClosed => Ok((false, None)),
             StateKind::Isolated => Err(refused(None)),
             StateKind::HalfOpen if self.in_flight < self.s.probes => {
                 self.in_flight += 1;
@@ -177,7 +190,8 @@ impl Model {
             }
             (false, Evidence::Failure) => {
                 self.failures += 1;
-                (self.failures >= self.s.failures).then(|| self.open(now))
+                let forced = self.kind == StateKind::ForcedClosed;
+                (!forced && self.failures >= self.s.failures).then(|| self.open(now))
             }
         }
     }
@@ -192,6 +206,7 @@ impl Model {
             StateKind::Closed => BreakerState::Closed,
             StateKind::HalfOpen => BreakerState::HalfOpen,
             StateKind::Isolated => BreakerState::Isolated,
+            StateKind::ForcedClosed => BreakerState::ForcedClosed,
             StateKind::Open => BreakerState::Open {
                 remaining: self.open_until.saturating_duration_since(now),
             },
@@ -271,7 +286,7 @@ proptest! {
                     let got = p.record(evidence, elapsed, now);
                     prop_assert_eq!(got, want);
                     if let Some(t) = got.filter(|t| t.from == StateKind::Closed && t.to == StateKind::Open) {
-                        prop_assert!(failures_before + 1 >= s.failures, "{:?} after {} failures", t, failures_before);
+                        prop_assert!(failures_before + 1 >= m.s.failures, "{:?} after {} failures", t, failures_before);
                     }
                     got
                 }
@@ -288,6 +303,36 @@ proptest! {
                     let got = b.isolate(now);
                     prop_assert_eq!(got, want);
                     got
+                }
+                Op::ForceClosed => {
+                    let want = (m.kind != StateKind::ForcedClosed).then(|| {
+                        m.failures = 0;
+                        m.enter(StateKind::ForcedClosed)
+                    });
+                    let got = b.force_closed(now);
+                    prop_assert_eq!(got, want);
+                    got
+                }
+                Op::Release => {
+                    let want = match m.kind {
+                        StateKind::Isolated | StateKind::ForcedClosed => {
+                            if m.kind == StateKind::Isolated {
+                                m.failures = 0;
+                            }
+                            m.openings = 0;
+                            Some(m.enter(StateKind::Closed))
+                        }
+                        _ => None,
+                    };
+                    let got = b.release(now);
+                    prop_assert_eq!(got, want);
+                    got
+                }
+                Op::Reconfigure { failures, probe_successes } => {
+                    b.reconfigure(|b| b.consecutive_failures(failures).probe_successes(probe_successes))
+                        .unwrap();
+                    (m.s.failures, m.s.probe_successes) = (failures, probe_successes);
+                    None
                 }
                 Op::Reset => {
                     let want = if m.kind == StateKind::Closed { m.failures = 0; None } else { Some(m.close()) };

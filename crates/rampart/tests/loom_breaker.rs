@@ -369,3 +369,62 @@ fn expiring_a_stuck_probe_never_discards_a_probe_let_in_after_its_release() {
         }
     });
 }
+
+#[test]
+fn a_failure_racing_a_lowered_threshold_is_judged_by_one_whole_version_of_the_settings() {
+    loom::model(|| {
+        // Two failures of three counted; an update lowers the threshold to two and shortens
+        // the break while a third failure is recorded. Whichever comes first, the failure opens
+        // it (three failures reach both thresholds), for a break of exactly one version: 15 s
+        // or 5 s, never a mix.
+        let b = Breaker::builder()
+            .consecutive_failures(3)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        fail(&b, 2, t0());
+        let other = b.clone();
+        let h = thread::spawn(move || {
+            other
+                .reconfigure(|b| {
+                    b.consecutive_failures(2)
+                        .break_duration(Duration::from_secs(5))
+                        .max_break(Duration::from_secs(5))
+                })
+                .unwrap();
+        });
+        let opened = b
+            .try_acquire(t0())
+            .unwrap()
+            .record(Evidence::Failure, MS, t0())
+            .expect("the third failure opens it under either version");
+        h.join().unwrap();
+        let pause = opened.break_duration.unwrap();
+        assert!(
+            pause == Duration::from_secs(15) || pause == Duration::from_secs(5),
+            "{pause:?}"
+        );
+        assert_eq!(
+            b.to_string(),
+            "breaker: open after 2 consecutive failures, break 5s"
+        );
+    });
+}
+
+#[test]
+fn forcing_closed_races_a_failure_that_would_open_it_and_ends_forced_closed() {
+    loom::model(|| {
+        let b = Breaker::builder()
+            .consecutive_failures(1)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        let other = b.clone();
+        let h = thread::spawn(move || other.force_closed(t0()));
+        fail(&b, 1, t0());
+        let forced = h.join().unwrap().expect("a transition");
+        assert_eq!(forced.to, StateKind::ForcedClosed);
+        assert_eq!(b.state(t0()), BreakerState::ForcedClosed);
+        assert!(b.try_acquire(t0()).is_ok());
+    });
+}

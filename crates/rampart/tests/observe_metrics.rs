@@ -434,10 +434,48 @@ async fn the_breaker_state_and_budget_token_gauges_follow_the_calls() {
         metrics.gauges(),
         [
             "rampart.breaker.state{state=closed} 0".to_owned(),
+            "rampart.breaker.state{state=forced_closed} 0".to_owned(),
             "rampart.breaker.state{state=half_open} 0".to_owned(),
             "rampart.breaker.state{state=isolated} 0".to_owned(),
             "rampart.breaker.state{state=open} 1".to_owned(),
             format!("rampart.budget.tokens{{}} {tokens}"),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn forcing_the_breaker_through_the_policy_moves_its_state_gauge_and_counts_the_transitions() {
+    let breaker = Breaker::builder().build().expect("valid breaker");
+    let (policy, metrics) = observed(
+        Policy::builder()
+            .max_attempts(1)
+            .no_budget()
+            .breaker(breaker),
+    );
+    assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
+    policy.isolate_breaker().expect("a transition");
+    policy.force_breaker_closed().expect("a transition");
+    assert_eq!(
+        metrics.gauges(),
+        [
+            "rampart.breaker.state{state=closed} 0",
+            "rampart.breaker.state{state=forced_closed} 1",
+            "rampart.breaker.state{state=half_open} 0",
+            "rampart.breaker.state{state=isolated} 0",
+            "rampart.breaker.state{state=open} 0",
+        ],
+        "set by the policy's own method, with no call since"
+    );
+    let transitions: Vec<_> = metrics
+        .counters()
+        .into_iter()
+        .filter(|c| c.starts_with("rampart.breaker.transitions"))
+        .collect();
+    assert_eq!(
+        transitions,
+        [
+            "rampart.breaker.transitions{from=closed,to=isolated} 1",
+            "rampart.breaker.transitions{from=isolated,to=forced_closed} 1",
         ]
     );
 }

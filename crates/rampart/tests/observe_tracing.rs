@@ -217,3 +217,19 @@ async fn a_hedged_calls_legs_each_have_an_attempt_span_under_the_one_call_span()
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reconfiguration_is_logged_at_info_outside_any_call() {
+    let (capture, _guard) = capture();
+    let policy = Policy::builder().name("p").build().expect("valid policy");
+    policy
+        .reconfigure(|s| s.max_attempts = 0)
+        .expect_err("invalid");
+    policy
+        .reconfigure(|s| s.max_attempts = 2)
+        .expect("valid update");
+    assert_eq!(
+        capture.lines(),
+        ["INFO policy reconfigured: calls starting now use the new settings policy=\"p\" in none"]
+    );
+}

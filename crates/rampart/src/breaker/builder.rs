@@ -164,6 +164,16 @@ impl BreakerBuilder {
         self
     }
 
+    /// A builder holding `config` (the running settings, for an update).
+    pub(super) fn from_config(config: Config) -> BreakerBuilder {
+        BreakerBuilder { config }
+    }
+
+    /// The settings this builder holds.
+    pub(super) fn into_config(self) -> Config {
+        self.config
+    }
+
     /// The breaker, closed; or every invalid setting at once, each named `breaker.<setter>`.
     pub fn build(self) -> Result<Breaker, ConfigError> {
         let problems = self.config.problems();
@@ -176,6 +186,45 @@ impl BreakerBuilder {
 }
 
 impl Config {
+    /// The problems of `self` as a replacement for the running `running`: those of
+    /// [`build`](BreakerBuilder::build), then what a running breaker cannot change.
+    pub(super) fn problems_as_update_of(&self, running: &Config) -> Vec<ConfigProblem> {
+        let mut problems = self.problems();
+        match (running.mode, self.mode) {
+            (Mode::Consecutive { .. }, Mode::Consecutive { .. }) => {}
+            (Mode::Ratio { window: was, .. }, Mode::Ratio { window, .. }) => {
+                if window != was {
+                    problems.push(ConfigProblem::new(
+                        "breaker.failure_ratio",
+                        format!(
+                            "window cannot change on a running breaker (was {window:?}, running {was:?}): its counts are kept in that window"
+                        ),
+                    ));
+                }
+            }
+            (Mode::Consecutive { .. }, Mode::Ratio { .. }) => problems.push(ConfigProblem::new(
+                "breaker.failure_ratio",
+                "cannot replace consecutive_failures on a running breaker: the mode is fixed at build",
+            )),
+            (Mode::Ratio { .. }, Mode::Consecutive { failures }) => {
+                problems.push(ConfigProblem::new(
+                    "breaker.consecutive_failures",
+                    format!(
+                        "cannot replace failure_ratio on a running breaker (was {failures}): the mode is fixed at build"
+                    ),
+                ));
+            }
+        }
+        if self.seed != running.seed {
+            let (seed, was) = (self.seed, running.seed);
+            problems.push(ConfigProblem::new(
+                "breaker.seed",
+                format!("cannot change on a running breaker (was {seed:?}, running {was:?})"),
+            ));
+        }
+        problems
+    }
+
     fn problems(&self) -> Vec<ConfigProblem> {
         let mut problems = Vec::new();
         let mut problem =

@@ -67,11 +67,32 @@
 //! slot has been taken for `probe_timeout` since the last probe was let in, the first
 //! `try_acquire` counts them as failed and re-opens it (the refusal carries that transition in
 //! [`Rejected::transition`]); after the break a new probe goes through. Until that acquire,
-//! [`state`](Breaker::state) still reads `HalfOpen`. [`isolate`](Breaker::isolate) holds it open
-//! until [`reset`](Breaker::reset), which closes it and clears its counts.
+//! [`state`](Breaker::state) still reads `HalfOpen`.
+//!
+//! # Manual control
+//!
+//! Two forced states override the rules above until [`release`](Breaker::release) returns the
+//! breaker to normal operation (closed), or [`reset`](Breaker::reset) closes it and clears
+//! its counts:
+//!
+//! | method | state | admits | records outcomes |
+//! |---|---|---|---|
+//! | [`isolate`](Breaker::isolate) (force open) | [`Isolated`](StateKind::Isolated) | nothing (`retry_after: None`) | nothing runs |
+//! | [`force_closed`](Breaker::force_closed) | [`ForcedClosed`](StateKind::ForcedClosed) | everything | yes, but never opens |
+//!
+//! Released from isolation the counts start from zero; released from forced closed the
+//! breaker keeps what it recorded while forced (the next failure that reaches a threshold
+//! opens it). [`Policy`](crate::Policy) has the same four as
+//! [`isolate_breaker`](crate::Policy::isolate_breaker),
+//! [`force_breaker_closed`](crate::Policy::force_breaker_closed),
+//! [`release_breaker`](crate::Policy::release_breaker) and
+//! [`reset_breaker`](crate::Policy::reset_breaker), which also report the transition to the
+//! policy's listeners, metrics and traces. The thresholds themselves change at run time with
+//! [`reconfigure`](Breaker::reconfigure), which keeps the state.
 //!
 //! The breaker emits nothing itself. Every change of state is handed to whoever caused it as a
 //! [`Transition`]: from [`BreakerPermit::record`], [`isolate`](Breaker::isolate),
+//! [`force_closed`](Breaker::force_closed), [`release`](Breaker::release),
 //! [`reset`](Breaker::reset), for open → half-open [`BreakerPermit::transition`] on the first
 //! probe's permit, and for probes that outlived their timeout [`Rejected::transition`] on the
 //! refusal that noticed it. Taken in order they form one chain, each `from` the previous `to`.
@@ -111,6 +132,7 @@ use shared::Shared;
 use word::Word;
 
 use crate::clock::Instant;
+use crate::error::ConfigError;
 use crate::sync::Arc;
 
 /// The `by` of a dry-run breaker's [`Event::WouldReject`](crate::Event::WouldReject).
@@ -161,8 +183,13 @@ pub enum BreakerState {
     },
     /// A few probe calls go through to test the dependency.
     HalfOpen,
-    /// Held open by [`Breaker::isolate`] until [`Breaker::reset`].
+    /// Forced open by [`Breaker::isolate`] until [`Breaker::release`] (or
+    /// [`reset`](Breaker::reset)): every call is rejected.
     Isolated,
+    /// Forced closed by [`Breaker::force_closed`] until [`Breaker::release`] (or
+    /// [`reset`](Breaker::reset)): every call goes through, outcomes are still recorded, and
+    /// the breaker never opens.
+    ForcedClosed,
 }
 
 impl BreakerState {
@@ -173,6 +200,7 @@ impl BreakerState {
             BreakerState::Open { .. } => StateKind::Open,
             BreakerState::HalfOpen => StateKind::HalfOpen,
             BreakerState::Isolated => StateKind::Isolated,
+            BreakerState::ForcedClosed => StateKind::ForcedClosed,
         }
     }
 }
@@ -198,19 +226,22 @@ pub enum StateKind {
     Open,
     /// Probe calls test the dependency.
     HalfOpen,
-    /// Held open until reset.
+    /// Forced open until released.
     Isolated,
+    /// Forced closed until released.
+    ForcedClosed,
 }
 
 impl StateKind {
     /// A stable lowercase name for logs and metric labels: `closed`, `open`, `half_open`,
-    /// `isolated`.
+    /// `isolated`, `forced_closed`.
     pub const fn as_str(self) -> &'static str {
         match self {
             StateKind::Closed => "closed",
             StateKind::Open => "open",
             StateKind::HalfOpen => "half_open",
             StateKind::Isolated => "isolated",
+            StateKind::ForcedClosed => "forced_closed",
         }
     }
 }
@@ -303,7 +334,7 @@ impl Breaker {
         loop {
             let word = s.load();
             let (admitted, opened_probe) = match word.kind() {
-                StateKind::Closed => (word, false),
+                StateKind::Closed | StateKind::ForcedClosed => (word, false),
                 StateKind::Isolated => {
                     return Err(Rejected {
                         retry_after: None,
@@ -312,7 +343,7 @@ impl Breaker {
                 }
                 StateKind::HalfOpen => {
                     let t = s.nanos(now);
-                    if word.in_flight() >= s.config.half_open_probes {
+                    if word.in_flight() >= s.config().config.half_open_probes {
                         if !s.probes_expired(t) {
                             return Err(Rejected {
                                 retry_after: None,
@@ -368,7 +399,7 @@ impl Breaker {
 
     /// Whether this breaker only observes ([`BreakerBuilder::dry_run`]): it never refuses.
     pub fn is_dry_run(&self) -> bool {
-        self.shared.config.dry_run
+        self.shared.is_dry_run()
     }
 
     /// The state at `now`, changing nothing (no probe is taken).
@@ -378,6 +409,7 @@ impl Breaker {
             StateKind::Closed => BreakerState::Closed,
             StateKind::HalfOpen => BreakerState::HalfOpen,
             StateKind::Isolated => BreakerState::Isolated,
+            StateKind::ForcedClosed => BreakerState::ForcedClosed,
             StateKind::Open => {
                 let left = word.open_until().saturating_sub(self.shared.nanos(now));
                 BreakerState::Open {
@@ -387,26 +419,132 @@ impl Breaker {
         }
     }
 
-    /// Holds the breaker open until [`reset`](Self::reset): every acquire is rejected with
-    /// `retry_after: None`. `None` if it was already isolated.
+    /// Forces the breaker open (Hystrix's *force open*) until [`release`](Self::release) or
+    /// [`reset`](Self::reset): every acquire is rejected with `retry_after: None`, and no
+    /// probe is let in. `None` if it was already isolated; from forced closed it turns to
+    /// isolated.
+    #[doc(alias = "force_open")]
     pub fn isolate(&self, now: Instant) -> Option<Transition> {
+        self.force(now, StateKind::Isolated)
+    }
+
+    /// Forces the breaker closed (Hystrix's *force closed*) until [`release`](Self::release)
+    /// or [`reset`](Self::reset): every acquire is admitted (not as a probe), outcomes are
+    /// still recorded (the consecutive failures in the state, the ratio window's counts) but
+    /// never open it; probes in flight when it is forced count for nothing. Use it to keep
+    /// calling a dependency the breaker would cut off, while watching what it would see.
+    /// `None` if it was already forced closed; from isolated it turns to forced closed.
+    pub fn force_closed(&self, now: Instant) -> Option<Transition> {
+        self.force(now, StateKind::ForcedClosed)
+    }
+
+    /// Ends a forced state ([`isolate`](Self::isolate) or
+    /// [`force_closed`](Self::force_closed)) and returns the breaker to normal operation,
+    /// closed. Released from isolation, its counts are cleared (as by [`reset`](Self::reset));
+    /// released from forced closed, it keeps the failures it recorded while forced, so the next
+    /// failure that reaches its threshold opens it. `None` (and nothing changes) when it was
+    /// not forced.
+    pub fn release(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
         let mut transitions = s.lock();
         loop {
             let word = s.load();
-            if word.kind() == StateKind::Isolated {
-                return None;
-            }
-            let next = Word::isolated(transitions.next_generation());
+            let failures = match word.kind() {
+                StateKind::ForcedClosed => word.failures(),
+                StateKind::Isolated => {
+                    if let Some(window) = &s.window {
+                        window.clear();
+                    }
+                    0
+                }
+                _ => return None,
+            };
+            transitions.openings = 0;
+            let next = Word::closed(transitions.next_generation(), failures);
             if s.swap(word, next) {
                 return Some(s.transition(word, next, None));
             }
         }
     }
 
-    /// Closes the breaker and clears its counts (and the doubling of its break). `None` if it
-    /// was already closed (its counts are cleared all the same).
+    /// Replaces the breaker's settings while it runs, keeping its state: `update` is handed a
+    /// builder holding the current settings, and what it returns is checked exactly as
+    /// [`BreakerBuilder::build`] checks it. A rejected update changes nothing and its error
+    /// names every field and value it refused.
+    ///
+    /// Every clone sees the update at once; the state (closed, open with its break, half-open
+    /// with its probes, forced), the consecutive failures, the ratio window's counts and the
+    /// doubling of the break are kept, and the new thresholds apply from the next outcome:
+    /// lowering `consecutive_failures` to or below the failures already counted opens it on the
+    /// next failure; a break already running keeps its end, the next one uses the new
+    /// durations. Two things cannot change on a running breaker, and an update that changes them
+    /// is rejected: the mode (consecutive or ratio) with the ratio's window (the counts are kept
+    /// in that window), and the [`seed`](BreakerBuilder::seed). As for a policy's
+    /// [`reconfigure`](crate::Policy::reconfigure), an update keeps the settings it replaced
+    /// allocated until the breaker is dropped, and nothing on the success path waits or locks.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart::breaker::{Breaker, Evidence};
+    /// use rampart::clock::Instant;
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(5).build()?;
+    /// let now = Instant::now();
+    /// breaker.try_acquire(now).unwrap().record(Evidence::Failure, Duration::ZERO, now);
+    /// breaker.reconfigure(|b| b.consecutive_failures(2).break_duration(Duration::from_secs(5)))?;
+    /// // The failure counted before the update counts towards the new threshold.
+    /// let opened = breaker.try_acquire(now).unwrap().record(Evidence::Failure, Duration::ZERO, now);
+    /// assert!(opened.is_some());
+    ///
+    /// let refused = breaker.reconfigure(|b| b.consecutive_failures(0)).unwrap_err();
+    /// assert_eq!(refused.to_string(), "breaker.consecutive_failures must be at least 1 (was 0)");
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn reconfigure(
+        &self,
+        update: impl FnOnce(BreakerBuilder) -> BreakerBuilder,
+    ) -> Result<(), ConfigError> {
+        let s = &*self.shared;
+        let mut transitions = s.lock();
+        let running = s.config().config.clone();
+        let updated = update(BreakerBuilder::from_config(running.clone())).into_config();
+        let problems = updated.problems_as_update_of(&running);
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        if !s.replace_config(&mut transitions, updated) {
+            return Err(ConfigError::new(vec![
+                crate::policy::live::too_many_updates(),
+            ]));
+        }
+        Ok(())
+    }
+
+    /// Moves to the forced state `to` (isolated or forced closed), from whatever state.
+    fn force(&self, now: Instant, to: StateKind) -> Option<Transition> {
+        let s = &*self.shared;
+        s.nanos(now);
+        let mut transitions = s.lock();
+        loop {
+            let word = s.load();
+            if word.kind() == to {
+                return None;
+            }
+            let generation = transitions.next_generation();
+            let next = match to {
+                StateKind::ForcedClosed => Word::forced_closed(generation, 0),
+                _ => Word::isolated(generation),
+            };
+            if s.swap(word, next) {
+                return Some(s.transition(word, next, None));
+            }
+        }
+    }
+
+    /// Closes the breaker and clears its counts (and the doubling of its break), from any
+    /// state, forced ones included. `None` if it was already closed (its counts are cleared
+    /// all the same).
     pub fn reset(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
@@ -434,14 +572,14 @@ impl Breaker {
 impl fmt::Display for Breaker {
     /// One line, e.g. `breaker: open after 5 consecutive failures, break 15s doubling to 2m`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.shared.config.fmt(f)
+        self.shared.config().config.fmt(f)
     }
 }
 
 impl fmt::Debug for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
-            .field("config", &self.shared.config)
+            .field("config", &self.shared.config().config)
             .field("state", &self.shared.load().kind())
             .finish()
     }

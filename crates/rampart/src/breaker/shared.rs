@@ -9,8 +9,9 @@ use super::window::Window;
 use super::word::{self, MAX_NANOS, Word};
 use super::{Evidence, StateKind, Transition};
 use crate::clock::Instant;
+use crate::swap::Swap;
 use crate::sync::Mutex;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What only transitions touch, behind the mutex.
 pub(super) struct Transitions {
@@ -28,19 +29,46 @@ impl Transitions {
 }
 
 pub(super) struct Shared {
-    pub(super) config: Config,
+    /// The settings, replaced whole by [`Breaker::reconfigure`](super::Breaker::reconfigure)
+    /// (under the transition lock); read where a threshold is needed, never on the success
+    /// path of a closed breaker.
+    config: Swap<Tuned>,
+    /// `config.slow_call` in nanoseconds, 0 when off: what a success reads.
+    slow_call: AtomicU64,
+    /// `config.dry_run`.
+    dry_run: AtomicBool,
     word: AtomicU64,
     base: OnceLock<Instant>,
     pub(super) window: Option<Window>,
-    /// Ratio mode's threshold as an exact fraction.
-    threshold: Fraction,
     /// When the last probe of the current half-open period was let in (nanoseconds since the
     /// time base). Written under the transition lock; read without it only to decide whether
     /// to take the lock.
     probe_since: AtomicU64,
+    transitions: Mutex<Transitions>,
+}
+
+/// One version of the settings, with what is derived from them.
+#[derive(Debug)]
+pub(super) struct Tuned {
+    pub(super) config: Config,
+    /// Ratio mode's threshold as an exact fraction.
+    threshold: Fraction,
     /// `config.probe_timeout` in nanoseconds.
     probe_timeout: u64,
-    transitions: Mutex<Transitions>,
+}
+
+impl Tuned {
+    fn new(config: Config) -> Tuned {
+        let threshold = match config.mode {
+            Mode::Ratio { ratio, .. } => Fraction::of_decimal(ratio),
+            Mode::Consecutive { .. } => Fraction { num: 1, den: 1 },
+        };
+        Tuned {
+            probe_timeout: nanos_of(config.probe_timeout).max(1),
+            threshold,
+            config,
+        }
+    }
 }
 
 /// A ratio as `num / den`, compared in integers so that a rate exactly at the threshold is at
@@ -78,12 +106,9 @@ impl Fraction {
 
 impl Shared {
     pub(super) fn new(config: Config) -> Shared {
-        let (window, threshold) = match config.mode {
-            Mode::Ratio { window, ratio, .. } => (
-                Some(Window::new(nanos_of(window).max(1))),
-                Fraction::of_decimal(ratio),
-            ),
-            Mode::Consecutive { .. } => (None, Fraction { num: 1, den: 1 }),
+        let window = match config.mode {
+            Mode::Ratio { window, .. } => Some(Window::new(nanos_of(window).max(1))),
+            Mode::Consecutive { .. } => None,
         };
         let rng = config
             .seed
@@ -94,15 +119,38 @@ impl Shared {
             rng,
         };
         Shared {
-            probe_timeout: nanos_of(config.probe_timeout).max(1),
-            config,
+            slow_call: AtomicU64::new(config.slow_call.map_or(0, nanos_of)),
+            dry_run: AtomicBool::new(config.dry_run),
+            config: Swap::new(Tuned::new(config)),
             word: AtomicU64::new(Word::closed(0, 0).0),
             base: OnceLock::new(),
             window,
-            threshold,
             probe_since: AtomicU64::new(0),
             transitions: Mutex::new(transitions),
         }
+    }
+
+    /// The settings now.
+    pub(super) fn config(&self) -> &Tuned {
+        self.config.load()
+    }
+
+    /// Whether the breaker only observes.
+    pub(super) fn is_dry_run(&self) -> bool {
+        self.dry_run.load(Ordering::Relaxed)
+    }
+
+    /// Replaces the settings with `config` (valid, and of the same mode kind and ratio window
+    /// as the running ones); call under the transition lock. `false` when the breaker has
+    /// taken as many updates as it can keep.
+    pub(super) fn replace_config(&self, _transitions: &mut Transitions, config: Config) -> bool {
+        let (slow_call, dry_run) = (config.slow_call.map_or(0, nanos_of), config.dry_run);
+        if self.config.store(Tuned::new(config)).is_err() {
+            return false;
+        }
+        self.slow_call.store(slow_call, Ordering::Relaxed);
+        self.dry_run.store(dry_run, Ordering::Relaxed);
+        true
     }
 
     pub(super) fn load(&self) -> Word {
@@ -146,7 +194,7 @@ impl Shared {
     /// one was let in. Without the transition lock this is only a hint.
     pub(super) fn probes_expired(&self, t: u64) -> bool {
         let since = self.probe_since.load(Ordering::Acquire);
-        t >= since.saturating_add(self.probe_timeout)
+        t >= since.saturating_add(self.config().probe_timeout)
     }
 
     /// Counts the probes in flight as failed and re-opens, if the word is still `seen` (every
@@ -176,17 +224,19 @@ impl Shared {
     /// The break for the `openings`-th consecutive opening: doubled per opening, capped, then
     /// shortened by jitter. At least 1 ns.
     pub(super) fn break_nanos(&self, openings: u32, rng: &mut fastrand::Rng) -> u64 {
-        let base = nanos_of(self.config.break_duration).max(1);
+        let tuned = self.config();
+        let config = &tuned.config;
+        let base = nanos_of(config.break_duration).max(1);
         let doubling = 1u64 << openings.saturating_sub(1).min(63);
         let nominal = base
             .saturating_mul(doubling)
-            .min(nanos_of(self.config.max_break))
+            .min(nanos_of(config.max_break))
             .max(1);
-        if self.config.jitter <= 0.0 {
+        if config.jitter <= 0.0 {
             return nominal;
         }
         // `nominal * u * jitter` < `nominal`; the float-to-int cast saturates.
-        let cut = (nominal as f64 * rng.f64() * self.config.jitter) as u64;
+        let cut = (nominal as f64 * rng.f64() * config.jitter) as u64;
         nominal - cut.min(nominal - 1)
     }
 
@@ -199,17 +249,21 @@ impl Shared {
     ) -> Option<Transition> {
         let failure = match evidence {
             Evidence::Ignored => {
-                if admitted.kind() == StateKind::HalfOpen {
+                if admitted.is_half_open() {
                     self.release_probe(admitted);
                 }
                 return None;
             }
             Evidence::Failure => true,
-            Evidence::Success => self.config.slow_call.is_some_and(|slow| elapsed >= slow),
+            Evidence::Success => match self.slow_call.load(Ordering::Relaxed) {
+                0 => false,
+                slow => nanos_of(elapsed) >= slow,
+            },
         };
-        match admitted.kind() {
-            StateKind::HalfOpen => self.probe_outcome(admitted, failure, now),
-            _ => self.closed_outcome(admitted, failure, now),
+        if admitted.is_half_open() {
+            self.probe_outcome(admitted, failure, now)
+        } else {
+            self.closed_outcome(admitted, failure, now)
         }
     }
 
@@ -245,7 +299,7 @@ impl Shared {
                 }
             }
             let successes = word.successes() + 1;
-            if successes < self.config.probe_successes {
+            if successes < self.config().config.probe_successes {
                 let in_flight = word.in_flight().saturating_sub(1);
                 if self.swap(
                     word,
@@ -266,27 +320,34 @@ impl Shared {
         }
     }
 
+    /// A closed or forced-closed period's outcome (a forced-closed one counts, never opens).
     fn closed_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
-        let threshold = match self.config.mode {
-            Mode::Consecutive { failures } => failures,
-            Mode::Ratio { min_throughput, .. } => {
-                return self.ratio_outcome(admitted, failure, now, min_throughput);
-            }
-        };
+        if self.window.is_some() {
+            return self.ratio_outcome(admitted, failure, now);
+        }
+        let mut threshold = None;
         loop {
             let word = self.load();
+            if !failure && word == admitted && word.failures() == 0 {
+                // The common success: nothing moved since admission, nothing to reset.
+                return None;
+            }
             if !word.same_period(admitted) || (!failure && word.failures() == 0) {
                 return None;
             }
+            let forced = admitted.kind() == StateKind::ForcedClosed;
             let failures = if failure {
                 word.failures().saturating_add(1)
             } else {
                 0
             };
-            if failures >= threshold {
-                break;
+            if failure && !forced {
+                let threshold = *threshold.get_or_insert_with(|| self.consecutive_threshold());
+                if failures >= threshold {
+                    break;
+                }
             }
-            if self.swap(word, Word::closed(word.generation(), failures)) {
+            if self.swap(word, word.with_failures(failures)) {
                 return None;
             }
         }
@@ -299,7 +360,8 @@ impl Shared {
                 return None;
             }
             let failures = word.failures().saturating_add(1);
-            if failures < threshold {
+            // Read again under the lock: an update may have raised it meanwhile.
+            if failures < self.consecutive_threshold() {
                 // A success reset the count while this thread waited for the lock.
                 if self.swap(word, Word::closed(word.generation(), failures)) {
                     return None;
@@ -310,28 +372,36 @@ impl Shared {
         }
     }
 
-    fn ratio_outcome(
-        &self,
-        admitted: Word,
-        failure: bool,
-        now: Instant,
-        min_throughput: u32,
-    ) -> Option<Transition> {
+    /// Consecutive mode's threshold now.
+    fn consecutive_threshold(&self) -> u32 {
+        match self.config().config.mode {
+            Mode::Consecutive { failures } => failures,
+            Mode::Ratio { .. } => u32::MAX,
+        }
+    }
+
+    fn ratio_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
         let window = self.window.as_ref()?;
         if !self.load().same_period(admitted) {
             return None;
         }
         let t = self.nanos(now);
         window.record(t, failure);
-        if !failure {
+        if !failure || admitted.kind() == StateKind::ForcedClosed {
             return None;
         }
         let counts = window.counts(t);
+        let tuned = self.config();
+        let min_throughput = match tuned.config.mode {
+            Mode::Ratio { min_throughput, .. } => min_throughput,
+            Mode::Consecutive { .. } => return None,
+        };
         if counts.total < u64::from(min_throughput)
-            || !self.threshold.reached_by(counts.failures, counts.total)
+            || !tuned.threshold.reached_by(counts.failures, counts.total)
         {
             return None;
         }
+
         let mut transitions = self.lock();
         loop {
             let word = self.load();

@@ -2,10 +2,11 @@
 //! change is one compare-and-swap.
 //!
 //! ```text
-//! bits 63..62  kind      0 closed, 1 open, 2 half-open, 3 isolated
+//! bits 63..62  kind      0 closed, 1 open, 2 half-open, 3 forced (isolated or forced closed)
 //! closed       61..32 generation, 31..0 consecutive failures (consecutive mode; 0 in ratio mode)
 //! half-open    61..32 generation, 31..16 probes in flight, 15..0 successful probes
-//! isolated     61..32 generation
+//! isolated     61..32 generation, 31 clear
+//! forced closed 61..32 generation, 31 set, 30..0 consecutive failures recorded while forced
 //! open         61..0  open-until, nanoseconds since the breaker's time base
 //! ```
 //!
@@ -28,7 +29,11 @@ pub(super) const MAX_PROBES: u32 = u16::MAX as u32;
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
-const ISOLATED: u64 = 3;
+const FORCED: u64 = 3;
+/// Set in a forced word that is forced closed (clear: isolated).
+const FORCED_CLOSED: u64 = 1 << 31;
+/// The consecutive failures a forced-closed word can count.
+const FORCED_FAILURES: u32 = (1 << 31) - 1;
 
 /// One value of the state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +55,22 @@ impl Word {
     }
 
     pub(super) fn isolated(generation: u32) -> Word {
-        Word(ISOLATED << KIND_SHIFT | gen_bits(generation))
+        Word(FORCED << KIND_SHIFT | gen_bits(generation))
+    }
+
+    /// Forced closed: admits everything and counts failures (saturating at 2^31 - 1), never
+    /// opens.
+    pub(super) fn forced_closed(generation: u32, failures: u32) -> Word {
+        let failures = u64::from(failures.min(FORCED_FAILURES));
+        Word(FORCED << KIND_SHIFT | gen_bits(generation) | FORCED_CLOSED | failures)
+    }
+
+    /// The same kind of word (closed or forced closed) and generation with `failures`.
+    pub(super) fn with_failures(self, failures: u32) -> Word {
+        match self.kind() {
+            StateKind::ForcedClosed => Word::forced_closed(self.generation(), failures),
+            _ => Word::closed(self.generation(), failures),
+        }
     }
 
     pub(super) fn kind(self) -> StateKind {
@@ -58,6 +78,7 @@ impl Word {
             CLOSED => StateKind::Closed,
             OPEN => StateKind::Open,
             HALF_OPEN => StateKind::HalfOpen,
+            _ if self.0 & FORCED_CLOSED != 0 => StateKind::ForcedClosed,
             _ => StateKind::Isolated,
         }
     }
@@ -68,17 +89,37 @@ impl Word {
         ((self.0 >> GEN_SHIFT) as u32) & GEN_MASK
     }
 
-    /// Whether `self` is the same closed or half-open period as `other` (same kind and
-    /// generation; the counts may differ).
+    /// Whether `self` is the same closed, forced-closed or half-open period as `other` (same
+    /// kind and generation; the counts may differ).
+    #[inline]
     pub(super) fn same_period(self, other: Word) -> bool {
-        self.kind() == other.kind()
-            && matches!(self.kind(), StateKind::Closed | StateKind::HalfOpen)
-            && self.generation() == other.generation()
+        // On the bits, without decoding the kinds: this is on every outcome's path.
+        let kind = self.0 >> KIND_SHIFT;
+        let forced = kind == FORCED;
+        let periodic =
+            kind == CLOSED || kind == HALF_OPEN || (forced && self.0 & FORCED_CLOSED != 0);
+        let mut mask = (3 << KIND_SHIFT) | u64::from(GEN_MASK) << GEN_SHIFT;
+        if forced {
+            mask |= FORCED_CLOSED;
+        }
+        periodic && (self.0 ^ other.0) & mask == 0
     }
 
-    /// Consecutive failures of a closed word.
+    /// Whether this is a half-open word.
+    #[inline]
+    pub(super) fn is_half_open(self) -> bool {
+        self.0 >> KIND_SHIFT == HALF_OPEN
+    }
+
+    /// Consecutive failures of a closed or forced-closed word.
+    #[inline]
     pub(super) fn failures(self) -> u32 {
-        self.0 as u32
+        let mask = if self.0 >> KIND_SHIFT == FORCED {
+            FORCED_FAILURES
+        } else {
+            u32::MAX
+        };
+        (self.0 as u32) & mask
     }
 
     /// Probes in flight of a half-open word.
@@ -122,6 +163,14 @@ mod tests {
         assert_eq!((w.kind(), w.open_until()), (StateKind::Open, MAX_NANOS));
         let w = Word::isolated(GEN_MASK + 5);
         assert_eq!((w.kind(), w.generation()), (StateKind::Isolated, 4));
+        let w = Word::forced_closed(GEN_MASK, u32::MAX);
+        assert_eq!(
+            (w.kind(), w.generation(), w.failures()),
+            (StateKind::ForcedClosed, GEN_MASK, FORCED_FAILURES)
+        );
+        let w = Word::forced_closed(3, 2).with_failures(5);
+        assert_eq!((w.kind(), w.failures()), (StateKind::ForcedClosed, 5));
+        assert_eq!(Word::closed(3, 2).with_failures(0), Word::closed(3, 0));
     }
 
     #[test]
@@ -131,6 +180,8 @@ mod tests {
         assert!(!Word::closed(3, 0).same_period(Word::half_open(3, 0, 0)));
         assert!(Word::half_open(3, 1, 0).same_period(Word::half_open(3, 0, 1)));
         assert!(!Word::isolated(3).same_period(Word::isolated(3)));
+        assert!(Word::forced_closed(3, 0).same_period(Word::forced_closed(3, 1)));
+        assert!(!Word::forced_closed(3, 0).same_period(Word::closed(3, 0)));
         assert!(!Word::open(5).same_period(Word::open(5)));
     }
 }

@@ -59,8 +59,9 @@ where
     L: Record,
 {
     let clock = &shared.clock;
-    let timed = Machine::<T, E, C, A, L>::timed(shared, true);
-    let mut machine = Machine::new(shared, log, read(clock, timed));
+    let live = shared.snapshot();
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed));
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);
@@ -100,7 +101,7 @@ where
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(attempt));
                 spans[leg] = Some(span);
-                let race = Race::new(callback, attempt, caller, clock, shared.mode);
+                let race = Race::new(callback, attempt, caller, clock, live.mode);
                 if leg == 0 {
                     primary.set(Some(race));
                 } else {

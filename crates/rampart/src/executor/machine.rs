@@ -70,7 +70,7 @@ use crate::result::AttemptRecord;
 use crate::timeout::{MAX_GENERATED, MaybeAsync, PendingAnswer, TimeoutContext, TimeoutMode};
 
 use super::race::{Admitted, admission_now};
-use super::shared::Shared;
+use super::shared::{Live, Shared};
 use super::{ORPHAN_THRESHOLD, Record};
 
 /// How a call ended: what `run` returns (the stop reason went to the log).
@@ -182,6 +182,8 @@ struct Legs {
 /// The state of one call: everything its decisions need.
 pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     shared: &'p Shared<C, A>,
+    /// The live settings this call started with, kept to its end.
+    live: &'p Live,
     log: L,
     timed: bool,
     start: Option<Instant>,
@@ -233,17 +235,23 @@ where
 {
     /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them).
     #[inline(always)]
-    pub(crate) fn timed(shared: &Shared<C, A>, wanted: bool) -> bool {
+    pub(crate) fn timed(shared: &Shared<C, A>, live: &Live, wanted: bool) -> bool {
         wanted
             || L::TIMED
-            || shared.reads_clock
+            || live.reads_clock
             || shared.drain.is_draining()
             || shared.telemetry.is_listened()
     }
 
-    /// A call of `shared` beginning at `now` (`Some` exactly when [`timed`](Self::timed)).
+    /// A call of `shared` with the settings `live`, beginning at `now` (`Some` exactly when
+    /// [`timed`](Self::timed)).
     #[inline(always)]
-    pub(crate) fn new(shared: &'p Shared<C, A>, log: L, now: Option<Instant>) -> Self {
+    pub(crate) fn new(
+        shared: &'p Shared<C, A>,
+        live: &'p Live,
+        log: L,
+        now: Option<Instant>,
+    ) -> Self {
         let ambient = if shared.ambient_deadline || shared.ambient_criticality {
             Ambient::current()
         } else {
@@ -255,7 +263,7 @@ where
         };
         let inherited = ambient.deadline().filter(|_| shared.ambient_deadline);
         let deadline = now
-            .and_then(|start| Effective::resolve(start, shared.deadline, inherited, &shared.drain));
+            .and_then(|start| Effective::resolve(start, live.deadline, inherited, &shared.drain));
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
@@ -264,6 +272,7 @@ where
         Machine {
             span,
             shared,
+            live,
             log,
             timed: now.is_some(),
             start: now,
@@ -385,7 +394,7 @@ where
                         policy: &self.shared.name,
                         attempt: ticket.number,
                         ceiling,
-                        grace: match self.shared.mode {
+                        grace: match self.live.mode {
                             TimeoutMode::Abandon { grace } => grace,
                             TimeoutMode::Cooperative => Duration::ZERO,
                         },
@@ -433,7 +442,7 @@ where
     /// free and attempts are left.
     pub(crate) fn hedge_due(&self) -> Option<Instant> {
         let legs = &self.legs;
-        let free = legs.in_flight < legs.concurrent && legs.launched < self.shared.max_attempts;
+        let free = legs.in_flight < legs.concurrent && legs.launched < self.live.max_attempts;
         if free && !legs.blocked {
             legs.due
         } else {
@@ -470,7 +479,7 @@ where
             && !legs.blocked
             && legs.in_flight > 0
             && legs.in_flight < legs.concurrent
-            && legs.launched < self.shared.max_attempts
+            && legs.launched < self.live.max_attempts
     }
 
     /// A hedge with attempt timeout `timeout`: the breaker, the budget and admission at once.
@@ -723,12 +732,12 @@ where
     ) -> Result<Generated, Finish<T, E>> {
         let shared = self.shared;
         let Some(generator) = &shared.timeout_fn else {
-            return Ok(Generated::Now(shared.attempt_timeout));
+            return Ok(Generated::Now(self.live.attempt_timeout));
         };
         let answer = generator(&TimeoutContext {
             policy: &shared.name,
             attempt: self.attempts + 1,
-            default: shared.attempt_timeout,
+            default: self.live.attempt_timeout,
             remaining,
         });
         match answer {
@@ -847,7 +856,10 @@ where
         }
         if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
             && !breaker.is_dry_run()
-            && breaker.state(now).kind() != StateKind::Closed
+            && !matches!(
+                breaker.state(now).kind(),
+                StateKind::Closed | StateKind::ForcedClosed
+            )
         {
             return Err(Suppressed::BreakerNotClosed);
         }
@@ -1096,7 +1108,7 @@ where
         // No leg left: a hedge's generator still running is moot (its driver drops it).
         self.awaiting = Awaiting::Nothing;
         self.last = Some(outcome);
-        if self.attempts >= self.shared.max_attempts {
+        if self.attempts >= self.live.max_attempts {
             let stop = match (&self.last, self.ran) {
                 (Some(Outcome::Refused(_)), false) => StopReason::Overloaded,
                 _ => StopReason::AttemptsExhausted,
@@ -1143,7 +1155,7 @@ where
             .latency
             .typical
             .get()
-            .max(self.shared.min_attempt_time);
+            .max(self.live.min_attempt_time);
         if let Some(left) = remaining
             && delay.saturating_add(needed) >= left
         {
@@ -1178,7 +1190,7 @@ where
     }
 
     fn backoff(&mut self, curve: Curve, retry_after: Option<Duration>) -> Duration {
-        let backoff = &self.shared.backoff;
+        let backoff = &self.live.backoff;
         let input = BackoffInput {
             retry: self.attempts,
             curve,

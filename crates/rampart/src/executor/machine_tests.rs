@@ -78,7 +78,9 @@ fn cancelled_caller_ends_the_call_before_any_attempt() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
     assert_eq!(machine.attempts, 0);
 }
@@ -94,7 +96,9 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
@@ -114,8 +118,9 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
         .build()
         .expect("valid");
     let mut report = Report::default();
+    let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("stopped")), true, Some(clock.now()));
@@ -133,7 +138,9 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Ok(7)), true, Some(clock.now()));
@@ -151,8 +158,9 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
         .build()
         .expect("valid");
     let mut report = Report::default();
+    let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -175,7 +183,9 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -207,7 +217,9 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
         .expect("valid");
     let before = budget.balance(clock.now());
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
@@ -238,7 +250,9 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
@@ -279,8 +293,9 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let clock = ManualClock::new();
         let policy = min_attempt_time_policy(&clock, backoff);
         let mut report = Report::default();
+        let live = policy.shared.snapshot();
         let mut machine: Plain<'_, '_> =
-            Machine::new(&policy.shared, &mut report, Some(clock.now()));
+            Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
@@ -326,7 +341,9 @@ fn zero_backoff_starts_the_next_attempt_at_once() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = attempt(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -342,7 +359,9 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), true, Some(clock.now()));
@@ -358,7 +377,9 @@ fn caller_cancelled_during_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -381,7 +402,9 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let refusal = Refusal {
         retry_after: Some(50 * MS),
         by: "test limit",
@@ -429,7 +452,9 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     let due = machine.hedge_due().expect("a hedge is armed");
     assert_eq!(due, clock.now() + 10 * MS);
@@ -464,8 +489,9 @@ fn throttled_leg_stops_hedging_for_the_round() {
         .build()
         .expect("valid");
     let mut report = Report::default();
+    let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let first = attempt(machine.start(false));
     clock.advance(10 * MS);
     let second = attempt(machine.hedge(Some(clock.now())));
@@ -501,7 +527,8 @@ fn a_pending_generator_is_a_step_bounded_by_the_deadline_and_its_answer_sets_the
     let policy = pending_generator_policy(&clock);
     let start = clock.now();
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(start));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, live, &mut report, Some(start));
     let until = generate_step(machine.start(false));
     assert_eq!(until, Some(start + Duration::from_secs(1)));
     assert_eq!(machine.attempts, 0, "no attempt counted before the answer");
@@ -520,12 +547,16 @@ fn a_pending_generator_cut_short_by_the_caller_or_the_deadline_starts_no_attempt
     let clock = ManualClock::new();
     let policy = pending_generator_policy(&clock);
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     generate_step(machine.start(false));
     let next = machine.generated(Bounded::Cancelled, Some(clock.now()));
     assert!(matches!(done(next), Err(Error::Cancelled)));
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     generate_step(machine.start(false));
     clock.advance(Duration::from_secs(1));
     let next = machine.generated(Bounded::Expired, Some(clock.now()));
@@ -547,7 +578,9 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -568,7 +601,9 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, &mut report, Some(clock.now()));
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, None, false, Some(clock.now()));

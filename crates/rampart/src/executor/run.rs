@@ -33,7 +33,8 @@ where
     F: Callback<T, E>,
     L: Record,
 {
-    if shared.pass_through
+    let live = shared.snapshot();
+    if live.pass_through
         && caller.is_none()
         && !L::TIMED
         && !shared.drain.is_draining()
@@ -42,8 +43,8 @@ where
         return pass_through(shared, op, &mut log).await;
     }
     let clock = &shared.clock;
-    let timed = Machine::<T, E, C, A, L>::timed(shared, false);
-    let mut machine = Machine::new(shared, log, read(clock, timed));
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, false);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed));
     let mut attempt = Attempt::new(clock.clone(), caller);
     let mut next = machine.start(is_cancelled(caller));
     loop {
@@ -64,7 +65,7 @@ where
                 };
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(&attempt));
-                let race = Race::new(callback, &attempt, caller, clock, shared.mode);
+                let race = Race::new(callback, &attempt, caller, clock, live.mode);
                 let (returned, suspended) = race.await;
                 // An attempt that succeeded on its first poll took no time the call must account
                 // for: the clock is read again only when the reading will be used.

@@ -1,7 +1,12 @@
 //! The per-policy runtime state every call of a policy reads: its configuration, resolved
-//! once at `build()`, and the state that accumulates across calls (budget, breaker, latency
-//! estimates, seeded call numbers).
+//! at `build()`, and the state that accumulates across calls (budget, breaker, latency
+//! estimates, seeded call numbers). The settings that [`Policy::reconfigure`] can change are
+//! in [`Live`], behind one atomically swapped pointer ([`Swap`]): a call loads it once, when it starts,
+//! and keeps that snapshot to its end.
+//!
+//! [`Policy::reconfigure`]: crate::Policy::reconfigure
 
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -15,6 +20,8 @@ use crate::event::{Event, Telemetry};
 use crate::hedge::Hedge;
 use crate::latency::Latency;
 use crate::outcome::StopReason;
+use crate::policy::PolicySettings;
+use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, TimeoutFn, TimeoutMode};
 
 /// The state every clone of a policy shares.
@@ -22,14 +29,18 @@ pub(crate) struct Shared<C, A> {
     /// Whether each attempt may start.
     pub(crate) admit: A,
     pub(crate) name: Box<str>,
-    pub(crate) max_attempts: u32,
-    pub(crate) deadline: Option<Duration>,
-    pub(crate) attempt_timeout: Option<Duration>,
-    /// The least time left for a retry to start (a floor under the typical latency).
-    pub(crate) min_attempt_time: Duration,
+    /// The settings a running policy can change: each call loads them once.
+    pub(crate) live: Swap<Live>,
+    /// Held by [`Policy::reconfigure`](crate::Policy::reconfigure) from its read of the
+    /// settings to its store, so that two updates at once do not lose one (calls never take it).
+    pub(crate) reconfiguring: Mutex<()>,
+    /// Whether a call reads the clock whatever the live settings are (a budget, a breaker, a
+    /// listener, hedging, a dynamic or adaptive timeout, an admission component).
+    pub(crate) fixed_reads_clock: bool,
+    /// The policy was built with the automatic budget and one attempt, so it has none: it may
+    /// not be reconfigured to retry.
+    pub(crate) lacks_automatic_budget: bool,
     pub(crate) timeout_fn: Option<TimeoutFn>,
-    pub(crate) mode: TimeoutMode,
-    pub(crate) backoff: Backoff,
     pub(crate) classifier: C,
     pub(crate) telemetry: Telemetry,
     pub(crate) clock: Clock,
@@ -40,10 +51,6 @@ pub(crate) struct Shared<C, A> {
     pub(crate) adaptive: Option<AdaptiveTimeout>,
     /// Call sequence numbers, used only to vary a seeded backoff's randomness per call.
     pub(crate) seeded_calls: AtomicU64,
-    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
-    pub(crate) reads_clock: bool,
-    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
-    pub(crate) pass_through: bool,
     /// Whether a call reads the ambient deadline.
     pub(crate) ambient_deadline: bool,
     /// Whether a call reads the ambient criticality.
@@ -59,7 +66,66 @@ pub(crate) struct Shared<C, A> {
     pub(crate) streams: std::sync::OnceLock<std::sync::Arc<crate::stream::Reporter>>,
 }
 
+/// The settings of a policy that [`Policy::reconfigure`](crate::Policy::reconfigure) can
+/// replace, with what follows from them; one immutable snapshot per update.
+#[derive(Debug)]
+pub(crate) struct Live {
+    pub(crate) max_attempts: u32,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    /// The least time left for a retry to start (a floor under the typical latency).
+    pub(crate) min_attempt_time: Duration,
+    pub(crate) mode: TimeoutMode,
+    pub(crate) backoff: Backoff,
+    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
+    pub(crate) reads_clock: bool,
+    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
+    pub(crate) pass_through: bool,
+}
+
+impl Live {
+    /// The snapshot of `settings` for a policy whose fixed parts read the clock when
+    /// `fixed_reads_clock`, and whose admission always admits when `always_admits`.
+    pub(crate) fn new(
+        settings: PolicySettings,
+        fixed_reads_clock: bool,
+        always_admits: bool,
+    ) -> Live {
+        let reads_clock =
+            fixed_reads_clock || settings.deadline.is_some() || settings.attempt_timeout.is_some();
+        Live {
+            pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
+            reads_clock,
+            max_attempts: settings.max_attempts,
+            deadline: settings.deadline,
+            attempt_timeout: settings.attempt_timeout,
+            min_attempt_time: settings.min_attempt_time,
+            mode: settings.timeout_mode,
+            backoff: settings.backoff,
+        }
+    }
+
+    /// The settings this snapshot was made of.
+    pub(crate) fn settings(&self) -> PolicySettings {
+        PolicySettings {
+            max_attempts: self.max_attempts,
+            deadline: self.deadline,
+            attempt_timeout: self.attempt_timeout,
+            min_attempt_time: self.min_attempt_time,
+            timeout_mode: self.mode,
+            backoff: self.backoff.clone(),
+        }
+    }
+}
+
 impl<C, A> Shared<C, A> {
+    /// The live settings for a call starting now, kept by the call to its end (one atomic
+    /// load: see [`Swap`]).
+    #[inline(always)]
+    pub(crate) fn snapshot(&self) -> &Live {
+        self.live.load()
+    }
+
     /// A fallback answered a call of this policy that stopped for `stop`.
     pub(crate) fn fell_back(&self, stop: StopReason) {
         if self.telemetry.is_listened() {

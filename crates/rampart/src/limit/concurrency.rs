@@ -4,8 +4,8 @@
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -34,13 +34,23 @@ use crate::latency::TypicalLatency;
 /// let limit = ConcurrencyLimit::new(2).queue(8);
 /// assert_eq!(limit.available(), 2);
 /// ```
+///
+/// The limit can change while it serves ([`set_limit`](Self::set_limit)): growing it lets
+/// waiters in at once, shrinking it lets the attempts in flight finish and admits new ones
+/// only once fewer than the new limit are in flight.
 #[derive(Clone)]
 pub struct ConcurrencyLimit {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    max: usize,
+    /// The limit; changed by [`ConcurrencyLimit::set_limit`].
+    max: AtomicUsize,
+    /// Permits to take out of circulation as they come back: what a shrink could not take
+    /// from the free ones. The semaphore holds `max + debt` permits in all.
+    debt: AtomicUsize,
+    /// Serialises changes of the limit (calls never take it).
+    resizing: Mutex<()>,
     queue: usize,
     queue_timeout: Option<Duration>,
     semaphore: Arc<Semaphore>,
@@ -55,7 +65,9 @@ impl ConcurrencyLimit {
         let max = max.clamp(1, Semaphore::MAX_PERMITS);
         ConcurrencyLimit {
             inner: Arc::new(Inner {
-                max,
+                max: AtomicUsize::new(max),
+                debt: AtomicUsize::new(0),
+                resizing: Mutex::new(()),
                 queue: 0,
                 queue_timeout: None,
                 semaphore: Arc::new(Semaphore::new(max)),
@@ -66,13 +78,18 @@ impl ConcurrencyLimit {
     }
 
     fn with(self, f: impl FnOnce(&mut Inner)) -> Self {
-        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
-            max: shared.max,
-            queue: shared.queue,
-            queue_timeout: shared.queue_timeout,
-            semaphore: Arc::new(Semaphore::new(shared.max)),
-            queued: AtomicUsize::new(0),
-            held: TypicalLatency::default(),
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| {
+            let max = shared.limit();
+            Inner {
+                max: AtomicUsize::new(max),
+                debt: AtomicUsize::new(0),
+                resizing: Mutex::new(()),
+                queue: shared.queue,
+                queue_timeout: shared.queue_timeout,
+                semaphore: Arc::new(Semaphore::new(max)),
+                queued: AtomicUsize::new(0),
+                held: TypicalLatency::default(),
+            }
         });
         f(&mut inner);
         ConcurrencyLimit {
@@ -92,6 +109,50 @@ impl ConcurrencyLimit {
         self.with(|inner| inner.queue_timeout = Some(timeout))
     }
 
+    /// The limit now.
+    pub fn limit(&self) -> usize {
+        self.inner.limit()
+    }
+
+    /// Changes the limit while the limiter serves, for every clone (a zero is raised to one,
+    /// as in [`new`](Self::new)). Growing it hands the new slots to waiting attempts at once,
+    /// in arrival order. Shrinking it takes the free slots away at once and the rest as
+    /// attempts in flight end: none is cut short, and new attempts are admitted only once
+    /// fewer than the new limit are in flight. The queue and the measured hold time are kept.
+    ///
+    /// ```
+    /// use rampart::limit::ConcurrencyLimit;
+    ///
+    /// let limit = ConcurrencyLimit::new(4);
+    /// limit.set_limit(8);
+    /// assert_eq!((limit.limit(), limit.available()), (8, 8));
+    /// ```
+    pub fn set_limit(&self, max: usize) {
+        let inner = &*self.inner;
+        let _one_at_a_time = inner
+            .resizing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        let old = inner.max.swap(max, Ordering::SeqCst);
+        if max > old {
+            // Cancel what a shrink still owes first, then add what is left.
+            let mut grow = max - old;
+            let _ = inner
+                .debt
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |debt| {
+                    let paid = debt.min(max - old);
+                    grow = max - old - paid;
+                    Some(debt - paid)
+                });
+            inner.semaphore.add_permits(grow);
+        } else if max < old {
+            let shrink = old - max;
+            let taken = inner.semaphore.forget_permits(shrink);
+            inner.debt.fetch_add(shrink - taken, Ordering::SeqCst);
+        }
+    }
+
     /// Slots free right now.
     pub fn available(&self) -> usize {
         self.inner.semaphore.available_permits()
@@ -99,7 +160,9 @@ impl ConcurrencyLimit {
 
     /// Attempts in flight right now.
     pub fn in_flight(&self) -> usize {
-        self.inner.max - self.available()
+        let inner = &*self.inner;
+        let total = inner.limit() + inner.debt.load(Ordering::SeqCst);
+        total.saturating_sub(self.available())
     }
 
     /// Attempts waiting right now.
@@ -124,6 +187,32 @@ impl Drop for Queued<'_> {
     }
 }
 
+impl Inner {
+    fn limit(&self) -> usize {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    /// Takes `permit` out of circulation if a shrink still owes one; whether it did.
+    #[inline]
+    fn pay_debt(&self, permit: OwnedSemaphorePermit) -> Option<OwnedSemaphorePermit> {
+        if self.debt.load(Ordering::Relaxed) == 0 {
+            return Some(permit);
+        }
+        let paid = self
+            .debt
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |debt| {
+                debt.checked_sub(1)
+            })
+            .is_ok();
+        if paid {
+            permit.forget();
+            None
+        } else {
+            Some(permit)
+        }
+    }
+}
+
 impl Admit for ConcurrencyLimit {
     type Permit = OwnedSemaphorePermit;
 
@@ -133,46 +222,59 @@ impl Admit for ConcurrencyLimit {
 
     async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
         let inner = &self.inner;
-        if let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
-            return Ok(permit);
-        }
-        let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
-        let _queued = Queued(&inner.queued);
-        if waiting >= inner.queue {
-            return Err(self.refusal());
-        }
-        let wait = Arc::clone(&inner.semaphore).acquire_owned();
-        let permit = match inner.queue_timeout {
-            None => wait.await,
-            Some(limit) => {
-                // On the policy's clock, and without needing a runtime: blocking execution
-                // drives this wait on a plain thread.
-                let alarm = cx.clock.alarm(saturating_add(cx.now, limit));
-                let (mut wait, mut alarm) = (pin!(wait), pin!(alarm));
-                let waited = poll_fn(|task| match wait.as_mut().poll(task) {
-                    Poll::Ready(permit) => Poll::Ready(Some(permit)),
-                    Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
-                });
-                match waited.await {
-                    Some(permit) => permit,
-                    None => return Err(self.refusal()),
+        loop {
+            // A permit that came back without `release` (a dropped one) may be owed to a
+            // shrink: take it out of circulation and look again.
+            while let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
+                if let Some(permit) = inner.pay_debt(permit) {
+                    return Ok(permit);
                 }
             }
-        };
-        // The semaphore is never closed, so a failed acquire cannot happen; refuse if it does.
-        permit.map_err(|_| self.refusal())
+            let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
+            let _queued = Queued(&inner.queued);
+            if waiting >= inner.queue {
+                return Err(self.refusal());
+            }
+            let wait = Arc::clone(&inner.semaphore).acquire_owned();
+            let permit = match inner.queue_timeout {
+                None => wait.await,
+                Some(limit) => {
+                    // On the policy's clock, and without needing a runtime: blocking execution
+                    // drives this wait on a plain thread.
+                    let alarm = cx.clock.alarm(saturating_add(cx.now, limit));
+                    let (mut wait, mut alarm) = (pin!(wait), pin!(alarm));
+                    let waited = poll_fn(|task| match wait.as_mut().poll(task) {
+                        Poll::Ready(permit) => Poll::Ready(Some(permit)),
+                        Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
+                    });
+                    match waited.await {
+                        Some(permit) => permit,
+                        None => return Err(self.refusal()),
+                    }
+                }
+            };
+            // The semaphore is never closed, so a failed acquire cannot happen; refuse if it
+            // does.
+            let permit = permit.map_err(|_| self.refusal())?;
+            if let Some(permit) = inner.pay_debt(permit) {
+                return Ok(permit);
+            }
+            // That permit was owed to a shrink: wait again.
+        }
     }
 
     fn release(&self, permit: Self::Permit, feedback: Feedback) {
         self.inner.held.record(feedback.elapsed);
-        drop(permit);
+        if let Some(permit) = self.inner.pay_debt(permit) {
+            drop(permit);
+        }
     }
 }
 
 impl fmt::Debug for ConcurrencyLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConcurrencyLimit")
-            .field("max", &self.inner.max)
+            .field("max", &self.limit())
             .field("queue", &self.inner.queue)
             .field("in_flight", &self.in_flight())
             .field("queued", &self.queued())

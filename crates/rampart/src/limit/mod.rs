@@ -2,8 +2,8 @@
 //!
 //! | limiter | what it bounds | waits? |
 //! |---|---|---|
-//! | [`ConcurrencyLimit`] | attempts in flight, fixed | in a bounded FIFO queue |
-//! | [`RateLimit`] | attempts started per window, with a burst (GCRA) | never |
+//! | [`ConcurrencyLimit`] | attempts in flight, under a limit set by hand ([`set_limit`](ConcurrencyLimit::set_limit) changes it at run time) | in a bounded FIFO queue |
+//! | [`RateLimit`] | attempts started per window, with a burst (GCRA; [`reconfigure`](RateLimit::reconfigure) changes both at run time) | never |
 //! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling | never |
 //! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency | never |
 //! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first | in a bounded queue ordered by level |

@@ -1,14 +1,15 @@
 //! A rate limit: at most `permits` attempts started per window, with a burst.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::TimeBase;
 use crate::admit::{Admit, AdmitContext, Refusal};
 use crate::clock::Instant;
 use crate::error::{ConfigError, ConfigProblem};
+use crate::swap::Swap;
 
 /// The longest window: with it and [`MAX_TOLERANCE`], every instant the limit computes fits a
 /// `u64` of nanoseconds for centuries.
@@ -57,7 +58,8 @@ const MAX_TOLERANCE: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
 ///
 /// # Thread safety
 ///
-/// `Send + Sync`, cheap to clone; clones share one rate. The state is one `AtomicU64` updated
+/// `Send + Sync`, cheap to clone; clones share one rate, which can change while the limit
+/// serves ([`reconfigure`](RateLimit::reconfigure)). The state is one `AtomicU64` updated
 /// by a lock-free compare-and-swap loop; a refusal only reads it. No allocation.
 ///
 /// # Events
@@ -74,6 +76,14 @@ struct Inner {
     /// The theoretical arrival time of the next permit, in nanoseconds since `base`.
     tat: AtomicU64,
     base: TimeBase,
+    /// The rate, replaced whole by [`RateLimit::reconfigure`].
+    rate: Swap<Rate>,
+    /// Serialises updates (a call never takes it).
+    updating: Mutex<()>,
+}
+
+/// One version of the settings.
+struct Rate {
     /// Nanoseconds between permits.
     interval: u64,
     /// How far the TAT may run ahead of now: `burst × interval`.
@@ -110,11 +120,12 @@ impl RateLimit {
     /// Takes a permit at `now`, or says how long until the next one is due.
     pub fn try_acquire(&self, now: Instant) -> Result<(), Duration> {
         let inner = &*self.inner;
+        let rate = inner.rate.load();
         let now = inner.base.nanos(now);
-        let limit = now.saturating_add(inner.tolerance);
+        let limit = now.saturating_add(rate.tolerance);
         let mut tat = inner.tat.load(Relaxed);
         loop {
-            let next = tat.max(now).saturating_add(inner.interval);
+            let next = tat.max(now).saturating_add(rate.interval);
             if next > limit {
                 return Err(Duration::from_nanos(next - limit));
             }
@@ -127,21 +138,75 @@ impl RateLimit {
 
     /// Permits per window.
     pub fn permits(&self) -> u32 {
-        self.inner.permits
+        self.inner.rate.load().permits
     }
 
     /// The window.
     pub fn per(&self) -> Duration {
-        self.inner.per
+        self.inner.rate.load().per
     }
 
     /// Permits that may be taken at once after a quiet spell.
     pub fn burst(&self) -> u32 {
-        self.inner.burst
+        self.inner.rate.load().burst
+    }
+
+    /// Changes the rate while the limit serves, for every clone: `update` is handed a builder
+    /// holding the current `permits`, `per` and `burst` (change the first two with
+    /// [`RateLimitBuilder::rate`]), and what it returns is checked exactly as
+    /// [`build`](RateLimitBuilder::build) checks it. A rejected update changes nothing and names
+    /// every field and value it refused. What was already taken stays taken: the next permits
+    /// are spaced by the new interval from where the old ones left off, so a lower rate slows
+    /// admissions at once and a higher one speeds them up at once. Each update keeps the rate it
+    /// replaced allocated until the limit is dropped; a permit taken never waits or locks.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart::limit::RateLimit;
+    ///
+    /// let limit = RateLimit::new(100, Duration::from_secs(1))?;
+    /// limit.reconfigure(|b| b.rate(50, Duration::from_secs(1)).burst(10))?;
+    /// assert_eq!((limit.permits(), limit.burst()), (50, 10));
+    /// let refused = limit.reconfigure(|b| b.burst(0)).unwrap_err();
+    /// assert_eq!(refused.to_string(), "rate_limit.burst must be at least 1 (was 0)");
+    /// assert_eq!(limit.burst(), 10);
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn reconfigure(
+        &self,
+        update: impl FnOnce(RateLimitBuilder) -> RateLimitBuilder,
+    ) -> Result<(), ConfigError> {
+        let inner = &*self.inner;
+        let _one_at_a_time = inner
+            .updating
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = inner.rate.load();
+        let builder = RateLimitBuilder {
+            permits: current.permits,
+            per: current.per,
+            burst: Some(current.burst),
+        };
+        let rate = update(builder).checked()?;
+        inner
+            .rate
+            .store(rate)
+            .map_err(|_| ConfigError::new(vec![crate::policy::live::too_many_updates()]))
     }
 }
 
 impl RateLimitBuilder {
+    /// `permits` every `per` (what [`RateLimit::builder`] was given), for an update
+    /// ([`RateLimit::reconfigure`]). The burst is kept (an update's builder holds the running
+    /// one): set it with [`burst`](Self::burst).
+    pub fn rate(self, permits: u32, per: Duration) -> Self {
+        RateLimitBuilder {
+            permits,
+            per,
+            ..self
+        }
+    }
+
     /// Permits that may be taken at once after a quiet spell: at least 1. Default `permits`.
     pub fn burst(self, burst: u32) -> Self {
         RateLimitBuilder {
@@ -152,6 +217,18 @@ impl RateLimitBuilder {
 
     /// The limit; or every invalid setting at once.
     pub fn build(self) -> Result<RateLimit, ConfigError> {
+        Ok(RateLimit {
+            inner: Arc::new(Inner {
+                tat: AtomicU64::new(0),
+                base: TimeBase::default(),
+                rate: Swap::new(self.checked()?),
+                updating: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The checked settings; what [`build`](Self::build) and [`RateLimit::reconfigure`] run.
+    fn checked(self) -> Result<Rate, ConfigError> {
         let RateLimitBuilder {
             permits,
             per,
@@ -203,16 +280,12 @@ impl RateLimitBuilder {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        Ok(RateLimit {
-            inner: Arc::new(Inner {
-                tat: AtomicU64::new(0),
-                base: TimeBase::default(),
-                interval,
-                tolerance: interval.saturating_mul(u64::from(burst)),
-                permits,
-                per,
-                burst,
-            }),
+        Ok(Rate {
+            interval,
+            tolerance: interval.saturating_mul(u64::from(burst)),
+            permits,
+            per,
+            burst,
         })
     }
 }
@@ -238,9 +311,9 @@ impl Admit for RateLimit {
 impl fmt::Debug for RateLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
-            .field("permits", &self.inner.permits)
-            .field("per", &self.inner.per)
-            .field("burst", &self.inner.burst)
+            .field("permits", &self.permits())
+            .field("per", &self.per())
+            .field("burst", &self.burst())
             .finish_non_exhaustive()
     }
 }

@@ -40,11 +40,12 @@ const OUTCOMES: [AttemptOutcome; 7] = [
     AttemptOutcome::Cancelled,
 ];
 
-const STATES: [StateKind; 4] = [
+const STATES: [StateKind; 5] = [
     StateKind::Closed,
     StateKind::Open,
     StateKind::HalfOpen,
     StateKind::Isolated,
+    StateKind::ForcedClosed,
 ];
 
 const ENDS: [StreamEnd; 7] = [
@@ -89,7 +90,11 @@ const fn every_outcome(o: AttemptOutcome) -> usize {
 
 const fn every_state(k: StateKind) -> usize {
     match k {
-        StateKind::Closed | StateKind::Open | StateKind::HalfOpen | StateKind::Isolated => 4,
+        StateKind::Closed
+        | StateKind::Open
+        | StateKind::HalfOpen
+        | StateKind::Isolated
+        | StateKind::ForcedClosed => 5,
     }
 }
 
@@ -274,7 +279,7 @@ impl Handles {
             Event::Retrying { .. } => self.retries.increment(1),
             Event::TimeoutIgnored { .. } => self.timeouts[IGNORED].increment(1),
             Event::OrphanedWork { .. } => self.timeouts[ORPHANED].increment(1),
-            Event::AttemptAbandoned { .. } => {}
+            Event::AttemptAbandoned { .. } | Event::Reconfigured { .. } => {}
             Event::AttemptRefused { by, .. } => {
                 let reason = match by {
                     crate::limit::rate::BY => RATE,

@@ -256,6 +256,12 @@ pub(super) fn event(span: &Span, event: &Event<'_>) {
             retry_after = ?retry_after,
             "dry run: would have refused this attempt, which runs anyway"
         ),
+        Event::Reconfigured { policy } => info!(
+            target: "rampart",
+            parent: call,
+            policy,
+            "policy reconfigured: calls starting now use the new settings"
+        ),
         Event::FallbackUsed { policy, stop } => info!(
             target: "rampart",
             parent: call,

@@ -2,8 +2,9 @@
 //! at once, with field and value.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
 
 use crate::admit::{Admit, Unlimited};
@@ -13,14 +14,17 @@ use crate::budget::RetryBudget;
 use crate::classify::ErrorsAreTransient;
 use crate::clock::Clock;
 use crate::drain::Drain;
-use crate::error::{ConfigError, ConfigProblem};
+use crate::error::ConfigError;
 use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
 use crate::executor::Shared;
+use crate::executor::shared::Live;
 use crate::hedge::Hedge;
 use crate::latency::{Estimate, Latency};
+use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, MaybeAsync, TimeoutContext, TimeoutFn, TimeoutMode};
 
 use super::Policy;
+use super::live::{self, PolicySettings};
 
 /// Builds a [`Policy`]; every setter has a default, and [`build`](Self::build) validates.
 #[must_use = "a builder does nothing until built"]
@@ -33,13 +37,9 @@ pub struct PolicyBuilder<C = ErrorsAreTransient, A = Unlimited> {
 /// Everything a builder holds but the classifier.
 struct Settings {
     name: String,
-    max_attempts: u32,
-    deadline: Option<Duration>,
-    attempt_timeout: Option<Duration>,
-    min_attempt_time: Duration,
+    /// The settings a running policy can change ([`Policy::reconfigure`]).
+    live: PolicySettings,
     timeout_fn: Option<TimeoutFn>,
-    mode: TimeoutMode,
-    backoff: Backoff,
     telemetry: Telemetry,
     clock: Clock,
     ambient_deadline: bool,
@@ -66,13 +66,15 @@ impl PolicyBuilder {
         PolicyBuilder {
             settings: Settings {
                 name: "rampart".to_owned(),
-                max_attempts: 3,
-                deadline: Some(Duration::from_secs(30)),
-                attempt_timeout: Some(Duration::from_secs(10)),
-                min_attempt_time: Duration::ZERO,
+                live: PolicySettings {
+                    max_attempts: 3,
+                    deadline: Some(Duration::from_secs(30)),
+                    attempt_timeout: Some(Duration::from_secs(10)),
+                    min_attempt_time: Duration::ZERO,
+                    timeout_mode: TimeoutMode::default(),
+                    backoff: Backoff::default(),
+                },
                 timeout_fn: None,
-                mode: TimeoutMode::default(),
-                backoff: Backoff::default(),
                 telemetry: Telemetry::default(),
                 clock: Clock::system(),
                 ambient_deadline: false,
@@ -98,32 +100,32 @@ impl<C, A> PolicyBuilder<C, A> {
 
     /// Attempts per call, the first included (default 3; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.settings.max_attempts = attempts;
+        self.settings.live.max_attempts = attempts;
         self
     }
 
     /// The bound on the whole call, backoffs included (default 30 s; must be positive).
     pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.settings.deadline = Some(deadline);
+        self.settings.live.deadline = Some(deadline);
         self
     }
 
     /// No bound on the whole call.
     pub fn no_deadline(mut self) -> Self {
-        self.settings.deadline = None;
+        self.settings.live.deadline = None;
         self
     }
 
     /// The bound on each attempt (default 10 s; must be positive). The executor cuts it to the
     /// time left before the deadline.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.attempt_timeout = Some(timeout);
+        self.settings.live.attempt_timeout = Some(timeout);
         self
     }
 
     /// No bound on each attempt beyond the deadline.
     pub fn no_attempt_timeout(mut self) -> Self {
-        self.settings.attempt_timeout = None;
+        self.settings.live.attempt_timeout = None;
         self
     }
 
@@ -134,7 +136,7 @@ impl<C, A> PolicyBuilder<C, A> {
     /// It is a floor under the typical attempt latency the executor already allows for, and
     /// must be shorter than the deadline. The first attempt is sent while any time is left.
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
-        self.settings.min_attempt_time = min;
+        self.settings.live.min_attempt_time = min;
         self
     }
 
@@ -178,13 +180,13 @@ impl<C, A> PolicyBuilder<C, A> {
 
     /// What happens to an attempt at its ceiling (default: abandon with zero grace).
     pub fn timeout_mode(mut self, mode: TimeoutMode) -> Self {
-        self.settings.mode = mode;
+        self.settings.live.timeout_mode = mode;
         self
     }
 
     /// The wait between attempts.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.settings.backoff = backoff;
+        self.settings.live.backoff = backoff;
         self
     }
 
@@ -353,60 +355,14 @@ impl<C, A> PolicyBuilder<C, A> {
     {
         let s = self.settings;
         let mut problems = Vec::new();
-        if s.max_attempts == 0 {
-            problems.push(ConfigProblem::new(
-                "max_attempts",
-                "must be at least 1 (was 0)",
-            ));
-        }
-        for (field, value) in [
-            ("deadline", s.deadline),
-            ("attempt_timeout", s.attempt_timeout),
-        ] {
-            if value == Some(Duration::ZERO) {
-                problems.push(ConfigProblem::new(field, "must be positive (was 0ns)"));
-            }
-        }
-        if let Some(deadline) = s.deadline
-            && !deadline.is_zero()
-            && s.min_attempt_time >= deadline
-        {
-            problems.push(ConfigProblem::new(
-                "min_attempt_time",
-                format!(
-                    "must be shorter than the deadline (was {:?}, deadline {deadline:?})",
-                    s.min_attempt_time
-                ),
-            ));
-        }
-        if let TimeoutMode::Abandon { grace } = s.mode
-            && grace > Duration::from_secs(3600)
-        {
-            problems.push(ConfigProblem::new(
-                "timeout_mode.grace",
-                format!("must be at most 1h (was {grace:?})"),
-            ));
-        }
-        s.backoff.validate(&mut problems);
-        if let Some(hedge) = &s.hedge {
-            hedge.validate(&mut problems);
-            if s.max_attempts as usize > crate::hedge::MAX_LEGS {
-                problems.push(ConfigProblem::new(
-                    "max_attempts",
-                    format!(
-                        "must be at most {} for a hedging policy (was {})",
-                        crate::hedge::MAX_LEGS,
-                        s.max_attempts
-                    ),
-                ));
-            }
-        }
+        live::check(&s.live, s.hedge.as_ref(), &mut problems);
         if let Some(adaptive) = &s.adaptive {
             adaptive.validate(&mut problems);
         }
+        let automatic = matches!(s.budget, Budget::Automatic);
         let budget = match s.budget {
             Budget::Given(budget) => Some(budget),
-            Budget::Automatic if s.max_attempts > 1 => match RetryBudget::builder().build() {
+            Budget::Automatic if s.live.max_attempts > 1 => match RetryBudget::builder().build() {
                 Ok(budget) => Some(budget),
                 Err(e) => {
                     problems.extend(e.problems().iter().cloned());
@@ -415,26 +371,20 @@ impl<C, A> PolicyBuilder<C, A> {
             },
             Budget::Automatic | Budget::None => None,
         };
-        // An admission component reads the level too (a criticality-aware limiter sheds by it).
-        if s.ambient_criticality && s.hedge.is_none() && A::ALWAYS_ADMITS {
-            if s.max_attempts == 1 {
-                problems.push(ConfigProblem::new(
-                    "use_ambient_criticality",
-                    "has nothing to gate: the policy makes one attempt and does not hedge",
-                ));
-            } else if budget.is_none() {
-                problems.push(ConfigProblem::new(
-                    "use_ambient_criticality",
-                    "has nothing to gate: the policy has no retry budget and does not hedge",
-                ));
-            }
-        }
+        let lacks_automatic_budget = automatic && budget.is_none();
+        problems.extend(live::criticality_problem(
+            s.ambient_criticality,
+            s.hedge.is_some(),
+            A::ALWAYS_ADMITS,
+            s.live.max_attempts,
+            budget.is_some(),
+        ));
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        let reads_clock = s.deadline.is_some()
-            || s.attempt_timeout.is_some()
-            || s.timeout_fn.is_some()
+        // What reads the clock whatever the live settings are (they add the deadline and the
+        // attempt timeout).
+        let fixed_reads_clock = s.timeout_fn.is_some()
             || s.ambient_deadline
             || budget.is_some()
             || s.breaker.is_some()
@@ -468,15 +418,12 @@ impl<C, A> PolicyBuilder<C, A> {
             .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
         Ok(Policy {
             shared: Arc::new(Shared {
-                pass_through: !reads_clock && s.max_attempts == 1 && A::ALWAYS_ADMITS,
+                live: Swap::new(Live::new(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
+                reconfiguring: Mutex::new(()),
+                fixed_reads_clock,
+                lacks_automatic_budget,
                 name: s.name.into_boxed_str(),
-                max_attempts: s.max_attempts,
-                deadline: s.deadline,
-                attempt_timeout: s.attempt_timeout,
-                min_attempt_time: s.min_attempt_time,
                 timeout_fn: s.timeout_fn,
-                mode: s.mode,
-                backoff: s.backoff,
                 classifier: self.classifier,
                 admit: self.admit,
                 telemetry,
@@ -490,7 +437,6 @@ impl<C, A> PolicyBuilder<C, A> {
                 hedge: s.hedge,
                 adaptive: s.adaptive,
                 seeded_calls: AtomicU64::new(0),
-                reads_clock,
                 streams: std::sync::OnceLock::new(),
             }),
         })
@@ -502,12 +448,12 @@ impl<C, A> fmt::Debug for PolicyBuilder<C, A> {
         let s = &self.settings;
         f.debug_struct("PolicyBuilder")
             .field("name", &s.name)
-            .field("max_attempts", &s.max_attempts)
-            .field("deadline", &s.deadline)
-            .field("attempt_timeout", &s.attempt_timeout)
-            .field("min_attempt_time", &s.min_attempt_time)
-            .field("mode", &s.mode)
-            .field("backoff", &s.backoff)
+            .field("max_attempts", &s.live.max_attempts)
+            .field("deadline", &s.live.deadline)
+            .field("attempt_timeout", &s.live.attempt_timeout)
+            .field("min_attempt_time", &s.live.min_attempt_time)
+            .field("mode", &s.live.timeout_mode)
+            .field("backoff", &s.live.backoff)
             .finish_non_exhaustive()
     }
 }

@@ -1,8 +1,9 @@
-//! The policy: every bound and strategy for calls to one dependency, as one immutable value.
+//! The policy: every bound and strategy for calls to one dependency, as one shared value.
 //!
 //! A [`Policy`] is built once, validated once, and shared: clones are one `Arc` and share the
-//! state that must accumulate across calls (the latency estimate today; the retry budget and the
-//! breaker with them). Named knobs replace the positions of a layered stack: `deadline` is the
+//! state that must accumulate across calls (the latency estimates, the retry budget, the
+//! breaker). Its live settings can later be replaced, each update validated the same way (see
+//! [below](#changing-settings-at-run-time)). Named knobs replace the positions of a layered stack: `deadline` is the
 //! total bound, `attempt_timeout` the bound on each attempt, and the executor keeps the
 //! arithmetic between them exact.
 //!
@@ -26,20 +27,76 @@
 //! );
 //! ```
 //!
-//! | knob | default | meaning |
-//! |---|---|---|
-//! | `name` | `"rampart"` | in events, errors and `explain()` |
-//! | `max_attempts` | 3 | every attempt counts, the first included |
-//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) |
-//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) |
-//! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) |
-//! | `attempt_timeout_fn` | none | each attempt's timeout computed when it starts, answered at once or awaited ([`MaybeAsync`](crate::timeout::MaybeAsync)) |
-//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling |
-//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts |
-//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means |
-//! | `breaker` | none | a policy does not know how many dependencies its callback reaches, and a breaker guards one (rampart-http's outbound layer, whose policies each call one host, gives each host one by default) |
+//! | knob | default | meaning | live |
+//! |---|---|---|---|
+//! | `name` | `"rampart"` | in events, errors and `explain()` | |
+//! | `max_attempts` | 3 | every attempt counts, the first included | yes |
+//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) | yes |
+//! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) | yes |
+//! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) | yes |
+//! | `attempt_timeout_fn` | none | each attempt's timeout computed when it starts, answered at once or awaited ([`MaybeAsync`](crate::timeout::MaybeAsync)) | |
+//! | `timeout_mode` | abandon, zero grace | what happens to an attempt at its ceiling | yes |
+//! | `backoff` | exponential 100 ms ×2, max 30 s, full jitter | the wait between attempts | yes |
+//! | `classifier` | [`ErrorsAreTransient`] | what an outcome means | |
+//! | `breaker` | none | a policy does not know how many dependencies its callback reaches, and a breaker guards one (rampart-http's outbound layer, whose policies each call one host, gives each host one by default) | its thresholds: [`Breaker::reconfigure`] |
+//!
+//! *live*: can be replaced while the policy serves calls, see [below](#changing-settings-at-run-time).
 //!
 //! Validation happens in [`PolicyBuilder::build`], which reports every problem at once.
+//!
+//! # Changing settings at run time
+//!
+//! A running service can retune a policy without rebuilding it or losing what it learned:
+//! [`Policy::reconfigure`] replaces the [`PolicySettings`] (the knobs marked *live* above),
+//! checked by the same code as `build()`; a rejected update changes nothing and names every
+//! field and value it refused. Every clone sees an accepted update at once; calls already
+//! running finish with the settings they started with, calls starting afterwards use the new
+//! ones. The breaker's state, the budget's tokens, the latency estimates and the seeded call
+//! numbers are kept. The parts a policy is made of change through their own handles:
+//! [`Breaker::reconfigure`] for the breaker's thresholds (its state kept),
+//! [`ConcurrencyLimit::set_limit`](crate::limit::ConcurrencyLimit::set_limit) for a
+//! limiter's size; and the breaker can be forced open or closed by hand
+//! ([`isolate_breaker`](Policy::isolate_breaker),
+//! [`force_breaker_closed`](Policy::force_breaker_closed),
+//! [`release_breaker`](Policy::release_breaker)).
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::{Breaker, Policy};
+//! use rampart::breaker::StateKind;
+//! use rampart::limit::ConcurrencyLimit;
+//!
+//! let limit = ConcurrencyLimit::new(16);
+//! let policy = Policy::builder()
+//!     .name("search")
+//!     .breaker(Breaker::builder().consecutive_failures(5).build()?)
+//!     .admit(limit.clone())
+//!     .build()?;
+//!
+//! // The dependency is slow today: fewer attempts, more time each, a more patient breaker,
+//! // less concurrency.
+//! policy.reconfigure(|s| {
+//!     s.max_attempts = 2;
+//!     s.attempt_timeout = Some(Duration::from_secs(3));
+//! })?;
+//! policy.breaker().expect("a breaker").reconfigure(|b| b.consecutive_failures(10))?;
+//! limit.set_limit(4);
+//! assert_eq!(
+//!     policy.explain(),
+//!     "search: 2 attempts, deadline 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
+//! );
+//!
+//! // An operator keeps the traffic flowing whatever the breaker would decide, then hands
+//! // control back.
+//! assert_eq!(policy.force_breaker_closed().map(|t| t.to), Some(StateKind::ForcedClosed));
+//! assert_eq!(policy.release_breaker().map(|t| t.to), Some(StateKind::Closed));
+//! # Ok::<(), rampart::ConfigError>(())
+//! ```
+//!
+//! Calls never wait for an update: each loads its settings once, with one atomic load, no lock
+//! and no allocation. An update allocates the new settings and keeps the ones it replaced
+//! until the policy is dropped (a call may still be reading them, and a read leaves no trace
+//! to prove otherwise): reconfigure at an operator's pace, not per request.
 
 use std::fmt;
 use std::future::Future;
@@ -62,10 +119,14 @@ use crate::result::{CallResult, Cancelled};
 pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 
 mod builder;
+pub(crate) mod live;
 
 pub use builder::PolicyBuilder;
+pub use live::PolicySettings;
 
-/// A validated, immutable set of bounds and strategies; cheap to clone, `Send + Sync`.
+/// A validated set of bounds and strategies; cheap to clone, `Send + Sync`. Its
+/// [live settings](PolicySettings) can be replaced at run time ([`reconfigure`](Self::reconfigure));
+/// every other part is fixed at `build()`.
 ///
 /// `C` is the classifier; see [`crate::classify`].
 pub struct Policy<C = ErrorsAreTransient, A = Unlimited> {
@@ -111,18 +172,21 @@ impl<C, A> Policy<C, A> {
     }
 
     /// The total bound on a call, if any.
+    ///
+    /// Like every setting of [`PolicySettings`], the one calls starting now use (see
+    /// [`reconfigure`](Self::reconfigure)).
     pub fn deadline(&self) -> Option<Duration> {
-        self.shared.deadline
+        self.shared.live.load().deadline
     }
 
     /// The fixed bound on each attempt, if any.
     pub fn attempt_timeout(&self) -> Option<Duration> {
-        self.shared.attempt_timeout
+        self.shared.live.load().attempt_timeout
     }
 
     /// Attempts per call, the first included.
     pub fn max_attempts(&self) -> u32 {
-        self.shared.max_attempts
+        self.shared.live.load().max_attempts
     }
 
     /// The circuit breaker every attempt of this policy asks first, if it has one. Clones of
@@ -161,8 +225,45 @@ impl<C, A> Policy<C, A> {
     /// [`Event::BreakerTransition`], as if a call had caused it, and returned. `None` without a
     /// breaker or when it was already closed.
     pub fn reset_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::reset)
+    }
+
+    /// Forces the policy's breaker open until [`release_breaker`](Self::release_breaker): every
+    /// call is rejected ([`Error::Rejected`] with
+    /// [`DependencyUnavailable`](crate::RejectReason::DependencyUnavailable)); see
+    /// [`Breaker::isolate`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
+    /// `None` without a breaker or when it was already isolated.
+    #[doc(alias = "force_breaker_open")]
+    pub fn isolate_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::isolate)
+    }
+
+    /// Forces the policy's breaker closed until [`release_breaker`](Self::release_breaker):
+    /// every call goes through and its outcomes are recorded, but never open it; see
+    /// [`Breaker::force_closed`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
+    /// `None` without a breaker or when it was already forced closed.
+    pub fn force_breaker_closed(&self) -> Option<Transition> {
+        self.manual(Breaker::force_closed)
+    }
+
+    /// Ends the forced state of the policy's breaker ([`isolate_breaker`](Self::isolate_breaker)
+    /// or [`force_breaker_closed`](Self::force_breaker_closed)): it is closed and runs normally
+    /// again; see [`Breaker::release`]. Reported as [`reset_breaker`](Self::reset_breaker)
+    /// reports. `None` without a breaker or when it was not forced.
+    pub fn release_breaker(&self) -> Option<Transition> {
+        self.manual(Breaker::release)
+    }
+
+    /// Applies a manual change to the breaker, then reports its transition (and the
+    /// `rampart.breaker.state` gauge) as a call would.
+    fn manual(
+        &self,
+        change: fn(&Breaker, crate::clock::Instant) -> Option<Transition>,
+    ) -> Option<Transition> {
         let s = &*self.shared;
-        let transition = s.breaker.as_ref()?.reset(s.clock.now())?;
+        let breaker = s.breaker.as_ref()?;
+        let now = s.clock.now();
+        let transition = change(breaker, now)?;
         let event = Event::BreakerTransition {
             policy: &s.name,
             from: transition.from,
@@ -170,6 +271,14 @@ impl<C, A> Policy<C, A> {
             break_duration: transition.break_duration,
         };
         s.telemetry.emit(&crate::observe::current_span(), event);
+        // The breaker's and the budget's gauges; admission's are left to the next call's end
+        // (`Unlimited` reports no load).
+        s.telemetry.observer.sample(&crate::observe::Gauges {
+            breaker: Some(breaker),
+            budget: s.budget.as_ref(),
+            admit: &Unlimited,
+            now: Some(now),
+        });
         Some(transition)
     }
 
@@ -319,30 +428,31 @@ impl<C, A> Policy<C, A> {
 impl<C, A> fmt::Display for Policy<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
+        let live = s.live.load();
         write!(f, "{}: ", s.name)?;
-        match s.max_attempts {
+        match live.max_attempts {
             1 => f.write_str("1 attempt")?,
             n => write!(f, "{n} attempts")?,
         }
-        match s.deadline {
+        match live.deadline {
             Some(d) => write!(f, ", deadline {d:?}")?,
             None => f.write_str(", no deadline")?,
         }
-        match (&s.timeout_fn, s.attempt_timeout) {
+        match (&s.timeout_fn, live.attempt_timeout) {
             (Some(_), Some(d)) => write!(f, ", attempt dynamic (default {d:?})")?,
             (Some(_), None) => f.write_str(", attempt dynamic")?,
             (None, Some(d)) => write!(f, ", attempt {d:?}")?,
             (None, None) => f.write_str(", no attempt timeout")?,
         }
-        if s.attempt_timeout.is_some() || s.timeout_fn.is_some() || s.deadline.is_some() {
-            match s.mode {
+        if live.attempt_timeout.is_some() || s.timeout_fn.is_some() || live.deadline.is_some() {
+            match live.mode {
                 TimeoutMode::Abandon { grace } if grace.is_zero() => f.write_str(" (abandon)")?,
                 TimeoutMode::Abandon { grace } => write!(f, " (abandon after {grace:?} grace)")?,
                 TimeoutMode::Cooperative => f.write_str(" (cooperative)")?,
             }
         }
-        if s.max_attempts > 1 {
-            write!(f, ", {}", s.backoff)?;
+        if live.max_attempts > 1 {
+            write!(f, ", {}", live.backoff)?;
         }
         if let Some(budget) = &s.budget {
             write!(f, ", budget {}%", (budget.fraction() * 100.0).round())?;

@@ -1,0 +1,152 @@
+//! A concurrency limit changed while it serves: growing wakes waiters, shrinking lets the
+//! attempts in flight finish. On paused time.
+
+use std::time::Duration;
+
+use rampart::admit::{Admit, AdmitContext, Feedback};
+use rampart::clock::Instant;
+use rampart::limit::ConcurrencyLimit;
+use rampart::{AttemptOutcome, Criticality};
+
+fn cx() -> AdmitContext<'static> {
+    AdmitContext::new("test", Criticality::Critical, Instant::now())
+}
+
+fn ok() -> Feedback {
+    Feedback::new(AttemptOutcome::Ok, Duration::from_millis(1))
+}
+
+/// Lets spawned tasks run until they wait.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn growing_a_concurrency_limit_lets_waiters_in_at_once() {
+    let limit = ConcurrencyLimit::new(1).queue(4);
+    let first = limit.acquire(&cx()).await.expect("a slot");
+    let waiter = tokio::spawn({
+        let limit = limit.clone();
+        async move { limit.acquire(&cx()).await.map(drop) }
+    });
+    settle().await;
+    assert!(!waiter.is_finished());
+    assert_eq!(limit.queued(), 1);
+    limit.set_limit(2);
+    settle().await;
+    assert!(waiter.is_finished(), "the new slot went to the waiter");
+    waiter.await.expect("task").expect("admitted");
+    assert_eq!(limit.limit(), 2);
+    drop(first);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shrinking_a_concurrency_limit_lets_attempts_in_flight_finish() {
+    let limit = ConcurrencyLimit::new(3);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(limit.acquire(&cx()).await.expect("a slot"));
+    }
+    limit.set_limit(1);
+    assert_eq!(
+        (limit.limit(), limit.in_flight(), limit.available()),
+        (1, 3, 0)
+    );
+    // Released through the executor's path, and one simply dropped: both count.
+    limit.release(held.pop().expect("held"), ok());
+    assert_eq!(limit.in_flight(), 2);
+    assert!(limit.acquire(&cx()).await.is_err(), "2 in flight, limit 1");
+    drop(held.pop().expect("held"));
+    assert!(limit.acquire(&cx()).await.is_err(), "1 in flight, limit 1");
+    assert_eq!(limit.in_flight(), 1);
+    limit.release(held.pop().expect("held"), ok());
+    let again = limit.acquire(&cx()).await.expect("below the new limit");
+    assert_eq!(limit.in_flight(), 1);
+    assert!(limit.acquire(&cx()).await.is_err());
+    drop(again);
+    assert_eq!((limit.in_flight(), limit.available()), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_queued_before_a_shrink_is_admitted_only_below_the_new_limit() {
+    let limit = ConcurrencyLimit::new(2).queue(4);
+    let a = limit.acquire(&cx()).await.expect("a slot");
+    let b = limit.acquire(&cx()).await.expect("a slot");
+    let waiter = tokio::spawn({
+        let limit = limit.clone();
+        async move { limit.acquire(&cx()).await.map(drop) }
+    });
+    settle().await;
+    limit.set_limit(1);
+    limit.release(a, ok());
+    settle().await;
+    assert!(!waiter.is_finished(), "one still in flight, limit 1");
+    limit.release(b, ok());
+    settle().await;
+    assert!(waiter.is_finished());
+    waiter.await.expect("task").expect("admitted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn growing_after_a_shrink_first_cancels_what_the_shrink_still_owes() {
+    let limit = ConcurrencyLimit::new(3);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(limit.acquire(&cx()).await.expect("a slot"));
+    }
+    limit.set_limit(1);
+    limit.set_limit(4);
+    assert_eq!(
+        (limit.limit(), limit.in_flight(), limit.available()),
+        (4, 3, 1)
+    );
+    for permit in held {
+        limit.release(permit, ok());
+    }
+    assert_eq!((limit.in_flight(), limit.available()), (0, 4));
+    limit.set_limit(0);
+    assert_eq!(
+        (limit.limit(), limit.available()),
+        (1, 1),
+        "zero is raised to one"
+    );
+}
+
+#[test]
+fn a_lower_rate_spaces_the_next_permits_by_the_new_interval_from_where_the_old_ones_left_off() {
+    use rampart::limit::RateLimit;
+    let limit = RateLimit::builder(10, Duration::from_secs(1))
+        .burst(1)
+        .build()
+        .expect("valid");
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    assert_eq!(limit.try_acquire(t0), Ok(()));
+    limit
+        .reconfigure(|b| b.rate(2, Duration::from_secs(1)))
+        .expect("valid update");
+    assert_eq!((limit.permits(), limit.burst()), (2, 1));
+    assert_eq!(limit.try_acquire(t0 + ms(100)), Ok(()));
+    // At 10 a second this one would go through; at 2 a second the next is 400 ms away.
+    assert_eq!(limit.try_acquire(t0 + ms(200)), Err(ms(400)));
+}
+
+#[test]
+fn a_rejected_rate_update_changes_nothing_and_says_why() {
+    use rampart::limit::RateLimit;
+    let limit = RateLimit::new(10, Duration::from_secs(1)).expect("valid");
+    let clone = limit.clone();
+    let error = limit
+        .reconfigure(|b| b.rate(0, Duration::from_secs(1)).burst(5))
+        .expect_err("invalid");
+    assert_eq!(
+        error.to_string(),
+        "rate_limit.permits must be at least 1 (was 0)"
+    );
+    assert_eq!(
+        (clone.permits(), clone.per(), clone.burst()),
+        (10, Duration::from_secs(1), 10)
+    );
+}
