@@ -42,6 +42,14 @@ pub enum ClientError<E> {
     Call(rampart::Error<E>),
     /// The request body could not be read to keep it for replay.
     Body(BoxError),
+    /// Not sent: the host's quota, as its [quota headers](crate::quota) stated, is spent until
+    /// `retry_after` from now (only with [`quota`](crate::OutboundBuilder::quota) on).
+    QuotaSpent {
+        /// The host, as the outbound layer keys it (`host:port`).
+        host: Box<str>,
+        /// Time left until the quota resets.
+        retry_after: Duration,
+    },
 }
 
 impl<E> ClientError<E> {
@@ -50,15 +58,20 @@ impl<E> ClientError<E> {
         matches!(self, ClientError::Call(e) if e.is_timeout())
     }
 
-    /// Whether a component refused the call.
+    /// Whether a component refused the call (a spent quota included).
     pub fn is_rejected(&self) -> bool {
-        matches!(self, ClientError::Call(e) if e.is_rejected())
+        match self {
+            ClientError::Call(e) => e.is_rejected(),
+            ClientError::QuotaSpent { .. } => true,
+            ClientError::Body(_) => false,
+        }
     }
 
     /// When to try again, if a refusing component said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ClientError::Call(e) => e.retry_after(),
+            ClientError::QuotaSpent { retry_after, .. } => Some(*retry_after),
             ClientError::Body(_) => None,
         }
     }
@@ -67,7 +80,7 @@ impl<E> ClientError<E> {
     pub fn transport(&self) -> Option<&E> {
         match self {
             ClientError::Call(e) => e.inner(),
-            ClientError::Body(_) => None,
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } => None,
         }
     }
 
@@ -75,19 +88,18 @@ impl<E> ClientError<E> {
     pub fn call(&self) -> Option<&rampart::Error<E>> {
         match self {
             ClientError::Call(e) => Some(e),
-            ClientError::Body(_) => None,
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } => None,
         }
     }
 
     /// The status a service answers with when this error ends its handler: 504 for timeouts,
-    /// 503 for rejections, 502 for transport errors, 500 otherwise.
+    /// 503 for rejections (a spent quota included), 502 for transport errors, 500 otherwise.
     pub fn status(&self) -> StatusCode {
         match self {
             ClientError::Call(rampart::Error::Inner(_)) => StatusCode::BAD_GATEWAY,
             ClientError::Call(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
-            ClientError::Call(rampart::Error::Rejected { .. } | rampart::Error::Cancelled) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ClientError::Call(rampart::Error::Rejected { .. } | rampart::Error::Cancelled)
+            | ClientError::QuotaSpent { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -104,6 +116,13 @@ impl<E: fmt::Display> ClientError<E> {
                 "Request body unreadable",
                 format!("the request body could not be read for replay: {e}"),
             ),
+            ClientError::QuotaSpent { .. } => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "urn:rampart:quota-spent",
+                "Quota spent",
+                self.to_string(),
+            )
+            .with_retry_after(self.retry_after()),
         }
     }
 
@@ -126,6 +145,10 @@ impl<E: fmt::Display> fmt::Display for ClientError<E> {
         match self {
             ClientError::Call(e) => e.fmt(f),
             ClientError::Body(e) => write!(f, "request body could not be read for replay: {e}"),
+            ClientError::QuotaSpent { host, retry_after } => write!(
+                f,
+                "not sent: the quota of {host} is spent until it resets in {retry_after:?}"
+            ),
         }
     }
 }
@@ -139,6 +162,7 @@ impl<E: StdError + 'static> StdError for ClientError<E> {
             ClientError::Call(rampart::Error::Inner(e)) => Some(e),
             ClientError::Call(e) => e.source(),
             ClientError::Body(e) => Some(e.as_ref()),
+            ClientError::QuotaSpent { .. } => None,
         }
     }
 }
@@ -180,6 +204,24 @@ mod tests {
         let transport: ClientError<&str> = rampart::Error::Inner("reset").into();
         assert_eq!(transport.status(), StatusCode::BAD_GATEWAY);
         assert_eq!(transport.transport(), Some(&"reset"));
+    }
+
+    #[test]
+    fn a_spent_quota_is_a_503_naming_the_host_and_when_it_resets() {
+        let spent: ClientError<&str> = ClientError::QuotaSpent {
+            host: "api.example:443".into(),
+            retry_after: Duration::from_millis(2_500),
+        };
+        assert!(spent.is_rejected());
+        assert_eq!(spent.retry_after(), Some(Duration::from_millis(2_500)));
+        assert_eq!(
+            spent.to_string(),
+            "not sent: the quota of api.example:443 is spent until it resets in 2.5s"
+        );
+        assert_eq!(spent.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let response = spent.into_problem_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["retry-after"], "3");
     }
 
     #[test]

@@ -156,7 +156,7 @@ impl<E: Into<BoxError> + fmt::Display> From<ClientError<E>> for Status {
         let message = match &error {
             ClientError::Call(rampart::Error::Inner(_)) => String::new(),
             ClientError::Call(e) => e.to_string(),
-            ClientError::Body(e) => format!("request body could not be read for replay: {e}"),
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } => error.to_string(),
         };
         match error {
             ClientError::Call(rampart::Error::Inner(e)) => Status::from_error(e.into()),
@@ -175,6 +175,15 @@ impl<E: Into<BoxError> + fmt::Display> From<ClientError<E>> for Status {
                 let mut pushback = HeaderMap::new();
                 pushback.insert(GRPC_RETRY_PUSHBACK_MS, format_pushback(retry_after));
                 Status::with_metadata(code, message, MetadataMap::from_headers(pushback))
+            }
+            ClientError::QuotaSpent { retry_after, .. } => {
+                let mut pushback = HeaderMap::new();
+                pushback.insert(GRPC_RETRY_PUSHBACK_MS, format_pushback(Some(retry_after)));
+                Status::with_metadata(
+                    Code::ResourceExhausted,
+                    message,
+                    MetadataMap::from_headers(pushback),
+                )
             }
             ClientError::Call(rampart::Error::Cancelled) => Status::cancelled(message),
             _ => Status::internal(message),
@@ -360,5 +369,21 @@ mod tests {
         );
         let body = Status::from(ClientError::<BoxError>::Body("broken".into()));
         assert_eq!(body.code(), Code::Internal);
+        let spent = Status::from(ClientError::<BoxError>::QuotaSpent {
+            host: "api.example:443".into(),
+            retry_after: Duration::from_secs(4),
+        });
+        assert_eq!(spent.code(), Code::ResourceExhausted);
+        assert_eq!(
+            spent.message(),
+            "not sent: the quota of api.example:443 is spent until it resets in 4s"
+        );
+        assert_eq!(
+            spent
+                .metadata()
+                .get("grpc-retry-pushback-ms")
+                .map(|v| v.to_str().ok()),
+            Some(Some("4000"))
+        );
     }
 }

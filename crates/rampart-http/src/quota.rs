@@ -5,7 +5,7 @@
 //! into one [`Reading`]; with [`OutboundBuilder::quota`](crate::OutboundBuilder::quota) on,
 //! the outbound layer reads every response this way and keeps, per host, when a spent quota
 //! resets. Until then a new request to that host is refused before anything is sent, with
-//! rampart's own refusal ([`rampart::Error::Rejected`], reason `Overloaded`, no attempt made)
+//! [`ClientError::QuotaSpent`] (naming the host, no attempt made)
 //! whose `retry_after` is the time left to the reset: a handler answers it as 503 with
 //! `Retry-After` (see [`crate::problem`]), a gRPC caller gets `RESOURCE_EXHAUSTED` with the
 //! pushback.
@@ -56,7 +56,7 @@
 //! | state | one atomic word per host entry: when its spent quota resets, or none (a host the table evicts forgets it) |
 //! | spent | a response said remaining 0 with a reset in the future |
 //! | cleared | a response says remaining above 0, or says remaining 0 with a reset now or past; a response without quota headers (or with a reset unknown) changes nothing |
-//! | refused | a new request to a host whose reset is still ahead: `Rejected` (`Overloaded`), `retry_after` the time to the reset, [`EdgeEvent::QuotaRefused`] |
+//! | refused | a new request to a host whose reset is still ahead: [`ClientError::QuotaSpent`], `retry_after` the time to the reset, [`EdgeEvent::QuotaRefused`] |
 //! | after the reset | requests are sent again, with no response needed to clear it |
 //! | concurrent responses | the last to arrive decides |
 //!
@@ -77,8 +77,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderName};
+use rampart::Instant;
 use rampart::clock::Clock;
-use rampart::{Instant, RejectReason};
+
+use crate::error::ClientError;
 
 use crate::event::{EdgeEvent, Listeners};
 
@@ -508,15 +510,13 @@ pub(crate) fn check<E>(
     quota: Option<&QuotaState>,
     host: &str,
     listeners: &Listeners,
-) -> Result<(), rampart::Error<E>> {
+) -> Result<(), ClientError<E>> {
     let Some(retry_after) = quota.and_then(QuotaState::refusal) else {
         return Ok(());
     };
     listeners.emit(EdgeEvent::QuotaRefused { host, retry_after });
-    Err(rampart::Error::Rejected {
-        reason: RejectReason::Overloaded,
-        retry_after: Some(retry_after),
-        attempts: 0,
-        last: None,
+    Err(ClientError::QuotaSpent {
+        host: host.into(),
+        retry_after,
     })
 }

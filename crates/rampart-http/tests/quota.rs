@@ -10,7 +10,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
-use rampart::RejectReason;
 use rampart::backoff::Backoff;
 use rampart::clock::ManualClock;
 use rampart_http::quota::{self, Reading};
@@ -387,12 +386,7 @@ fn quick(builder: OutboundBuilder) -> OutboundLayer {
 /// The refusal's retry-after, or a panic if the outcome was anything else.
 fn refused<T>(outcome: Result<T, ClientError<Infallible>>) -> Duration {
     match outcome {
-        Err(ClientError::Call(rampart::Error::Rejected {
-            reason: RejectReason::Overloaded,
-            retry_after: Some(after),
-            attempts: 0,
-            ..
-        })) => after,
+        Err(ClientError::QuotaSpent { retry_after, .. }) => retry_after,
         Err(e) => panic!("expected a quota refusal, got {e}"),
         Ok(_) => panic!("expected a quota refusal, got a response"),
     }
@@ -737,6 +731,10 @@ async fn the_reqwest_client_refuses_a_spent_host_too() {
     manual.advance(Duration::from_secs(10));
     let second = client.send(client.request(http::Method::GET, &url)).await;
     let error = second.expect_err("refused");
+    assert!(
+        matches!(&error, ClientError::QuotaSpent { host, .. } if host.starts_with("127.0.0.1:")),
+        "{error}"
+    );
     assert!(error.is_rejected());
     assert_eq!(error.retry_after(), Some(Duration::from_secs(20)));
     assert_eq!(
