@@ -251,7 +251,7 @@ fn success_after_a_suspension_adds_no_allocation_to_the_work_itself() {
 /// Bytes a call's future may carry above the hand-written floor; `BUDGETS.md` gives the
 /// reason for each of them. Measured as a difference, so that tokio's own sizes (which change
 /// with its features, e.g. `test-util` in a workspace test run) cancel out.
-const FULL_ABOVE_FLOOR: usize = 552;
+const FULL_ABOVE_FLOOR: usize = 576;
 
 #[test]
 fn call_future_sizes_stay_within_their_budgets() {

@@ -101,7 +101,7 @@ where
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(attempt));
                 spans[leg] = Some(span);
-                let race = Race::new(callback, attempt, caller, clock, live.mode);
+                let race = Race::new(callback, attempt, caller, clock, machine.mode());
                 if leg == 0 {
                     primary.set(Some(race));
                 } else {

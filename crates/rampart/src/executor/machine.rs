@@ -307,6 +307,12 @@ where
     }
 
     /// Whether attempt durations are wanted even for an attempt that finished on its first
+    /// What happens to an attempt at its ceiling, in the settings this call started with.
+    #[inline(always)]
+    pub(crate) fn mode(&self) -> TimeoutMode {
+        self.live.mode
+    }
+
     /// poll (a log or a listener reports them).
     #[inline(always)]
     pub(crate) fn measures(&self) -> bool {

@@ -65,7 +65,7 @@ where
                 };
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(&attempt));
-                let race = Race::new(callback, &attempt, caller, clock, live.mode);
+                let race = Race::new(callback, &attempt, caller, clock, machine.mode());
                 let (returned, suspended) = race.await;
                 // An attempt that succeeded on its first poll took no time the call must account
                 // for: the clock is read again only when the reading will be used.
