@@ -125,8 +125,8 @@ fn failing_calls_allocate_only_the_box_that_keeps_a_last_failure() {
     for budget in [false, true] {
         let policy = retrying(budget);
         let boxed = std::cell::Cell::new(0);
-        let call = || match ready(policy.run(async |_| Err::<u32, _>("refused"))) {
-            Err(Error::Inner("refused")) => {}
+        let call = || match ready(policy.run(async |attempt| Err::<u32, _>(attempt.number()))) {
+            Err(Error::Inner(_)) => {}
             Err(Error::Rejected { last: Some(_), .. }) => boxed.set(boxed.get() + 1),
             other => panic!("{other:?}"),
         };
