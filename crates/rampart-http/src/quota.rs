@@ -504,8 +504,8 @@ impl QuotaState {
     }
 }
 
-/// Refuses a request to `host` whose quota is spent: the refusal rampart makes for a
-/// limiter's (reported as [`EdgeEvent::QuotaRefused`]), or `Ok` to send it.
+/// Refuses a request to `host` whose quota is spent with [`ClientError::QuotaSpent`]
+/// (reported as [`EdgeEvent::QuotaRefused`]), or `Ok` to send it.
 pub(crate) fn check<E>(
     quota: Option<&QuotaState>,
     host: &str,
