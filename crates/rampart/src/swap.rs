@@ -9,7 +9,8 @@
 //! `unsafe`. The price is paid in memory: a replaced value is not freed until the `Swap` is
 //! dropped (no reader announces when it is done with one, so none can be proven unread).
 //! Updates are meant to come at an operator's pace; each keeps the value it replaced (for a
-//! policy's settings, under 200 bytes).
+//! policy's settings, under 200 bytes; the cells come in blocks that double in size and are
+//! allocated whole, so up to about twice that is held).
 //!
 //! The loom model of the breaker (`tests/loom_breaker.rs`) races a reconfiguration against
 //! outcomes through this type.

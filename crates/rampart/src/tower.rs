@@ -28,8 +28,8 @@
 //!
 //! | what | how |
 //! |---|---|
-//! | requests | `Clone`: every attempt sends its own clone, except the last one the policy allows (without hedging), which takes the request itself: a single-attempt policy clones nothing |
-//! | the inner service | `Clone`: one clone per call, and every attempt calls its own clone of that (the last allowed takes it), made ready inside the attempt, so a wait for readiness counts against the attempt's ceiling |
+//! | requests | `Clone`: every attempt sends its own clone (the first included) |
+//! | the inner service | `Clone`: every attempt calls its own clone, made ready inside the attempt, so a wait for readiness counts against the attempt's ceiling |
 //! | readiness | [`PolicyService`] is always ready |
 //! | responses and errors | classified by the policy's classifier (`Classify<S::Response, S::Error>`); the error is [`Error<S::Error>`] |
 //! | cost | one allocation per call: the response future is the policy's call, boxed, because its type cannot be named |
@@ -153,29 +153,15 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let policy = self.policy.clone();
-        // The attempt that no other can follow (the last one a policy without hedging allows)
-        // takes the service and the request instead of cloning them: a single-attempt policy
-        // clones neither.
-        let last = match policy.shared.hedge {
-            Some(_) => None,
-            None => Some(policy.max_attempts()),
-        };
         // Behind a lock (taken once per attempt, uncontended unless legs are hedged) so that
         // the callback is `Sync` for any `Send` service and request.
-        let template = Mutex::new(Some((self.inner.clone(), request)));
+        let template = Mutex::new((self.inner.clone(), request));
         ResponseFuture {
             inner: Box::pin(async move {
-                let op = async |attempt: &Attempt| {
+                let op = async |_: &Attempt| {
                     let (mut service, request) = {
-                        let mut template = template.lock().unwrap_or_else(PoisonError::into_inner);
-                        match template.as_ref() {
-                            Some((service, request)) if last != Some(attempt.number()) => {
-                                (service.clone(), request.clone())
-                            }
-                            _ => template.take().unwrap_or_else(|| {
-                                unreachable!("no attempt follows attempt {last:?}")
-                            }),
-                        }
+                        let template = template.lock().unwrap_or_else(PoisonError::into_inner);
+                        (template.0.clone(), template.1.clone())
                     };
                     std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
                     service.call(request).await

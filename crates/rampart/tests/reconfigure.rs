@@ -346,3 +346,28 @@ fn the_success_path_of_a_reconfigured_policy_and_breaker_allocates_nothing() {
     });
     assert_eq!(allocations.count_total, 0);
 }
+
+#[test]
+fn the_shared_pass_through_policy_cannot_be_reconfigured() {
+    let none = Policy::none();
+    let error = none
+        .reconfigure(|s| s.deadline = Some(Duration::from_millis(1)))
+        .expect_err("Policy::none() is shared by the whole process");
+    assert!(
+        error
+            .to_string()
+            .starts_with("reconfigure cannot change `Policy::none()`"),
+        "{error}"
+    );
+    assert_eq!(Policy::none().deadline(), None, "no caller saw a change");
+    // A pass-through of one's own can be.
+    let own = Policy::builder()
+        .max_attempts(1)
+        .no_deadline()
+        .no_attempt_timeout()
+        .build()
+        .expect("valid policy");
+    own.reconfigure(|s| s.deadline = Some(Duration::from_secs(1)))
+        .expect("its own policy");
+    assert_eq!(own.deadline(), Some(Duration::from_secs(1)));
+}

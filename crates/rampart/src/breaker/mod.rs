@@ -471,7 +471,9 @@ impl Breaker {
     /// Replaces the breaker's settings while it runs, keeping its state: `update` is handed a
     /// builder holding the current settings, and what it returns is checked exactly as
     /// [`BreakerBuilder::build`] checks it. A rejected update changes nothing and its error
-    /// names every field and value it refused.
+    /// names every field and value it refused. `update` runs under the lock the breaker's own
+    /// transitions take: keep it to setting values (it must not call this breaker's methods,
+    /// which would deadlock, and while it runs no attempt can open or probe the breaker).
     ///
     /// Every clone sees the update at once; the state (closed, open with its break, half-open
     /// with its probes, forced), the consecutive failures, the ratio window's counts and the

@@ -155,9 +155,13 @@ impl RateLimit {
     /// holding the current `permits`, `per` and `burst` (change the first two with
     /// [`RateLimitBuilder::rate`]), and what it returns is checked exactly as
     /// [`build`](RateLimitBuilder::build) checks it. A rejected update changes nothing and names
-    /// every field and value it refused. What was already taken stays taken: the next permits
-    /// are spaced by the new interval from where the old ones left off, so a lower rate slows
-    /// admissions at once and a higher one speeds them up at once. Each update keeps the rate it
+    /// every field and value it refused. What was already taken stays taken, in time: the
+    /// next permit is due where the old rate left it, and only the ones after it are spaced by
+    /// the new interval. So a lower rate slows admissions at once, but a higher rate starts to
+    /// count only once the permits taken under the old one have come due, and, because the
+    /// burst window shrinks with the interval, a limit whose burst was spent can refuse for up
+    /// to the old window (a spent burst of 10 at 10/s raised to 100/s admits again about 0.9 s
+    /// later, where the old rate would have admitted after 0.1 s). Each update keeps the rate it
     /// replaced allocated until the limit is dropped; a permit taken never waits or locks.
     ///
     /// ```

@@ -175,13 +175,19 @@ impl<C, A> Policy<C, A> {
     /// Calls never wait for an update: each loads the settings once, with one atomic load, no
     /// lock and no allocation. Updates take a short lock among themselves, so that two at once
     /// apply one after the other. Each accepted update keeps the settings it replaced allocated
-    /// (under 200 bytes) until the last clone of the policy is dropped, since a running call
+    /// (under 200 bytes, about twice that with the blocks they are kept in) until the last clone of the policy is dropped, since a running call
     /// may still read them: meant for an operator's or a config file's pace, not for every
     /// request. After 2^31 - 1 updates a policy refuses more (field `reconfigure`).
     pub fn reconfigure(&self, update: impl FnOnce(&mut PolicySettings)) -> Result<(), ConfigError>
     where
         A: Admit,
     {
+        if self.is_shared_none() {
+            return Err(ConfigError::new(vec![ConfigProblem::new(
+                "reconfigure",
+                "cannot change `Policy::none()`: it is one policy shared by every caller in the process; build a pass-through of your own (`max_attempts(1)`, `no_deadline()`, `no_attempt_timeout()`) to reconfigure it",
+            )]));
+        }
         let s = &*self.shared;
         let _one_at_a_time = s
             .reconfiguring

@@ -152,6 +152,16 @@ static NONE: LazyLock<Policy> = LazyLock::new(|| {
         .unwrap_or_else(|e| unreachable!("the pass-through policy is valid: {e}"))
 });
 
+impl<C, A> Policy<C, A> {
+    /// Whether this is the one `Policy::none()` every caller shares.
+    fn is_shared_none(&self) -> bool {
+        std::ptr::eq(
+            Arc::as_ptr(&self.shared).cast::<()>(),
+            Arc::as_ptr(&NONE.shared).cast::<()>(),
+        )
+    }
+}
+
 impl Policy {
     /// A builder with the defaults in the [module table](self).
     pub fn builder() -> PolicyBuilder {
