@@ -371,3 +371,16 @@ fn the_shared_pass_through_policy_cannot_be_reconfigured() {
         .expect("its own policy");
     assert_eq!(own.deadline(), Some(Duration::from_secs(1)));
 }
+
+#[test]
+fn a_policy_reading_the_ambient_criticality_cannot_drop_to_one_attempt() {
+    let policy = Policy::builder()
+        .use_ambient_criticality(true)
+        .build()
+        .expect("valid policy");
+    let error = policy
+        .reconfigure(|s| s.max_attempts = 1)
+        .expect_err("one attempt leaves the criticality nothing to gate");
+    assert_eq!(error.problems()[0].field(), "max_attempts", "{error}");
+    assert_eq!(policy.max_attempts(), 3, "nothing changed");
+}

@@ -43,6 +43,19 @@ fn config_problem<T: std::fmt::Debug>(outcome: Result<T, Error<Fail>>) -> (Strin
     }
 }
 
+/// The configuration problem `policy`'s call ends with, checking that its callback never ran.
+async fn refused_before_the_callback(policy: &Policy) -> (String, String) {
+    let calls = counter();
+    let outcome = policy
+        .run(async |_attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Fail>(())
+        })
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the callback never starts");
+    config_problem(outcome)
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_async_generators_answer_is_the_attempts_ceiling() {
     let policy = Policy::builder()
@@ -108,15 +121,7 @@ async fn an_async_generator_answering_zero_is_a_config_error_before_the_callback
         .attempt_timeout_fn(|_| MaybeAsync::pending(async { Duration::ZERO }))
         .build()
         .expect("valid");
-    let calls = counter();
-    let outcome = policy
-        .run(async |_attempt| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, Fail>(())
-        })
-        .await;
-    assert_eq!(calls.load(Ordering::SeqCst), 0);
-    let (field, message) = config_problem(outcome);
+    let (field, message) = refused_before_the_callback(&policy).await;
     assert_eq!(field, "attempt_timeout_fn");
     assert_eq!(
         message,
@@ -131,15 +136,7 @@ async fn a_generated_timeout_over_a_day_is_a_config_error_naming_the_value() {
         .attempt_timeout_fn(|_| Duration::from_secs(25 * 3600))
         .build()
         .expect("valid");
-    let calls = counter();
-    let outcome = policy
-        .run(async |_attempt| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, Fail>(())
-        })
-        .await;
-    assert_eq!(calls.load(Ordering::SeqCst), 0);
-    let (field, message) = config_problem(outcome);
+    let (field, message) = refused_before_the_callback(&policy).await;
     assert_eq!(field, "attempt_timeout_fn");
     assert_eq!(
         message,

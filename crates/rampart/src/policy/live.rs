@@ -206,13 +206,24 @@ impl<C, A> Policy<C, A> {
                 ),
             ));
         }
-        problems.extend(criticality_problem(
+        // Of what the rule reads, an update changes only the attempts: name them.
+        if criticality_problem(
             s.ambient_criticality,
             s.hedge.is_some(),
             A::ALWAYS_ADMITS,
             settings.max_attempts,
             s.budget.is_some(),
-        ));
+        )
+        .is_some()
+        {
+            problems.push(ConfigProblem::new(
+                "max_attempts",
+                format!(
+                    "must stay above 1 (was {}): the policy reads the ambient criticality (`use_ambient_criticality`), which gates only retries and hedges",
+                    settings.max_attempts
+                ),
+            ));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
