@@ -145,6 +145,15 @@ impl<B> ReplayBody<B> {
         }
     }
 
+    /// The caller's body back, when it is one [`new`](Self::new) made and nothing was read
+    /// from it.
+    pub(crate) fn into_unread(self) -> Option<B> {
+        match self.kind {
+            ReplayKind::Streaming { prefix: None, body } => Some(body),
+            _ => None,
+        }
+    }
+
     fn streaming(prefix: Option<Bytes>, body: B) -> Self {
         ReplayBody {
             kind: ReplayKind::Streaming {

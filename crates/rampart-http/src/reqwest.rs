@@ -199,7 +199,7 @@ impl<A: Admit + Clone> Client<A> {
         let call = async {
             if plan == Plan::Replay && in_memory {
                 // `try_run` hedges when the host's policy hedges.
-                host.full
+                within(&host.full, caller)
                     .try_run(async |attempt: &rampart::Attempt| {
                         let Some(mut request) = request.try_clone() else {
                             unreachable!("a request with a body in memory clones")
@@ -215,7 +215,7 @@ impl<A: Admit + Clone> Client<A> {
                 // Taken by the one attempt; a callback borrows what it uses, so the request waits
                 // behind a lock (uncontended) rather than in a mutated capture.
                 let request = std::sync::Mutex::new(Some(request));
-                host.once
+                within(&host.once, caller)
                     .try_run(async |attempt| {
                         let taken = request
                             .lock()
@@ -230,11 +230,8 @@ impl<A: Admit + Clone> Client<A> {
                     .await
             }
         };
-        let outcome = match caller {
-            Some(deadline) => within(deadline, call).await,
-            None => call.await,
-        };
-        outcome.map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
+        call.await
+            .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
     }
 }
 

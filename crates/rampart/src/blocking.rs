@@ -114,7 +114,7 @@ where
     let clock = &shared.clock;
     let live = shared.snapshot();
     let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed));
+    let mut machine = Machine::new(shared, live, log, read(clock, timed), None);
     if let Some(problem) = shared.needs_async() {
         return machine.config_error(problem, read(clock, timed)).outcome;
     }

@@ -96,7 +96,8 @@ pub struct Unfit {
 pub enum DeadlineSource {
     /// The policy's own `deadline`.
     Policy,
-    /// The ambient deadline: the time the caller upstream was still waiting.
+    /// The caller's deadline: the ambient one, or one given to the call with
+    /// [`Call::within`](crate::Call::within); the time the caller upstream was still waiting.
     Inherited,
 }
 

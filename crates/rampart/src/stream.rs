@@ -381,12 +381,14 @@ impl<C, A> Call<'_, C, A> {
     {
         let shared = self.shared();
         let caller = self.caller();
+        let deadline = self.deadline();
         // The open phase is the call itself: the state machine resolves its deadline and
         // counts its attempts, and says what they were when the call settles.
         let mut opening = Opening::default();
         let first = execute(
             shared,
             caller,
+            deadline,
             first_item::<F, S, _>(move |attempt| FirstItem::new(op(attempt))),
             &mut opening,
         )

@@ -400,6 +400,25 @@ async fn an_inherited_deadline_ends_the_stream_when_the_caller_upstream_stops_wa
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deadline_given_to_the_call_ends_the_stream_like_an_inherited_one() {
+    let policy = Policy::builder().build().expect("valid");
+    let start = Instant::now();
+    let opened = policy
+        .within(Deadline::after(300 * MS))
+        .stream(options(), async |_| Ok(ticking(100 * MS)))
+        .await;
+    assert_eq!(
+        drain(opened.expect("opened")).await,
+        [
+            "1",
+            "2",
+            "inherited deadline of 300ms exceeded after 1 attempt"
+        ]
+    );
+    assert_eq!(start.elapsed(), 300 * MS);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_drains_grace_ends_the_stream_with_the_drains_rejection() {
     let drain_switch = Drain::new();
     let policy = Policy::builder()

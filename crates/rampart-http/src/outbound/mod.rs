@@ -109,13 +109,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, Entry};
+use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::budget::{RetryBudget, RetryBudgetBuilder};
 use rampart::hedge::Hedge;
-use rampart::{Ambient, Attempt, ConfigError, Criticality, Deadline, Policy, PolicyBuilder};
+use rampart::{Ambient, Attempt, Call, ConfigError, Criticality, Deadline, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
 use crate::classify::HttpClassifier;
@@ -738,13 +738,12 @@ pub(crate) struct Stamp {
 
 /// What a request's headers hold, found in one pass by [`Stamp::prepare`].
 #[derive(Default)]
-struct Held {
-    content_type: bool,
-    grpc: bool,
+struct Held<'a> {
+    content_type: Option<&'a HeaderValue>,
     retry: bool,
-    criticality: bool,
-    deadline: bool,
-    grpc_timeout: bool,
+    /// The last value of each encoding of the deadline.
+    deadline: Option<&'a HeaderValue>,
+    grpc_timeout: Option<&'a HeaderValue>,
 }
 
 /// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
@@ -757,60 +756,46 @@ impl Stamp {
     /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
     /// out what the caller wrote that a first attempt must not carry (a retry mark, a
     /// deadline in the other encoding).
+    ///
+    /// The caller's deadline and criticality are left in place: every attempt's
+    /// [`write`](Self::write) replaces them.
     pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
-        // One pass over the headers finds the content type and which of the headers the stamp
-        // owns the caller wrote (most requests carry few or none of them): a lookup or a
-        // removal hashes its name even when the map does not hold it, and a pass over a
-        // small map costs less than the five lookups it saves.
+        // One pass over the headers finds the content type, the caller's deadline and which
+        // of the headers the stamp owns the caller wrote (most requests carry few or none of
+        // them): a lookup or a removal hashes its name even when the map does not hold it,
+        // and a pass over a small map costs less than the lookups it saves.
         let mut held = Held::default();
         for (name, value) in headers.iter() {
-            if *name == CONTENT_TYPE && !held.content_type {
-                held.content_type = true;
-                held.grpc = is_grpc_content_type(value);
+            if *name == CONTENT_TYPE {
+                held.content_type = held.content_type.or(Some(value));
+                continue;
+            }
+            if *name == GRPC_TIMEOUT {
+                held.grpc_timeout = Some(value);
+            }
+            if *name == names.deadline {
+                held.deadline = Some(value);
             }
             held.retry |= *name == names.retry;
-            held.criticality |= *name == names.criticality;
-            held.deadline |= *name == names.deadline;
-            held.grpc_timeout |= *name == GRPC_TIMEOUT;
         }
-        let grpc = held.grpc;
+        let grpc = held.content_type.is_some_and(is_grpc_content_type);
+        let caller = if grpc {
+            held.grpc_timeout
+                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+        } else {
+            held.deadline
+                .and_then(|value| parse_deadline_ms(value.as_bytes()))
+        };
+        let other = if grpc {
+            held.deadline.is_some().then_some(&names.deadline)
+        } else {
+            None
+        };
         if held.retry {
             headers.remove(&names.retry);
         }
-        // Every attempt writes the deadline and the criticality anew: what the caller wrote
-        // is read here and taken out, so that a replayable request's copies do not carry it.
-        if held.criticality {
-            headers.remove(&names.criticality);
-        }
-        let (written, other) = if grpc {
-            (
-                (&GRPC_TIMEOUT, held.grpc_timeout),
-                (&names.deadline, held.deadline),
-            )
-        } else {
-            (
-                (&names.deadline, held.deadline),
-                (&GRPC_TIMEOUT, held.grpc_timeout),
-            )
-        };
-        let parse = if grpc {
-            parse_grpc_timeout
-        } else {
-            parse_deadline_ms
-        };
-        let caller = match written {
-            (name, true) => match headers.entry(name) {
-                Entry::Occupied(entry) => {
-                    let caller = entry.iter().next_back().and_then(|v| parse(v.as_bytes()));
-                    entry.remove();
-                    caller
-                }
-                Entry::Vacant(_) => None,
-            },
-            _ => None,
-        };
-        if grpc && other.1 {
-            headers.remove(other.0);
+        if let Some(other) = other {
+            headers.remove(other);
         }
         (Stamp { grpc }, caller.map(Deadline::after))
     }
@@ -845,6 +830,16 @@ impl Stamp {
         }
     }
 
+    /// Whether every attempt's [`write`](Self::write) replaces the header `name`: the
+    /// deadline in the encoding this request carries, and the criticality.
+    pub(crate) fn replaces(self, names: &Names, name: &HeaderName) -> bool {
+        let deadline = match self.grpc {
+            true => &GRPC_TIMEOUT,
+            false => &names.deadline,
+        };
+        name == deadline || *name == names.criticality
+    }
+
     /// Whether an attempt's transport error came when its ceiling was (all but) reached, on
     /// a gRPC request: then it is the transport's timer, armed from the header this attempt
     /// wrote, and rampart's own timer decides the outcome instead.
@@ -856,11 +851,12 @@ impl Stamp {
     }
 }
 
-/// Runs `call` within the deadline its caller wrote: the policies read the ambient deadline,
-/// so the call's deadline is never later than the caller's.
-pub(crate) fn within<F: std::future::Future>(
-    caller: Deadline,
-    call: F,
-) -> impl std::future::Future<Output = F::Output> {
-    Ambient::new().with_deadline(caller).scope(call)
+/// A call of `policy` within the deadline its caller wrote, if any, so that the call's
+/// deadline is never later than the caller's. Given to the call, not made ambient: a
+/// task-local scope around the call would be one more future, moved with it.
+pub(crate) fn within<C, A>(policy: &Policy<C, A>, caller: Option<Deadline>) -> Call<'_, C, A> {
+    match caller {
+        Some(deadline) => policy.within(deadline),
+        None => policy.call(),
+    }
 }

@@ -7,13 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::{
     Extensions, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version,
 };
 use http_body::Body;
-use rampart::Attempt;
 use rampart::admit::{Admit, Unlimited};
+use rampart::{Attempt, Deadline};
 use tower_service::Service;
 
 use super::hosts::Kept as KeptHost;
@@ -136,17 +135,11 @@ where
                 };
             }
         };
-        let service = self.inner.clone();
-        let (mut parts, body) = request.into_parts();
-        let (stamp, caller) = Stamp::prepare(&host.edge.names, &mut parts.headers);
-        // Two futures, so that the common one (no deadline of the caller's) is not as large as
-        // the one that also holds the caller's scope.
-        let call: BoxedCall<_, _> = match caller {
-            Some(deadline) => Box::pin(within(deadline, send(host, service, parts, body, stamp))),
-            None => Box::pin(send(host, service, parts, body, stamp)),
-        };
+        let mut request = request.map(ReplayBody::new);
+        let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
+        let template = Template::new(stamp, self.inner.clone(), request);
         ResponseFuture {
-            inner: Call::Running(call),
+            inner: Call::Running(Box::pin(send(host, template, caller))),
         }
     }
 }
@@ -158,10 +151,8 @@ where
 #[allow(clippy::manual_async_fn)]
 fn send<S, A, B, ResB>(
     host: Arc<Host<A>>,
-    service: S,
-    parts: Parts,
-    body: B,
-    stamp: Stamp,
+    template: Template<S, B>,
+    caller: Option<Deadline>,
 ) -> impl Future<Output = Result<Response<ResB>, ClientError<S::Error>>>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
@@ -172,32 +163,35 @@ where
     B::Error: Into<BoxError>,
     A: Admit + Clone,
 {
+    // Owned by this block and borrowed by the callback: rampart's call future keeps its
+    // callback in several states, so a callback that owned the request would carry it several
+    // times over. Behind a mutex (locked twice per attempt, never across a wait, and
+    // uncontended unless legs are hedged) so that the callback is `Sync` for any `Send`
+    // service and body. Made before the block, so that the block holds the request once: a
+    // block's input keeps its place in the block's state after it is moved out.
+    let mut template = Mutex::new(template);
     async move {
         let host = &*host;
+        let names = &host.edge.names;
         crate::quota::check(host.quota.as_ref(), &host.key, &host.edge.listeners)?;
-        let marked = parts.extensions.get::<Repeatable>().is_some();
-        let mut plan = host.plan(&parts.method, marked);
-        let body = match plan {
-            Plan::Once => Kept::Once(ReplayBody::new(body)),
-            Plan::Replay => keep(body, host.edge.replay_limit)
+        let unshared = template.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let stamp = unshared.stamp;
+        let (method, marked) = unshared.head();
+        let mut plan = host.plan(method, marked);
+        if plan == Plan::Replay {
+            let kept = unshared
+                .keep(names, host.edge.replay_limit)
                 .await
-                .map_err(|e| ClientError::Body(e.into()))?,
-        };
-        if plan == Plan::Replay && matches!(body, Kept::Once(_)) {
-            host.not_replayable();
-            plan = Plan::Once;
+                .map_err(|e| ClientError::Body(e.into()))?;
+            if !kept {
+                host.not_replayable();
+                plan = Plan::Once;
+            }
         }
         let policy = match plan {
             Plan::Once => &host.once,
             Plan::Replay => &host.full,
         };
-        // Owned by this block and borrowed by the callback: rampart's call future keeps its
-        // callback in several states, so a callback that owned the request would carry it
-        // several times over. Behind a mutex (locked twice per attempt, never across a wait,
-        // and uncontended unless legs are hedged) so that the callback is `Sync` for any
-        // `Send` service and body.
-        let template = Mutex::new(Template::new(stamp, service, parts, body));
-        let names = &host.edge.names;
         let op = async |attempt: &Attempt| {
             // Cloned under the lock, made ready without it: a hedged leg may want the
             // template while this one waits for its service.
@@ -205,22 +199,32 @@ where
             std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
             // The request is made once the service is ready, so that the deadline written is
             // the time left when the request goes out, and it is not kept across the wait.
-            let request = lock(&template).next(names, attempt);
-            let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
-            let response = span.run(service.call(request)).await;
-            if let (Some(quota), Ok(response)) = (&host.quota, &response) {
-                quota.observe(response.headers());
-            }
-            match response {
-                Err(e) if stamp.is_transport_timer(attempt) => {
-                    attempt.cancelled().await;
-                    Err(e)
+            // Each block ends the storage of what it made before the next await: a local stays
+            // in the callback's future while its scope lasts, moved out or not, and that future
+            // is held (and moved) with the whole call.
+            let sent = {
+                let request = lock(&template).next(names, attempt);
+                let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
+                span.run(service.call(request))
+            };
+            let error = {
+                let response = sent.await;
+                if let (Some(quota), Ok(response)) = (&host.quota, &response) {
+                    quota.observe(response.headers());
                 }
-                outcome => outcome,
-            }
+                match response {
+                    Err(e) if stamp.is_transport_timer(attempt) => e,
+                    outcome => return outcome,
+                }
+            };
+            attempt.cancelled().await;
+            Err(error)
         };
         // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
-        policy.run(op).await.map_err(ClientError::Call)
+        within(policy, caller)
+            .run(op)
+            .await
+            .map_err(ClientError::Call)
     }
 }
 
@@ -253,33 +257,71 @@ struct Again {
 }
 
 impl<S, B> Template<S, B> {
-    fn new(stamp: Stamp, service: S, parts: Parts, body: Kept<B>) -> Self {
-        let (first, again) = match body {
-            Kept::Replayable { data, trailers } => {
-                let again = Again {
-                    method: parts.method.clone(),
-                    uri: parts.uri.clone(),
-                    version: parts.version,
-                    headers: parts
-                        .headers
-                        .iter()
-                        .map(|(name, value)| (name.clone(), value.clone()))
-                        .collect(),
-                    extensions: parts.extensions.clone(),
-                    data,
-                    trailers,
-                };
-                let body = ReplayBody::replay(again.data.clone(), again.trailers.clone());
-                (Request::from_parts(parts, body), Some(again))
-            }
-            Kept::Once(body) => (Request::from_parts(parts, body), None),
-        };
+    /// The template of a request sent as it is, once, unless [`keep`](Self::keep) reads its
+    /// body for replay.
+    fn new(stamp: Stamp, service: S, request: Request<ReplayBody<B>>) -> Self {
         Template {
             stamp,
             service,
-            first: Some(first),
-            again,
+            first: Some(request),
+            again: None,
         }
+    }
+
+    /// The request, its method and whether its caller marked it [`Repeatable`], before its
+    /// first attempt.
+    fn head(&self) -> (&Method, bool) {
+        match &self.first {
+            Some(request) => (
+                request.method(),
+                request.extensions().get::<Repeatable>().is_some(),
+            ),
+            None => unreachable!("read before the first attempt"),
+        }
+    }
+
+    /// Reads the body of the request for replay, up to `limit` bytes, and keeps a copy of the
+    /// request for later attempts: whether it was kept (else the request is sent once, the
+    /// bytes read put back before the rest).
+    async fn keep(&mut self, names: &Names, limit: usize) -> Result<bool, B::Error>
+    where
+        B: Body + Unpin,
+    {
+        // The body is taken out and put back: the request itself stays where it is (moving
+        // it would copy its head, some 350 bytes, each way).
+        let Some(request) = &mut self.first else {
+            unreachable!("kept before the first attempt")
+        };
+        let taken = std::mem::replace(request.body_mut(), ReplayBody::buffered(Bytes::new()));
+        let Some(body) = taken.into_unread() else {
+            unreachable!("the caller's body, as `new` took it")
+        };
+        let (data, trailers) = match keep(body, limit).await? {
+            Kept::Replayable { data, trailers } => (data, trailers),
+            Kept::Once(body) => {
+                *request.body_mut() = body;
+                return Ok(false);
+            }
+        };
+        *request.body_mut() = ReplayBody::replay(data.clone(), trailers.clone());
+        self.again = Some(Again {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            // Without what every attempt's stamp replaces: a copy of the caller's deadline
+            // would be written over (and a name built from a string makes its shared count
+            // on its first clone: an allocation).
+            headers: request
+                .headers()
+                .iter()
+                .filter(|(name, _)| !self.stamp.replaces(names, name))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            extensions: request.extensions().clone(),
+            data,
+            trailers,
+        });
+        Ok(true)
     }
 
     /// The next attempt's request, its headers stamped: the request itself first, then a copy

@@ -25,6 +25,7 @@ use crate::admit::Admit;
 use crate::attempt::Attempt;
 use crate::classify::Classify;
 use crate::clock::Sleep;
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::hedge::MAX_LEGS;
 use crate::timeout::PendingAnswer;
@@ -49,6 +50,7 @@ enum Wake<O> {
 pub(crate) async fn drive<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
+    deadline: Option<Deadline>,
     mut op: F,
     log: L,
 ) -> Result<T, Error<E>>
@@ -61,7 +63,7 @@ where
     let clock = &shared.clock;
     let live = shared.snapshot();
     let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed));
+    let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);

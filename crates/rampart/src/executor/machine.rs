@@ -60,7 +60,7 @@ use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transitio
 use crate::classify::{Classify, Verdict};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
-use crate::deadline::Effective;
+use crate::deadline::{Deadline, Effective};
 use crate::error::{ConfigError, ConfigProblem, Error, RejectReason, Unfit};
 use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
@@ -244,13 +244,15 @@ where
     }
 
     /// A call of `shared` with the settings `live`, beginning at `now` (`Some` exactly when
-    /// [`timed`](Self::timed)).
+    /// [`timed`](Self::timed)), within the deadline `given` to the call as well
+    /// ([`Call::within`](crate::Call::within)).
     #[inline(always)]
     pub(crate) fn new(
         shared: &'p Shared<C, A>,
         live: &'p Live,
         log: L,
         now: Option<Instant>,
+        given: Option<Deadline>,
     ) -> Self {
         let ambient = if shared.ambient_deadline || shared.ambient_criticality {
             Ambient::current()
@@ -261,7 +263,13 @@ where
             true => ambient.criticality(),
             false => Criticality::Critical,
         };
-        let inherited = ambient.deadline().filter(|_| shared.ambient_deadline);
+        let inherited = match (
+            ambient.deadline().filter(|_| shared.ambient_deadline),
+            given,
+        ) {
+            (Some(ambient), Some(given)) => Some(ambient.min(given)),
+            (ambient, given) => ambient.or(given),
+        };
         let deadline = now
             .and_then(|start| Effective::resolve(start, live.deadline, inherited, &shared.drain));
         let span = crate::observe::call_span(&shared.name);

@@ -80,7 +80,7 @@ fn cancelled_caller_ends_the_call_before_any_attempt() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
     assert_eq!(machine.attempts, 0);
 }
@@ -98,7 +98,7 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let first = attempt(machine.start(false));
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
@@ -120,7 +120,7 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("stopped")), true, Some(clock.now()));
@@ -140,7 +140,7 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Ok(7)), true, Some(clock.now()));
@@ -160,7 +160,7 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -185,7 +185,7 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -219,7 +219,7 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
@@ -252,7 +252,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
@@ -295,7 +295,7 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let mut report = Report::default();
         let live = policy.shared.snapshot();
         let mut machine: Plain<'_, '_> =
-            Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+            Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
@@ -343,7 +343,7 @@ fn zero_backoff_starts_the_next_attempt_at_once() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = attempt(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -361,7 +361,7 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, Some(Err("reset")), true, Some(clock.now()));
@@ -379,7 +379,7 @@ fn caller_cancelled_during_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
@@ -404,7 +404,7 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let refusal = Refusal {
         retry_after: Some(50 * MS),
         by: "test limit",
@@ -454,7 +454,7 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let first = attempt(machine.start(false));
     let due = machine.hedge_due().expect("a hedge is armed");
     assert_eq!(due, clock.now() + 10 * MS);
@@ -491,7 +491,7 @@ fn throttled_leg_stops_hedging_for_the_round() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let first = attempt(machine.start(false));
     clock.advance(10 * MS);
     let second = attempt(machine.hedge(Some(clock.now())));
@@ -528,7 +528,8 @@ fn a_pending_generator_is_a_step_bounded_by_the_deadline_and_its_answer_sets_the
     let start = clock.now();
     let mut report = Report::default();
     let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, live, &mut report, Some(start));
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(start), None);
     let until = generate_step(machine.start(false));
     assert_eq!(until, Some(start + Duration::from_secs(1)));
     assert_eq!(machine.attempts, 0, "no attempt counted before the answer");
@@ -549,14 +550,14 @@ fn a_pending_generator_cut_short_by_the_caller_or_the_deadline_starts_no_attempt
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     generate_step(machine.start(false));
     let next = machine.generated(Bounded::Cancelled, Some(clock.now()));
     assert!(matches!(done(next), Err(Error::Cancelled)));
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     generate_step(machine.start(false));
     clock.advance(Duration::from_secs(1));
     let next = machine.generated(Bounded::Expired, Some(clock.now()));
@@ -580,7 +581,7 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -603,7 +604,7 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()));
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned(&a, ticket, None, false, Some(clock.now()));

@@ -57,6 +57,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admit::Admit;
 use crate::classify::Classify;
 use crate::clock::{Clock, Instant};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::outcome::StopReason;
@@ -76,6 +77,7 @@ pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
 pub struct Call<'a, C, A> {
     shared: &'a Shared<C, A>,
     caller: Option<&'a CancellationToken>,
+    deadline: Option<Deadline>,
 }
 
 impl<C, A> std::fmt::Debug for Call<'_, C, A> {
@@ -83,13 +85,52 @@ impl<C, A> std::fmt::Debug for Call<'_, C, A> {
         f.debug_struct("Call")
             .field("policy", &self.shared.name)
             .field("caller", &self.caller)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
 
 impl<'a, C, A> Call<'a, C, A> {
     pub(crate) fn new(shared: &'a Shared<C, A>, caller: Option<&'a CancellationToken>) -> Self {
-        Call { shared, caller }
+        Call {
+            shared,
+            caller,
+            deadline: None,
+        }
+    }
+
+    /// Runs the call within `deadline` as well: its effective deadline is the earliest of
+    /// the policy's own, the ambient one (when the policy reads it), and every deadline given
+    /// here. A deadline that ends the call is reported as
+    /// [`DeadlineSource::Inherited`](crate::DeadlineSource::Inherited), like the ambient one.
+    ///
+    /// This is [`Deadline::scope`] for one call, without a task-local scope around it: the
+    /// callback does not see `deadline` as ambient (its attempt's
+    /// [`remaining`](crate::Attempt::remaining) counts it). It applies whether or not the
+    /// policy [reads the ambient deadline](crate::PolicyBuilder::use_ambient_deadline).
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use std::time::Duration;
+    /// use rampart::{Deadline, Policy};
+    ///
+    /// let policy = Policy::builder().max_attempts(3).build().expect("valid policy");
+    /// let caller = Deadline::after(Duration::from_millis(250));
+    /// let left = policy
+    ///     .within(caller)
+    ///     .run(async |attempt| Ok::<_, std::io::Error>(attempt.remaining()))
+    ///     .await;
+    /// assert_eq!(left.ok().flatten(), Some(Duration::from_millis(250)));
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
+    /// #     .build().expect("runtime").block_on(demo());
+    /// ```
+    pub fn within(mut self, deadline: Deadline) -> Self {
+        self.deadline = Some(match self.deadline {
+            Some(given) => given.min(deadline),
+            None => deadline,
+        });
+        self
     }
 
     pub(crate) fn shared(&self) -> &'a Shared<C, A> {
@@ -100,6 +141,10 @@ impl<'a, C, A> Call<'a, C, A> {
         self.caller
     }
 
+    pub(crate) fn deadline(&self) -> Option<Deadline> {
+        self.deadline
+    }
+
     /// Runs `op`; see [`Policy::run`](crate::Policy::run).
     pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
@@ -107,7 +152,7 @@ impl<'a, C, A> Call<'a, C, A> {
         A: Admit,
         F: Callback<T, E>,
     {
-        execute(self.shared, self.caller, op, ())
+        execute(self.shared, self.caller, self.deadline, op, ())
     }
 
     /// Runs `op` and reports how the call went; see [`Policy::try_run`](crate::Policy::try_run).
@@ -118,7 +163,7 @@ impl<'a, C, A> Call<'a, C, A> {
         F: Callback<T, E>,
     {
         let mut report = Report::default();
-        let outcome = execute(self.shared, self.caller, op, &mut report).await;
+        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
         report.into_result(outcome)
     }
 
@@ -137,7 +182,7 @@ impl<'a, C, A> Call<'a, C, A> {
         G: Answer<T, E>,
     {
         let mut stop = StopOnly(StopReason::Succeeded);
-        let outcome = execute(self.shared, self.caller, op, &mut stop).await;
+        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut stop).await;
         fall_back(self.shared, stop.0, outcome, fallback).await.0
     }
 
@@ -157,7 +202,7 @@ impl<'a, C, A> Call<'a, C, A> {
         G: Answer<T, E>,
     {
         let mut report = Report::default();
-        let outcome = execute(self.shared, self.caller, op, &mut report).await;
+        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
         let (outcome, fell_back) = fall_back(self.shared, report.stop, outcome, fallback).await;
         let mut result = report.into_result(outcome)?;
         result.fell_back = fell_back;
@@ -205,6 +250,7 @@ where
 pub(crate) fn execute<'a, T, E, C, A, F, L>(
     shared: &'a Shared<C, A>,
     caller: Option<&'a CancellationToken>,
+    deadline: Option<Deadline>,
     op: F,
     log: L,
 ) -> Execute<
@@ -221,11 +267,11 @@ where
     // here would be moved with it, and cost a copy of the whole future per call).
     if shared.hedge.is_some() {
         Execute::Hedged {
-            call: Box::pin(hedged::drive(shared, caller, op, log)),
+            call: Box::pin(hedged::drive(shared, caller, deadline, op, log)),
         }
     } else {
         Execute::Plain {
-            call: run::drive(shared, caller, op, log),
+            call: run::drive(shared, caller, deadline, op, log),
         }
     }
 }

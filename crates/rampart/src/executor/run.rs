@@ -11,6 +11,7 @@ use crate::admit::Admit;
 use crate::attempt::Attempt;
 use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant, Sleep};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::event::Reported;
 use crate::outcome::StopReason;
@@ -21,78 +22,87 @@ use super::race::{Race, admission};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
 /// Runs `op` under `shared`, one attempt at a time.
-pub(crate) async fn drive<T, E, C, A, F, L>(
+///
+/// A plain function returning an `async` block: the block owns its inputs once, where an
+/// `async fn` keeps a second copy of its arguments in its state (64 B of every call's future).
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn drive<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
+    deadline: Option<Deadline>,
     mut op: F,
     mut log: L,
-) -> Result<T, Error<E>>
+) -> impl Future<Output = Result<T, Error<E>>>
 where
     C: Classify<T, E>,
     A: Admit,
     F: Callback<T, E>,
     L: Record,
 {
-    let live = shared.snapshot();
-    if live.pass_through
-        && caller.is_none()
-        && !L::TIMED
-        && !shared.drain.is_draining()
-        && !shared.telemetry.observer.is_active()
-    {
-        return pass_through(shared, op, &mut log).await;
-    }
-    let clock = &shared.clock;
-    let timed = Machine::<T, E, C, A, L>::timed(shared, live, false);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed));
-    let mut attempt = Attempt::new(clock.clone(), caller);
-    let mut next = machine.start(is_cancelled(caller));
-    loop {
-        next = match next {
-            Next::Attempt(ticket) => 'attempt: {
-                attempt.begin(ticket.number, ticket.ceiling, ticket.began);
-                let (ticket, waited) = if ticket.admitted {
-                    (ticket, None)
-                } else {
-                    let cx = machine.ticket_context(&ticket, &attempt);
-                    let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                    let now = read(clock, timed);
-                    let waited = waited(ticket.began, now);
-                    match machine.admitted(ticket, answer, now) {
-                        Ok(ticket) => (ticket, waited),
-                        Err(next) => break 'attempt next,
-                    }
-                };
-                let span = machine.attempt_span(&ticket, waited);
-                let callback = span.clone().instrument(op(&attempt));
-                let race = Race::new(callback, &attempt, caller, clock, machine.mode());
-                let (returned, suspended) = race.await;
-                // An attempt that succeeded on its first poll took no time the call must account
-                // for: the clock is read again only when the reading will be used.
-                let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                let now = if fresh {
-                    read(clock, timed)
-                } else {
-                    ticket.began
-                };
-                let next = machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
-                span.record_outcome(machine.attempt_outcome());
-                next
-            }
-            // A backoff or a wait on a pending answer: one await point for all three, so
-            // that the cold steps add nothing to every call's state machine.
-            pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {
-                let woke = Paused::new(shared, pause, caller).await;
-                let now = read(clock, timed);
-                match woke {
-                    Woke::Slept { cancelled } => machine.woke(now, cancelled),
-                    Woke::Generated(answer) => machine.generated(answer, now),
-                    Woke::Hooked => machine.hooked(now),
+    async move {
+        let live = shared.snapshot();
+        if live.pass_through
+            && caller.is_none()
+            && deadline.is_none()
+            && !L::TIMED
+            && !shared.drain.is_draining()
+            && !shared.telemetry.observer.is_active()
+        {
+            return pass_through(shared, op, &mut log).await;
+        }
+        let clock = &shared.clock;
+        let timed = Machine::<T, E, C, A, L>::timed(shared, live, deadline.is_some());
+        let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
+        let mut attempt = Attempt::new(clock.clone(), caller);
+        let mut next = machine.start(is_cancelled(caller));
+        loop {
+            next = match next {
+                Next::Attempt(ticket) => 'attempt: {
+                    attempt.begin(ticket.number, ticket.ceiling, ticket.began);
+                    let (ticket, waited) = if ticket.admitted {
+                        (ticket, None)
+                    } else {
+                        let cx = machine.ticket_context(&ticket, &attempt);
+                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                        let now = read(clock, timed);
+                        let waited = waited(ticket.began, now);
+                        match machine.admitted(ticket, answer, now) {
+                            Ok(ticket) => (ticket, waited),
+                            Err(next) => break 'attempt next,
+                        }
+                    };
+                    let span = machine.attempt_span(&ticket, waited);
+                    let callback = span.clone().instrument(op(&attempt));
+                    let race = Race::new(callback, &attempt, caller, clock, machine.mode());
+                    let (returned, suspended) = race.await;
+                    // An attempt that succeeded on its first poll took no time the call must account
+                    // for: the clock is read again only when the reading will be used.
+                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+                    let now = if fresh {
+                        read(clock, timed)
+                    } else {
+                        ticket.began
+                    };
+                    let next =
+                        machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
+                    span.record_outcome(machine.attempt_outcome());
+                    next
                 }
-            }
-            Next::Wait => unreachable!("only a hedged call waits on legs"),
-            Next::Done(finish) => return finish.outcome,
-        };
+                // A backoff or a wait on a pending answer: one await point for all three, so
+                // that the cold steps add nothing to every call's state machine.
+                pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {
+                    let woke = Paused::new(shared, pause, caller).await;
+                    let now = read(clock, timed);
+                    match woke {
+                        Woke::Slept { cancelled } => machine.woke(now, cancelled),
+                        Woke::Generated(answer) => machine.generated(answer, now),
+                        Woke::Hooked => machine.hooked(now),
+                    }
+                }
+                Next::Wait => unreachable!("only a hedged call waits on legs"),
+                Next::Done(finish) => return finish.outcome,
+            };
+        }
     }
 }
 

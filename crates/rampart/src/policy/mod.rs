@@ -111,6 +111,7 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::clock::Clock;
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::event::Event;
 use crate::executor::{Call, Callback, Shared};
@@ -296,6 +297,18 @@ impl<C, A> Policy<C, A> {
     /// `payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter`.
     pub fn explain(&self) -> String {
         self.to_string()
+    }
+
+    /// Starts a call, to be given its caller's deadline ([`Call::within`]) before it runs.
+    /// `policy.call().run(op)` is `policy.run(op)`.
+    pub fn call(&self) -> Call<'_, C, A> {
+        Call::new(&self.shared, None)
+    }
+
+    /// Starts a call within `deadline` as well as the policy's own bounds: see
+    /// [`Call::within`].
+    pub fn within(&self, deadline: Deadline) -> Call<'_, C, A> {
+        Call::new(&self.shared, None).within(deadline)
     }
 
     /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
