@@ -1,7 +1,7 @@
 //! Quota headers: what a server says about its rate limit, and a request to a host whose
 //! quota is spent refused locally, instead of sent to get 429.
 //!
-//! Servers advertise their quota in response headers. [`parse`] reads the three common forms
+//! Servers advertise their quota in response headers. [`parse`] reads the four common forms
 //! into one [`Reading`]; with [`OutboundBuilder::quota`](crate::OutboundBuilder::quota) on,
 //! the outbound layer reads every response this way and keeps, per host, when a spent quota
 //! resets. Until then a new request to that host is refused before anything is sent, with
@@ -13,6 +13,7 @@
 //! | header fields | form | read as |
 //! |---|---|---|
 //! | `RateLimit` (`"default";r=0;t=30`) with `RateLimit-Policy` (`"default";q=100;w=60`) | current draft (draft-ietf-httpapi-ratelimit-headers), structured-field lists | `r` remaining, `t` reset; `q` limit and `w` window from the policy of the same name |
+//! | `RateLimit` (`limit=100, remaining=0, reset=30`) | the draft before it (draft 07), a structured-field dictionary | `remaining`, `reset`, `limit` |
 //! | `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Limit` | older drafts, integers | remaining, reset, limit |
 //! | `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `X-RateLimit-Limit` | common practice, integers | remaining, reset, limit |
 //!
@@ -134,7 +135,7 @@ impl Reading {
 /// [module table](self); `unix_now` is the wall-clock time since the Unix epoch (used only
 /// for a reset given as a timestamp: pass `SystemTime::now()`'s).
 pub fn parse(headers: &HeaderMap, unix_now: Duration) -> Option<Reading> {
-    if let Some(reading) = current(headers, unix_now) {
+    if let Some(reading) = current(headers, unix_now).or_else(|| dictionary(headers, unix_now)) {
         return Some(reading);
     }
     integers(
@@ -245,6 +246,40 @@ fn current(headers: &HeaderMap, unix_now: Duration) -> Option<Reading> {
     })
 }
 
+/// Draft 07's form: `RateLimit` as one dictionary of `limit`, `remaining` (required) and
+/// `reset`, each a non-negative integer (any other value of these keys makes the field
+/// malformed). Several field lines are one dictionary, a later key overriding, as RFC 9651
+/// says; other keys and parameters are skipped.
+fn dictionary(headers: &HeaderMap, unix_now: Duration) -> Option<Reading> {
+    // Each key's last value: `Some(None)` when it was not a non-negative integer.
+    let (mut remaining, mut reset, mut limit) = (None, None, None);
+    let parsed = headers.get_all(&RATELIMIT).iter().all(|value| {
+        List::new(value.as_bytes()).each_member(|key, value| {
+            let slot = match key {
+                b"remaining" => &mut remaining,
+                b"reset" => &mut reset,
+                b"limit" => &mut limit,
+                _ => return,
+            };
+            *slot = Some(value);
+        })
+    });
+    // An optional key read: absent is no value (`Some(None)`), a value that is not a
+    // non-negative integer makes the field malformed (`None`).
+    let read = |value: Option<Option<u64>>| value.map_or(Some(None), |n| n.map(Some));
+    let (Some(remaining), Some(reset), Some(limit)) =
+        (remaining.flatten(), read(reset), read(limit))
+    else {
+        return None;
+    };
+    parsed.then(|| Reading {
+        remaining,
+        reset: reset.and_then(|secs| reset_after(secs, unix_now)),
+        limit,
+        window: None,
+    })
+}
+
 /// One item of a `RateLimit` or `RateLimit-Policy` list: its name (a string's or token's
 /// bytes as written) and the integer parameters the fields define.
 #[derive(Debug, Default)]
@@ -279,16 +314,40 @@ impl<'a> List<'a> {
         List::new(input).walk(&mut f)
     }
 
-    fn walk(mut self, f: &mut dyn FnMut(&Item<'a>)) -> bool {
+    fn walk(self, f: &mut dyn FnMut(&Item<'a>)) -> bool {
+        self.members(|list| {
+            let item = list.item()?;
+            f(&item);
+            Some(())
+        })
+    }
+
+    /// Calls `f` with the key and the value of each member (`None` for a value that is not
+    /// a non-negative integer, or none: a boolean true) when the whole field parses as a
+    /// dictionary; `false` when it does not. Read twice, as [`each`](Self::each) is.
+    fn each_member(self, mut f: impl FnMut(&'a [u8], Option<u64>)) -> bool {
+        let input = self.input;
+        let walk = |f: &mut dyn FnMut(&'a [u8], Option<u64>)| {
+            List::new(input).members(|list| {
+                let (key, value) = list.member()?;
+                f(key, value);
+                Some(())
+            })
+        };
+        walk(&mut |_, _| {}) && walk(&mut f)
+    }
+
+    /// Walks the comma-separated members of a list or dictionary, `member` reading each;
+    /// `false` when one does not parse or the separators are wrong.
+    fn members(mut self, mut member: impl FnMut(&mut Self) -> Option<()>) -> bool {
         self.skip(|b| b == b' ');
         if self.at == self.input.len() {
             return true;
         }
         loop {
-            let Some(item) = self.item() else {
+            if member(&mut self).is_none() {
                 return false;
-            };
-            f(&item);
+            }
             self.skip(|b| b == b' ' || b == b'\t');
             match self.peek() {
                 None => return true,
@@ -302,6 +361,31 @@ impl<'a> List<'a> {
                 Some(_) => return false,
             }
         }
+    }
+
+    /// A dictionary member: a key, then `=` and a bare item (or nothing: true), then
+    /// parameters, which these fields do not read.
+    fn member(&mut self) -> Option<(&'a [u8], Option<u64>)> {
+        let key = self.key()?;
+        let value = if self.peek() == Some(b'=') {
+            self.at += 1;
+            match self.bare()? {
+                Bare::Other(number) => number,
+                Bare::Text(_) => None,
+            }
+        } else {
+            None
+        };
+        while self.peek() == Some(b';') {
+            self.at += 1;
+            self.skip(|b| b == b' ');
+            self.key()?;
+            if self.peek() == Some(b'=') {
+                self.at += 1;
+                self.bare()?;
+            }
+        }
+        Some((key, value))
     }
 
     fn peek(&self) -> Option<u8> {

@@ -120,6 +120,40 @@ fn each_header_form_is_parsed() {
             (1, Some(2), None, None),
         ),
         (
+            "draft 07, one dictionary",
+            &[("ratelimit", b"limit=100, remaining=0, reset=30")],
+            (0, Some(30), Some(100), None),
+        ),
+        (
+            "draft 07, two field lines: a later key overrides, parameters and other keys skipped",
+            &[
+                ("ratelimit", b"limit=10, remaining=5"),
+                ("ratelimit", b"remaining=0;w=1, reset=5, policy=\"day\""),
+            ],
+            (0, Some(5), Some(10), None),
+        ),
+        (
+            "draft 07, no reset",
+            &[("ratelimit", b"remaining=3")],
+            (3, None, None, None),
+        ),
+        (
+            "draft 07 before the older drafts' integers",
+            &[
+                ("ratelimit-remaining", b"9"),
+                ("ratelimit", b"remaining=1, reset=2"),
+            ],
+            (1, Some(2), None, None),
+        ),
+        (
+            "a malformed draft 07 dictionary falls back to X-RateLimit",
+            &[
+                ("ratelimit", b"remaining=-1, reset=2"),
+                ("x-ratelimit-remaining", b"4"),
+            ],
+            (4, None, None, None),
+        ),
+        (
             "older drafts",
             &[
                 ("ratelimit-limit", b"100"),
@@ -247,6 +281,30 @@ fn malformed_quota_headers_are_ignored() {
         ),
         ("not ASCII", &[("ratelimit", b"\"d\xff\";r=0;t=30")]),
         ("garbage after an item", &[("ratelimit", b"\"d\";r=0 t=30")]),
+        (
+            "draft 07, no remaining",
+            &[("ratelimit", b"limit=10, reset=5")],
+        ),
+        (
+            "draft 07, remaining a token",
+            &[("ratelimit", b"remaining=none, reset=5")],
+        ),
+        (
+            "draft 07, reset a decimal",
+            &[("ratelimit", b"remaining=0, reset=1.5")],
+        ),
+        (
+            "draft 07, remaining with no value (true)",
+            &[("ratelimit", b"remaining, reset=5")],
+        ),
+        (
+            "draft 07, an uppercase key",
+            &[("ratelimit", b"Remaining=0, reset=5")],
+        ),
+        (
+            "draft 07, a trailing comma",
+            &[("ratelimit", b"remaining=0, reset=5,")],
+        ),
         ("X remaining negative", &[("x-ratelimit-remaining", b"-1")]),
         ("X remaining a word", &[("x-ratelimit-remaining", b"ten")]),
         ("X remaining empty", &[("x-ratelimit-remaining", b"")]),
@@ -284,6 +342,7 @@ fn quota_bytes() -> impl proptest::strategy::Strategy<Value = String> {
         "[\"a-z;,=:?@()\\\\ .*0-9-]{0,40}",
         " ?\"[a-z]{0,3}\";r=-?[0-9]{0,17};t=-?[0-9]{0,17}(;pk=:[a-z]*:)?(, ?)?",
         " ?-?[0-9]{0,22} ?",
+        " ?(limit|remaining|reset)(=-?[0-9.]{0,17})?(;w=[0-9]{0,3})?(, ?(limit|remaining|reset)=-?[0-9]{0,17}){0,3},?",
     ]
 }
 
