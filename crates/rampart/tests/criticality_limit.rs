@@ -145,6 +145,73 @@ fn a_freed_slot_goes_to_the_highest_level_waiting_then_the_earliest() {
 }
 
 #[test]
+fn a_larger_capacity_hands_its_new_slots_to_the_waiters_at_once_highest_level_first() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(1)
+        .clock(clock.clone())
+        .queue(4)
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let _holder = admitted(Ask::new(&limit, Critical, t0, None).poll());
+    let mut low = Ask::new(&limit, Sheddable, t0, None);
+    let mut high = Ask::new(&limit, Critical, t0, None);
+    assert!(low.poll().is_none() && high.poll().is_none());
+    limit.set_capacity(2).expect("a valid capacity");
+    assert!(
+        high.woken() && !low.woken(),
+        "the new slot goes to the higher level"
+    );
+    let _second = admitted(high.poll());
+    assert_eq!((limit.in_flight(), limit.queued()), (2, 1));
+    limit.set_capacity(3).expect("a valid capacity");
+    let _third = admitted(low.poll());
+    assert_eq!(
+        (limit.capacity(), limit.in_flight(), limit.queued()),
+        (3, 3, 0)
+    );
+}
+
+#[test]
+fn a_smaller_capacity_preempts_nothing_and_admits_again_only_below_it() {
+    let clock = ManualClock::new();
+    let limit = CriticalityLimit::builder(3)
+        .clock(clock.clone())
+        .queue(4)
+        .build()
+        .expect("valid");
+    let t0 = clock.now();
+    let mut held: Vec<CriticalityPermit> = (0..3)
+        .map(|_| admitted(Ask::new(&limit, Critical, t0, None).poll()))
+        .collect();
+    limit.set_capacity(1).expect("a valid capacity");
+    assert_eq!(limit.in_flight(), 3, "nothing admitted is pre-empted");
+    let mut next = Ask::new(&limit, Critical, t0, None);
+    assert!(
+        next.poll().is_none(),
+        "waits while the limit is over its capacity"
+    );
+    held.pop();
+    held.pop();
+    assert!(!next.woken(), "one in flight fills a capacity of 1");
+    assert_eq!(limit.in_flight(), 1);
+    held.pop();
+    let _admitted = admitted(next.poll());
+    assert_eq!((limit.in_flight(), limit.queued()), (1, 0));
+}
+
+#[test]
+fn a_capacity_of_zero_is_refused_naming_the_field_and_changes_nothing() {
+    let limit = CriticalityLimit::new(8).expect("valid");
+    let refused = limit.set_capacity(0).expect_err("0 is not a capacity");
+    assert_eq!(
+        refused.to_string(),
+        "criticality_limit.capacity must be at least 1 (was 0)"
+    );
+    assert_eq!(limit.capacity(), 8);
+}
+
+#[test]
 fn a_higher_arrival_at_a_full_queue_evicts_the_newest_of_the_lowest_level() {
     let clock = ManualClock::new();
     let limit = CriticalityLimit::builder(1)

@@ -73,7 +73,7 @@ const MAX_HOLD: Duration = Duration::from_secs(3600);
 ///
 /// | knob | default | meaning |
 /// |---|---|---|
-/// | `capacity` | given | attempts in flight, every level together (at least 1) |
+/// | `capacity` | given | attempts in flight, every level together (at least 1); changed live with [`set_capacity`](CriticalityLimit::set_capacity) |
 /// | `queue` | `capacity / 2`, at least 1 | waiters; `CriticalPlus` may wait beyond it (below) |
 /// | `hold` | 1 s | how long a refusal of a level keeps the levels below it refused (at most 1 h) |
 /// | `lifo_after` | `None` (always in arrival order) | with `Some(d)`, a level is served newest first once its oldest waiter has waited longer than `d` (100 ms is a common target) |
@@ -141,7 +141,8 @@ pub struct CriticalityLimit {
 }
 
 struct Inner {
-    capacity: usize,
+    /// Changed live by [`CriticalityLimit::set_capacity`]; read afresh by each admission.
+    capacity: AtomicUsize,
     queue: usize,
     hold: Duration,
     /// Nanoseconds a level's oldest waiter may wait before that level is served newest first.
@@ -240,7 +241,40 @@ impl CriticalityLimit {
 
     /// The capacity.
     pub fn capacity(&self) -> usize {
-        self.inner.capacity
+        self.inner.capacity()
+    }
+
+    /// Changes the capacity while the limit serves, for every clone. A capacity of 0 is
+    /// refused, as [`build`](CriticalityLimitBuilder::build) refuses it, and changes nothing.
+    ///
+    /// A larger capacity hands its new slots to the waiters at once, highest level first (as a
+    /// released permit would). A smaller one pre-empts nothing: the attempts in flight finish,
+    /// and no attempt is admitted until fewer than the new capacity are in flight. The queue's
+    /// bound stays as built. An admission racing the update may still see the old capacity.
+    ///
+    /// ```
+    /// use rampart::limit::CriticalityLimit;
+    ///
+    /// let limit = CriticalityLimit::new(64)?;
+    /// limit.set_capacity(16)?;
+    /// assert_eq!(limit.capacity(), 16);
+    /// let refused = limit.set_capacity(0).unwrap_err();
+    /// assert_eq!(refused.to_string(), "criticality_limit.capacity must be at least 1 (was 0)");
+    /// assert_eq!(limit.capacity(), 16);
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn set_capacity(&self, capacity: usize) -> Result<(), ConfigError> {
+        if capacity == 0 {
+            return Err(ConfigError::new(vec![zero_capacity()]));
+        }
+        let inner = &self.inner;
+        let old = inner.capacity.swap(capacity, SeqCst);
+        if capacity > old && inner.waiting.load(SeqCst) > 0 {
+            let now = inner.time.nanos(inner.clock.now());
+            let mut waiters = inner.lock();
+            inner.pump(&mut waiters, now);
+        }
+        Ok(())
     }
 
     /// The lowest level not refused outright at `now` (`Sheddable` while nothing is being
@@ -255,7 +289,17 @@ impl CriticalityLimit {
     }
 }
 
+/// What [`CriticalityLimitBuilder::build`] and [`CriticalityLimit::set_capacity`] say of a
+/// capacity of 0.
+fn zero_capacity() -> ConfigProblem {
+    ConfigProblem::new("criticality_limit.capacity", "must be at least 1 (was 0)")
+}
+
 impl Inner {
+    fn capacity(&self) -> usize {
+        self.capacity.load(SeqCst)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Waiters> {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -370,7 +414,7 @@ impl Inner {
                 }
                 continue;
             }
-            if !self.in_flight.try_enter(self.capacity) {
+            if !self.in_flight.try_enter(self.capacity()) {
                 // No slot: it goes back where it was.
                 let queue = &mut waiters.levels[level as usize];
                 if newest {
@@ -413,7 +457,7 @@ impl Inner {
             }));
         }
         self.pump(&mut waiters, now);
-        if waiters.is_empty() && self.in_flight.try_enter(self.capacity) {
+        if waiters.is_empty() && self.in_flight.try_enter(self.capacity()) {
             return Queued::Answered(Ok(self.permit(level)));
         }
         if !can_finish(deadline, now, min) {
@@ -431,7 +475,7 @@ impl Inner {
                 }
                 _ if level == Criticality::CriticalPlus
                     && self.critical_plus.load(Relaxed) + waiters.levels[3].len()
-                        < self.capacity => {}
+                        < self.capacity() => {}
                 _ => {
                     self.refused(level, now);
                     return Queued::Answered(Err(self.full()));
@@ -576,7 +620,7 @@ impl Admit for CriticalityLimit {
                 by: BY,
             });
         }
-        if inner.waiting.load(SeqCst) == 0 && inner.in_flight.try_enter(inner.capacity) {
+        if inner.waiting.load(SeqCst) == 0 && inner.in_flight.try_enter(inner.capacity()) {
             return Ok(inner.permit(level));
         }
         let deadline = cx.deadline.map(|d| inner.time.nanos(d));
@@ -648,10 +692,7 @@ impl CriticalityLimitBuilder {
     pub fn build(self) -> Result<CriticalityLimit, ConfigError> {
         let mut problems = Vec::new();
         if self.capacity == 0 {
-            problems.push(ConfigProblem::new(
-                "criticality_limit.capacity",
-                "must be at least 1 (was 0)",
-            ));
+            problems.push(zero_capacity());
         }
         if self.hold > MAX_HOLD {
             problems.push(ConfigProblem::new(
@@ -664,7 +705,7 @@ impl CriticalityLimitBuilder {
         }
         Ok(CriticalityLimit {
             inner: Arc::new(Inner {
-                capacity: self.capacity,
+                capacity: AtomicUsize::new(self.capacity),
                 queue: self.queue.unwrap_or((self.capacity / 2).max(1)),
                 hold: self.hold,
                 lifo_after: self
@@ -687,7 +728,7 @@ impl CriticalityLimitBuilder {
 impl fmt::Debug for CriticalityLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CriticalityLimit")
-            .field("capacity", &self.inner.capacity)
+            .field("capacity", &self.capacity())
             .field("queue", &self.inner.queue)
             .field("hold", &self.inner.hold)
             .field(
