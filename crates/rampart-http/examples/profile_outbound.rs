@@ -12,7 +12,10 @@
 //! `outbound` and `direct` send a request without headers; `outbound-headers` and
 //! `direct-headers` one with a caller's deadline and an `accept` header; `outbound-clone` the
 //! same through a clone of the service per request (the host looked up in the table each
-//! time, where `outbound` reuses the host its service kept).
+//! time, where `outbound` reuses the host its service kept). `outbound-headers` takes a third
+//! argument, the layer's configuration, to show what each part of the policy costs: `default`,
+//! `no-breaker-budget`, `once` (one attempt: no copy kept for a retry), `once-no-breaker-budget`,
+//! or `no-deadline` (no deadline, no attempt timeout).
 //!
 //! `time` measures wall-clock time instead, robustly on a shared machine: it runs the
 //! contenders in turn for `rounds` rounds of `n` requests each and keeps each one's fastest
@@ -91,9 +94,24 @@ fn measured_direct_headers(n: u64) {
     }
 }
 
+/// The layer as `variant` configures it (see the module docs).
+fn layer(variant: &str) -> OutboundLayer {
+    let builder = OutboundLayer::builder();
+    let builder = match variant {
+        "no-breaker-budget" => builder.no_breaker().no_budget(),
+        "once" => builder.max_attempts(1),
+        "once-no-breaker-budget" => builder.max_attempts(1).no_breaker().no_budget(),
+        "no-deadline" => builder.policy(|p| p.no_deadline().no_attempt_timeout()),
+        _ => builder,
+    };
+    builder
+        .build()
+        .unwrap_or_else(|e| unreachable!("a valid layer: {e}"))
+}
+
 #[inline(never)]
-fn measured_outbound_headers(n: u64) {
-    let mut layered = OutboundLayer::new().layer(tower::service_fn(answer));
+fn measured_outbound_headers(n: u64, variant: &str) {
+    let mut layered = layer(variant).layer(tower::service_fn(answer));
     for _ in 0..n {
         let _ = ready(layered.call(with_headers::<Full<Bytes>>()));
     }
@@ -119,7 +137,9 @@ fn time(n: u64, rounds: u32) {
         ("direct", measured_direct),
         ("outbound", measured_outbound),
         ("direct-headers", measured_direct_headers),
-        ("outbound-headers", measured_outbound_headers),
+        ("outbound-headers", |n| {
+            measured_outbound_headers(n, "default")
+        }),
         ("outbound-clone", measured_outbound_clone),
     ];
     let mut best = [f64::INFINITY; 5];
@@ -159,7 +179,7 @@ fn main() {
         "time" => time(n, args.next().and_then(|r| r.parse().ok()).unwrap_or(30)),
         "direct" => measured_direct(n),
         "direct-headers" => measured_direct_headers(n),
-        "outbound-headers" => measured_outbound_headers(n),
+        "outbound-headers" => measured_outbound_headers(n, &args.next().unwrap_or_default()),
         "outbound-clone" => measured_outbound_clone(n),
         _ => measured_outbound(n),
     }
