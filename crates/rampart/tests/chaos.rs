@@ -532,56 +532,21 @@ fn an_injected_outcome_allocates_nothing_per_call() {
     assert_eq!(chaos.injected(InjectionKind::Outcome), 1_001);
 }
 
+#[cfg(feature = "tracing")]
+#[path = "support/capture.rs"]
+mod capture;
+
 /// With the `tracing` feature, each injection is a `DEBUG` event with target `rampart::chaos`.
 #[cfg(feature = "tracing")]
 mod traced {
-    use std::fmt::Write as _;
-    use std::sync::{Arc, Mutex};
-
     use rampart::Policy;
     use rampart::chaos::Chaos;
-    use tracing::field::{Field, Visit};
-    use tracing::{Event, Subscriber};
-    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-    use tracing_subscriber::registry::Registry;
 
-    use super::Fail;
-
-    /// With one dispatcher registered, tracing computes a new callsite's interest from the
-    /// registering thread's own default, so a test thread without a subscriber would cache
-    /// "never" for the thread that has one. A second dispatcher, registered for the whole test
-    /// binary, makes it ask every dispatcher.
-    static SECOND: std::sync::LazyLock<tracing::Dispatch> =
-        std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
-
-    /// `LEVEL target fields` of every event.
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<String>>>);
-
-    struct Fields(String);
-
-    impl Visit for Fields {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-
-    impl<S: Subscriber> Layer<S> for Capture {
-        fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-            let meta = event.metadata();
-            let mut fields = Fields(format!("{} {}", meta.level(), meta.target()));
-            event.record(&mut fields);
-            self.0.lock().expect("lines").push(fields.0);
-        }
-    }
+    use super::{Fail, capture};
 
     #[tokio::test(start_paused = true)]
     async fn each_injection_is_a_debug_event_naming_its_kind_call_and_attempt() {
-        let capture = Capture::default();
-        let _guard = tracing::subscriber::set_default(Registry::default().with(capture.clone()));
-        std::sync::LazyLock::force(&SECOND);
-        // Recomputes what another thread cached before the second dispatcher existed.
-        tracing::callsite::rebuild_interest_cache();
+        let (capture, _guard) = capture::capture();
         let chaos = Chaos::builder()
             .outcome(1.0, || 3)
             .build()
@@ -590,14 +555,9 @@ mod traced {
             .run(chaos.wrap(async |_| Ok::<u32, Fail>(0)))
             .await;
         assert_eq!(value.expect("injected value"), 3);
-        let lines = capture.0.lock().expect("lines").clone();
-        let chaos_lines: Vec<_> = lines
-            .iter()
-            .filter(|line| line.contains("rampart::chaos"))
-            .collect();
         assert_eq!(
-            chaos_lines,
-            ["DEBUG rampart::chaos message=chaos injected kind=\"outcome\" call=0 attempt=1"]
+            capture.of_target("rampart::chaos"),
+            ["DEBUG chaos injected kind=\"outcome\" call=0 attempt=1 in none"]
         );
     }
 }

@@ -18,10 +18,11 @@ static SECOND: LazyLock<tracing::Dispatch> =
     LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
 
 /// Every line in order: `LEVEL message {fields} in span` for an event, `span name {fields}`
-/// when a span closes, `new name in parent` when one opens. The `elapsed` field is left out
-/// (it is whatever the test's virtual time made it, and asserted elsewhere).
+/// when a span closes, `new name in parent` when one opens; each with its target (an
+/// event's, a span's). The `elapsed` field is left out (it is whatever the test's virtual
+/// time made it, and asserted elsewhere).
 #[derive(Clone, Default)]
-pub(crate) struct Capture(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Capture(Arc<Mutex<Vec<(String, &'static str)>>>);
 
 /// A span's fields so far.
 struct Fields(String);
@@ -45,7 +46,10 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         attrs.record(&mut Writer(&mut fields, &mut String::new()));
         let span = ctx.span(id).expect("span");
         let parent = span.parent().map_or("none", |p| p.name());
-        self.push(format!("new {} in {parent}", span.name()));
+        self.push(
+            format!("new {} in {parent}", span.name()),
+            span.metadata().target(),
+        );
         span.extensions_mut().insert(Fields(fields));
     }
 
@@ -62,25 +66,44 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
         let within = ctx
             .event_span(event)
             .map_or_else(|| "none".to_owned(), |s| s.name().to_owned());
-        let level = event.metadata().level();
-        self.push(format!("{level} {message}{fields} in {within}"));
+        let meta = event.metadata();
+        let level = meta.level();
+        self.push(
+            format!("{level} {message}{fields} in {within}"),
+            meta.target(),
+        );
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let span = ctx.span(&id).expect("span");
         let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
-        self.push(format!("span {}{fields}", span.name()));
+        self.push(
+            format!("span {}{fields}", span.name()),
+            span.metadata().target(),
+        );
     }
 }
 
 impl Capture {
-    fn push(&self, line: String) {
-        self.0.lock().expect("lines").push(line);
+    fn push(&self, line: String, target: &'static str) {
+        self.0.lock().expect("lines").push((line, target));
     }
 
     /// Every line, spans opening included.
     pub(crate) fn all(&self) -> Vec<String> {
-        self.0.lock().expect("lines").clone()
+        let lines = self.0.lock().expect("lines");
+        lines.iter().map(|(line, _)| line.clone()).collect()
+    }
+
+    /// The lines whose event or span has the target `target`.
+    #[allow(dead_code)]
+    pub(crate) fn of_target(&self, target: &str) -> Vec<String> {
+        let lines = self.0.lock().expect("lines");
+        lines
+            .iter()
+            .filter(|(_, t)| *t == target)
+            .map(|(line, _)| line.clone())
+            .collect()
     }
 
     /// The events and the spans closing, in order.
