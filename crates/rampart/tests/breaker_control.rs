@@ -471,6 +471,22 @@ fn in_ratio_mode_outcomes_in_flight_across_force_closed_and_release_count_in_the
 }
 
 #[test]
+fn in_ratio_mode_forcing_an_open_breaker_closed_starts_its_window_afresh() {
+    let b = ratio(0.5, 2);
+    let t0 = Instant::now();
+    record(&b, 2, Evidence::Failure, t0);
+    assert_eq!(b.state(t0).kind(), StateKind::Open);
+    b.force_closed(t0).expect("a transition");
+    b.release(t0).expect("a transition");
+    record(&b, 1, Evidence::Failure, t0);
+    assert_eq!(
+        b.state(t0),
+        BreakerState::Closed,
+        "1 call in the window, below the minimum of 2: the failures that opened it are gone"
+    );
+}
+
+#[test]
 fn an_attempt_in_flight_across_isolation_counts_for_nothing() {
     let b = consecutive(1);
     let t0 = Instant::now();

@@ -86,7 +86,7 @@
 //! failures, the ratio window), and the attempts in flight across it still count when they
 //! finish, by the rule of the state they finish in. A release never opens the breaker by
 //! itself: if the failures it carries back reach the threshold, the next failure opens it.
-//! Every other way into either state starts a new period. [`Policy`](crate::Policy) has the same
+//! Every other way into either state counts from zero. [`Policy`](crate::Policy) has the same
 //! four as
 //! [`isolate_breaker`](crate::Policy::isolate_breaker),
 //! [`force_breaker_closed`](crate::Policy::force_breaker_closed),
@@ -449,8 +449,8 @@ impl Breaker {
     /// counted: the consecutive failures are carried into forced closed, the ratio window is
     /// kept, and attempts in flight across the switch still count when they finish (as
     /// outcomes while forced: counted, never opening it). From open, half-open or isolated it
-    /// starts from zero consecutive failures, and the attempts and probes admitted before it
-    /// count for nothing.
+    /// starts from zero (no failures, an empty window), and the attempts and probes admitted
+    /// before it count for nothing.
     pub fn force_closed(&self, now: Instant) -> Option<Transition> {
         self.force(now, StateKind::ForcedClosed)
     }
@@ -580,8 +580,13 @@ impl Breaker {
                 StateKind::ForcedClosed if from == StateKind::Closed => {
                     Word::forced_closed(word.generation(), word.failures())
                 }
-                // Into the closed family from outside it: a new period.
-                StateKind::ForcedClosed => Word::forced_closed(transitions.next_generation(), 0),
+                // Into the closed family from outside it: a new period, counting from zero.
+                StateKind::ForcedClosed => {
+                    if let Some(window) = &s.window {
+                        window.clear();
+                    }
+                    Word::forced_closed(transitions.next_generation(), 0)
+                }
                 _ => Word::isolated(transitions.next_generation()),
             };
             if s.swap(word, next) {

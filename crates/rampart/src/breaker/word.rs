@@ -25,8 +25,9 @@
 //! it and never opens, closed counts it and opens at the threshold. This is sound in both
 //! modes because the counts go with the generation: the consecutive failures live in the word
 //! itself, and the ratio window is kept across the switch. A closed-family period entered from
-//! outside the family starts with a new generation, so an outcome from an earlier period is
-//! dropped, never counted against the new one. An open word needs no generation: nothing is admitted
+//! outside the family starts with a new generation and counts from zero (no failures, the
+//! window cleared before the word changes), so an outcome from an earlier period is dropped,
+//! never counted against the new one. An open word needs no generation: nothing is admitted
 //! while open, and leaving open happens only under the transition lock.
 
 use super::StateKind;
