@@ -348,3 +348,188 @@ async fn a_policys_forced_breaker_is_reported_and_obeyed() {
         ]
     );
 }
+
+fn ratio(ratio: f64, min_throughput: u32) -> Breaker {
+    Breaker::builder()
+        .failure_ratio(ratio, Duration::from_secs(10), min_throughput)
+        .jitter(0.0)
+        .build()
+        .expect("valid breaker")
+}
+
+#[test]
+fn failures_counted_before_force_closed_still_count_after_release() {
+    let b = consecutive(3);
+    let t0 = Instant::now();
+    record(&b, 2, Evidence::Failure, t0);
+    b.force_closed(t0).expect("a transition");
+    b.release(t0).expect("a transition");
+    let opened = b
+        .try_acquire(t0)
+        .expect("admitted")
+        .record(Evidence::Failure, ms(1), t0);
+    assert_eq!(
+        opened.map(|t| t.to),
+        Some(StateKind::Open),
+        "2 failures before forcing and 1 after release reach 3"
+    );
+}
+
+#[test]
+fn a_release_whose_carried_failures_reach_the_threshold_stays_closed_until_the_next_failure() {
+    let b = consecutive(3);
+    let t0 = Instant::now();
+    record(&b, 2, Evidence::Failure, t0);
+    b.force_closed(t0);
+    record(&b, 1, Evidence::Failure, t0);
+    let released = b.release(t0).expect("a transition");
+    assert_eq!(
+        (released.from, released.to),
+        (StateKind::ForcedClosed, StateKind::Closed),
+        "3 failures of 3 carried, but a release never opens it"
+    );
+    assert_eq!(b.state(t0), BreakerState::Closed);
+    let opened = b
+        .try_acquire(t0)
+        .expect("admitted")
+        .record(Evidence::Failure, ms(1), t0);
+    assert_eq!(opened.map(|t| t.to), Some(StateKind::Open));
+}
+
+#[test]
+fn a_failure_admitted_before_force_closed_and_recorded_while_forced_is_counted() {
+    let b = consecutive(2);
+    let t0 = Instant::now();
+    let in_flight = b.try_acquire(t0).expect("admitted");
+    b.force_closed(t0).expect("a transition");
+    assert_eq!(
+        in_flight.record(Evidence::Failure, ms(1), t0),
+        None,
+        "forced closed never opens"
+    );
+    b.release(t0).expect("a transition");
+    let opened = b
+        .try_acquire(t0)
+        .expect("admitted")
+        .record(Evidence::Failure, ms(1), t0);
+    assert_eq!(opened.map(|t| t.to), Some(StateKind::Open), "1 + 1 of 2");
+}
+
+#[test]
+fn a_success_admitted_before_force_closed_and_recorded_while_forced_resets_the_count() {
+    let b = consecutive(3);
+    let t0 = Instant::now();
+    let in_flight = b.try_acquire(t0).expect("admitted");
+    b.force_closed(t0);
+    record(&b, 2, Evidence::Failure, t0);
+    in_flight.record(Evidence::Success, ms(1), t0);
+    b.release(t0);
+    record(&b, 2, Evidence::Failure, t0);
+    assert_eq!(
+        b.state(t0),
+        BreakerState::Closed,
+        "the success cleared the 2 failures recorded while forced"
+    );
+}
+
+#[test]
+fn a_failure_admitted_while_forced_closed_and_recorded_after_release_can_open_it() {
+    let b = consecutive(1);
+    let t0 = Instant::now();
+    b.force_closed(t0);
+    let in_flight = b.try_acquire(t0).expect("admitted");
+    b.release(t0).expect("a transition");
+    let opened = in_flight
+        .record(Evidence::Failure, ms(1), t0)
+        .expect("the failure counts in the closed state it returns to");
+    assert_eq!(
+        (opened.from, opened.to),
+        (StateKind::Closed, StateKind::Open)
+    );
+}
+
+#[test]
+fn in_ratio_mode_outcomes_in_flight_across_force_closed_and_release_count_in_the_window() {
+    let b = ratio(0.5, 3);
+    let t0 = Instant::now();
+    let before = [
+        b.try_acquire(t0).expect("admitted"),
+        b.try_acquire(t0).expect("admitted"),
+    ];
+    b.force_closed(t0).expect("a transition");
+    for permit in before {
+        assert_eq!(permit.record(Evidence::Failure, ms(1), t0), None, "forced");
+    }
+    let during = b.try_acquire(t0).expect("admitted");
+    b.release(t0).expect("a transition");
+    let opened = during.record(Evidence::Failure, ms(1), t0);
+    assert_eq!(
+        opened.map(|t| t.to),
+        Some(StateKind::Open),
+        "3 failures of 3"
+    );
+}
+
+#[test]
+fn in_ratio_mode_forcing_an_open_breaker_closed_starts_its_window_afresh() {
+    let b = ratio(0.5, 2);
+    let t0 = Instant::now();
+    record(&b, 2, Evidence::Failure, t0);
+    assert_eq!(b.state(t0).kind(), StateKind::Open);
+    b.force_closed(t0).expect("a transition");
+    b.release(t0).expect("a transition");
+    record(&b, 1, Evidence::Failure, t0);
+    assert_eq!(
+        b.state(t0),
+        BreakerState::Closed,
+        "1 call in the window, below the minimum of 2: the failures that opened it are gone"
+    );
+}
+
+#[test]
+fn an_attempt_in_flight_across_isolation_counts_for_nothing() {
+    let b = consecutive(1);
+    let t0 = Instant::now();
+    let closed = b.try_acquire(t0).expect("admitted");
+    b.force_closed(t0);
+    let forced = b.try_acquire(t0).expect("admitted");
+    b.isolate(t0).expect("a transition");
+    b.force_closed(t0).expect("a transition");
+    b.release(t0).expect("a transition");
+    assert_eq!(closed.record(Evidence::Failure, ms(1), t0), None);
+    assert_eq!(forced.record(Evidence::Failure, ms(1), t0), None);
+    assert_eq!(
+        b.state(t0),
+        BreakerState::Closed,
+        "one failure of one would open it"
+    );
+}
+
+#[test]
+fn a_failure_admitted_while_forced_closed_and_recorded_after_a_reset_counts_against_the_cleared_count()
+ {
+    let b = consecutive(2);
+    let t0 = Instant::now();
+    b.force_closed(t0);
+    record(&b, 1, Evidence::Failure, t0);
+    let in_flight = b.try_acquire(t0).expect("admitted");
+    let reset = b.reset(t0).expect("a transition");
+    assert_eq!(
+        (reset.from, reset.to),
+        (StateKind::ForcedClosed, StateKind::Closed)
+    );
+    assert_eq!(
+        in_flight.record(Evidence::Failure, ms(1), t0),
+        None,
+        "1 failure of 2: the one before the reset is cleared"
+    );
+    let opened = b
+        .try_acquire(t0)
+        .expect("admitted")
+        .record(Evidence::Failure, ms(1), t0);
+    assert_eq!(
+        opened.map(|t| t.to),
+        Some(StateKind::Open),
+        "the late failure counted"
+    );
+}

@@ -91,7 +91,9 @@ fn settings() -> impl Strategy<Value = Settings> {
 }
 
 /// What the breaker should do, one period (epoch) at a time: a permit counts only in the
-/// epoch it was admitted in.
+/// epoch it was admitted in. Closed and forced closed are one epoch across a switch between
+/// them (`force_closed` from closed and `release` from forced closed keep the count, `reset`
+/// from forced closed clears it), and an outcome counts by the state it is recorded in.
 struct Model {
     s: Settings,
     kind: StateKind,
@@ -111,6 +113,13 @@ impl Model {
         self.kind = to;
         self.epoch += 1;
         (self.in_flight, self.successes) = (0, 0);
+        (from, to, None).into_transition()
+    }
+
+    /// A switch inside the closed family: the same epoch, the failures kept.
+    fn switch(&mut self, to: StateKind) -> Transition {
+        let from = self.kind;
+        self.kind = to;
         (from, to, None).into_transition()
     }
 
@@ -305,22 +314,27 @@ proptest! {
                     got
                 }
                 Op::ForceClosed => {
-                    let want = (m.kind != StateKind::ForcedClosed).then(|| {
-                        m.failures = 0;
-                        m.enter(StateKind::ForcedClosed)
-                    });
+                    let want = match m.kind {
+                        StateKind::ForcedClosed => None,
+                        StateKind::Closed => Some(m.switch(StateKind::ForcedClosed)),
+                        _ => {
+                            m.failures = 0;
+                            Some(m.enter(StateKind::ForcedClosed))
+                        }
+                    };
                     let got = b.force_closed(now);
                     prop_assert_eq!(got, want);
                     got
                 }
                 Op::Release => {
                     let want = match m.kind {
-                        StateKind::Isolated | StateKind::ForcedClosed => {
-                            if m.kind == StateKind::Isolated {
-                                m.failures = 0;
-                            }
-                            m.openings = 0;
+                        StateKind::Isolated => {
+                            (m.failures, m.openings) = (0, 0);
                             Some(m.enter(StateKind::Closed))
+                        }
+                        StateKind::ForcedClosed => {
+                            m.openings = 0;
+                            Some(m.switch(StateKind::Closed))
                         }
                         _ => None,
                     };
@@ -335,7 +349,12 @@ proptest! {
                     None
                 }
                 Op::Reset => {
-                    let want = if m.kind == StateKind::Closed { m.failures = 0; None } else { Some(m.close()) };
+                    let want = match m.kind {
+                        StateKind::Closed => { m.failures = 0; None }
+                        // Inside the closed family: the same epoch, the count cleared.
+                        StateKind::ForcedClosed => { m.failures = 0; Some(m.switch(StateKind::Closed)) }
+                        _ => Some(m.close()),
+                    };
                     m.openings = 0;
                     let got = b.reset(now);
                     prop_assert_eq!(got, want);

@@ -428,3 +428,125 @@ fn forcing_closed_races_a_failure_that_would_open_it_and_ends_forced_closed() {
         assert!(b.try_acquire(t0()).is_ok());
     });
 }
+
+/// Records one outcome of `evidence` at `t0` on a breaker that must admit it; the transition.
+fn one(b: &Breaker, evidence: Evidence) -> Option<Transition> {
+    b.try_acquire(t0()).unwrap().record(evidence, MS, t0())
+}
+
+#[test]
+fn a_failure_in_flight_across_force_closed_is_counted_exactly_once() {
+    loom::model(|| {
+        // One failure of two counted; an attempt admitted while closed fails while another
+        // thread forces the breaker closed. Recorded first, its failure opens the breaker (and
+        // forcing closed an open breaker starts from zero); recorded after, or while the force
+        // holds the lock it waits for, it counts in the forced state: two failures, no opening.
+        let b = Breaker::builder()
+            .consecutive_failures(2)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        fail(&b, 1, t0());
+        let in_flight = b.try_acquire(t0()).unwrap();
+        let other = b.clone();
+        let h = thread::spawn(move || other.force_closed(t0()).unwrap());
+        let opened = in_flight.record(Evidence::Failure, MS, t0());
+        let forced = h.join().unwrap();
+        assert_eq!(b.state(t0()), BreakerState::ForcedClosed);
+        match opened {
+            Some(t) => {
+                assert_eq!((t.from, t.to), (StateKind::Closed, StateKind::Open));
+                assert_eq!(forced.from, StateKind::Open);
+                b.release(t0()).unwrap();
+                assert_eq!(one(&b, Evidence::Failure), None, "counting from zero");
+            }
+            None => {
+                assert_eq!(forced.from, StateKind::Closed);
+                // Exactly two failures carried: with a threshold of four, two more open it.
+                b.reconfigure(|b| b.consecutive_failures(4)).unwrap();
+                b.release(t0()).unwrap();
+                assert_eq!(one(&b, Evidence::Failure), None, "three of four");
+            }
+        }
+        assert_eq!(
+            one(&b, Evidence::Failure).map(|t| t.to),
+            Some(StateKind::Open)
+        );
+    });
+}
+
+#[test]
+fn a_failure_in_flight_across_release_is_counted_exactly_once() {
+    loom::model(|| {
+        // Forced closed with one failure counted; an attempt admitted while forced fails while
+        // another thread releases the breaker. In either order the closed breaker counts two
+        // failures of four: one more keeps it closed, the one after opens it.
+        let b = Breaker::builder()
+            .consecutive_failures(4)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        b.force_closed(t0()).unwrap();
+        fail(&b, 1, t0());
+        let in_flight = b.try_acquire(t0()).unwrap();
+        let other = b.clone();
+        let h = thread::spawn(move || other.release(t0()).unwrap());
+        assert_eq!(in_flight.record(Evidence::Failure, MS, t0()), None);
+        let released = h.join().unwrap();
+        assert_eq!(
+            (released.from, released.to),
+            (StateKind::ForcedClosed, StateKind::Closed)
+        );
+        assert_eq!(one(&b, Evidence::Failure), None, "three of four");
+        assert_eq!(
+            one(&b, Evidence::Failure).map(|t| t.to),
+            Some(StateKind::Open)
+        );
+    });
+}
+
+#[test]
+fn a_failure_in_flight_across_force_closed_is_counted_exactly_once_in_the_ratio_window() {
+    loom::model(|| {
+        // A success and a failure in the window; a third call, admitted while closed, fails
+        // while another thread forces the breaker closed. Recorded first it reaches 2 of 3
+        // (50 %, minimum 3) and opens; recorded after, or while the force holds the lock it
+        // waits for, it counts in the window and opens nothing.
+        let window = Duration::from_secs(10);
+        let b = Breaker::builder()
+            .failure_ratio(0.5, window, 3)
+            .jitter(0.0)
+            .build()
+            .unwrap();
+        one(&b, Evidence::Success);
+        one(&b, Evidence::Failure);
+        let in_flight = b.try_acquire(t0()).unwrap();
+        let other = b.clone();
+        let h = thread::spawn(move || other.force_closed(t0()).unwrap());
+        let opened = in_flight.record(Evidence::Failure, MS, t0());
+        let forced = h.join().unwrap();
+        assert_eq!(b.state(t0()), BreakerState::ForcedClosed);
+        match opened {
+            Some(t) => {
+                assert_eq!((t.from, t.to), (StateKind::Closed, StateKind::Open));
+                assert_eq!(forced.from, StateKind::Open);
+                // Forced from open, the window starts empty: 1 and 2 calls stay below 3.
+                b.release(t0()).unwrap();
+                assert_eq!(one(&b, Evidence::Failure), None);
+                assert_eq!(one(&b, Evidence::Failure), None);
+            }
+            None => {
+                assert_eq!(forced.from, StateKind::Closed);
+                // Exactly 2 failures of 3 in the window: at 80 %, 3 of 4 stays closed and 4
+                // of 5 opens (a lost failure would need one more, a doubled one one less).
+                b.reconfigure(|b| b.failure_ratio(0.8, window, 3)).unwrap();
+                b.release(t0()).unwrap();
+                assert_eq!(one(&b, Evidence::Failure), None, "3 of 4");
+            }
+        }
+        assert_eq!(
+            one(&b, Evidence::Failure).map(|t| t.to),
+            Some(StateKind::Open)
+        );
+    });
+}

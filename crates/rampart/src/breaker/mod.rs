@@ -80,9 +80,14 @@
 //! | [`isolate`](Breaker::isolate) (force open) | [`Isolated`](StateKind::Isolated) | nothing (`retry_after: None`) | nothing runs |
 //! | [`force_closed`](Breaker::force_closed) | [`ForcedClosed`](StateKind::ForcedClosed) | everything | yes, but never opens |
 //!
-//! Released from isolation the counts start from zero; released from forced closed the
-//! breaker keeps what it recorded while forced (the next failure that reaches a threshold
-//! opens it). [`Policy`](crate::Policy) has the same four as
+//! Closed and forced closed, the two states that admit everything, are one family: a switch
+//! between them ([`force_closed`](Breaker::force_closed) from closed,
+//! [`release`](Breaker::release) from forced closed) keeps the counts (the consecutive
+//! failures, the ratio window), and the attempts in flight across it still count when they
+//! finish, by the rule of the state they finish in. A release never opens the breaker by
+//! itself: if the failures it carries back reach the threshold, the next failure opens it.
+//! Every other way into either state counts from zero. [`Policy`](crate::Policy) has the same
+//! four as
 //! [`isolate_breaker`](crate::Policy::isolate_breaker),
 //! [`force_breaker_closed`](crate::Policy::force_breaker_closed),
 //! [`release_breaker`](crate::Policy::release_breaker) and
@@ -98,8 +103,9 @@
 //! refusal that noticed it. Taken in order they form one chain, each `from` the previous `to`.
 //!
 //! An outcome counts only in the period it was admitted in: a permit taken while closed that
-//! records after the breaker opened (or closed again) changes nothing, and neither does a probe
-//! from an earlier half-open period.
+//! records after the breaker opened or was isolated (even once it is closed again) changes
+//! nothing, and neither does a probe from an earlier half-open period. Closed and forced
+//! closed are one period across a switch between them (see manual control above).
 //!
 //! # Thread safety
 //!
@@ -423,6 +429,10 @@ impl Breaker {
     /// [`reset`](Self::reset): every acquire is rejected with `retry_after: None`, and no
     /// probe is let in. `None` if it was already isolated; from forced closed it turns to
     /// isolated.
+    ///
+    /// Isolation changes what is admitted, so it starts a new period: attempts in flight when
+    /// it is isolated (and probes) count for nothing whenever they finish, even after a
+    /// release, and the counts are not carried through it.
     #[doc(alias = "force_open")]
     pub fn isolate(&self, now: Instant) -> Option<Transition> {
         self.force(now, StateKind::Isolated)
@@ -431,37 +441,68 @@ impl Breaker {
     /// Forces the breaker closed (Hystrix's *force closed*) until [`release`](Self::release)
     /// or [`reset`](Self::reset): every acquire is admitted (not as a probe), outcomes are
     /// still recorded (the consecutive failures in the state, the ratio window's counts) but
-    /// never open it; probes in flight when it is forced count for nothing. Use it to keep
-    /// calling a dependency the breaker would cut off, while watching what it would see.
-    /// `None` if it was already forced closed; from isolated it turns to forced closed.
+    /// never open it. Use it to keep calling a dependency the breaker would cut off, while
+    /// watching what it would see. `None` if it was already forced closed; from isolated it
+    /// turns to forced closed.
+    ///
+    /// From closed it is a switch inside the closed family, which keeps what the breaker
+    /// counted: the consecutive failures are carried into forced closed, the ratio window is
+    /// kept, and attempts in flight across the switch still count when they finish (as
+    /// outcomes while forced: counted, never opening it). From open, half-open or isolated it
+    /// starts from zero (no failures, an empty window), and the attempts and probes admitted
+    /// before it count for nothing.
     pub fn force_closed(&self, now: Instant) -> Option<Transition> {
         self.force(now, StateKind::ForcedClosed)
     }
 
     /// Ends a forced state ([`isolate`](Self::isolate) or
     /// [`force_closed`](Self::force_closed)) and returns the breaker to normal operation,
-    /// closed. Released from isolation, its counts are cleared (as by [`reset`](Self::reset));
-    /// released from forced closed, it keeps the failures it recorded while forced, so the next
-    /// failure that reaches its threshold opens it. `None` (and nothing changes) when it was
-    /// not forced.
+    /// closed. `None` (and nothing changes) when it was not forced.
+    ///
+    /// Released from forced closed, it is a switch inside the closed family: the breaker keeps
+    /// what it counted while forced (and before, if it was forced from closed), and attempts
+    /// admitted while forced still count when they finish, as outcomes of the closed breaker: a
+    /// late failure can open it. The release itself never opens it, even when the failures it
+    /// carries back reach the threshold: it returns closed and the next failure opens it (in
+    /// consecutive mode a success first clears the count; in ratio mode the window is judged
+    /// again on the next failure), as after lowering a threshold with
+    /// [`reconfigure`](Self::reconfigure). Released from isolation, its counts are cleared (as
+    /// by [`reset`](Self::reset)) and nothing admitted before the isolation counts.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart::breaker::{Breaker, BreakerState, Evidence, StateKind};
+    /// use rampart::clock::Instant;
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(2).build()?;
+    /// let now = Instant::now();
+    /// let fail = || breaker.try_acquire(now).unwrap().record(Evidence::Failure, Duration::ZERO, now);
+    /// breaker.force_closed(now);
+    /// assert_eq!(fail(), None);
+    /// assert_eq!(fail(), None, "forced closed: counted, never opens");
+    /// assert_eq!(breaker.release(now).map(|t| t.to), Some(StateKind::Closed));
+    /// assert_eq!(breaker.state(now), BreakerState::Closed, "2 failures of 2, still closed");
+    /// assert_eq!(fail().map(|t| t.to), Some(StateKind::Open), "the next failure opens it");
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
     pub fn release(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
         let mut transitions = s.lock();
         loop {
             let word = s.load();
-            let failures = match word.kind() {
-                StateKind::ForcedClosed => word.failures(),
+            let next = match word.kind() {
+                // Inside the closed family: the same period, its counts kept.
+                StateKind::ForcedClosed => Word::closed(word.generation(), word.failures()),
                 StateKind::Isolated => {
                     if let Some(window) = &s.window {
                         window.clear();
                     }
-                    0
+                    Word::closed(transitions.next_generation(), 0)
                 }
                 _ => return None,
             };
             transitions.openings = 0;
-            let next = Word::closed(transitions.next_generation(), failures);
             if s.swap(word, next) {
                 return Some(s.transition(word, next, None));
             }
@@ -530,13 +571,23 @@ impl Breaker {
         let mut transitions = s.lock();
         loop {
             let word = s.load();
-            if word.kind() == to {
+            let from = word.kind();
+            if from == to {
                 return None;
             }
-            let generation = transitions.next_generation();
             let next = match to {
-                StateKind::ForcedClosed => Word::forced_closed(generation, 0),
-                _ => Word::isolated(generation),
+                // Inside the closed family: the same period, its counts kept.
+                StateKind::ForcedClosed if from == StateKind::Closed => {
+                    Word::forced_closed(word.generation(), word.failures())
+                }
+                // Into the closed family from outside it: a new period, counting from zero.
+                StateKind::ForcedClosed => {
+                    if let Some(window) = &s.window {
+                        window.clear();
+                    }
+                    Word::forced_closed(transitions.next_generation(), 0)
+                }
+                _ => Word::isolated(transitions.next_generation()),
             };
             if s.swap(word, next) {
                 return Some(s.transition(word, next, None));
@@ -546,7 +597,9 @@ impl Breaker {
 
     /// Closes the breaker and clears its counts (and the doubling of its break), from any
     /// state, forced ones included. `None` if it was already closed (its counts are cleared
-    /// all the same).
+    /// all the same). From closed or forced closed the attempts in flight still count when
+    /// they finish, against the cleared counts; from open, half-open or isolated they count
+    /// for nothing.
     pub fn reset(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
@@ -557,15 +610,14 @@ impl Breaker {
         }
         loop {
             let word = s.load();
-            if word.kind() == StateKind::Closed {
-                if word.failures() == 0 || s.swap(word, Word::closed(word.generation(), 0)) {
-                    return None;
-                }
-                continue;
-            }
-            let next = Word::closed(transitions.next_generation(), 0);
+            let next = match word.kind() {
+                StateKind::Closed if word.failures() == 0 => return None,
+                // Inside the closed family: the same period, its count cleared.
+                StateKind::Closed | StateKind::ForcedClosed => Word::closed(word.generation(), 0),
+                _ => Word::closed(transitions.next_generation(), 0),
+            };
             if s.swap(word, next) {
-                return Some(s.transition(word, next, None));
+                return (word.kind() != StateKind::Closed).then(|| s.transition(word, next, None));
             }
         }
     }

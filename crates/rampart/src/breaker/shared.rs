@@ -320,7 +320,9 @@ impl Shared {
         }
     }
 
-    /// A closed or forced-closed period's outcome (a forced-closed one counts, never opens).
+    /// An outcome admitted in a closed-family period, counted if that period still runs, by
+    /// the rule of the state it is in now (admitted closed and recorded after `force_closed`,
+    /// or the other way round after `release`): forced closed counts and never opens.
     fn closed_outcome(&self, admitted: Word, failure: bool, now: Instant) -> Option<Transition> {
         if self.window.is_some() {
             return self.ratio_outcome(admitted, failure, now);
@@ -335,18 +337,19 @@ impl Shared {
             if !word.same_period(admitted) || (!failure && word.failures() == 0) {
                 return None;
             }
-            let forced = admitted.kind() == StateKind::ForcedClosed;
             let failures = if failure {
                 word.failures().saturating_add(1)
             } else {
                 0
             };
-            if failure && !forced {
+            if failure && word.kind() != StateKind::ForcedClosed {
                 let threshold = *threshold.get_or_insert_with(|| self.consecutive_threshold());
                 if failures >= threshold {
                     break;
                 }
             }
+            // A compare-and-swap on `word` itself: a switch between closed and forced closed
+            // meanwhile fails it, and the next turn reads the new kind.
             if self.swap(word, word.with_failures(failures)) {
                 return None;
             }
@@ -360,10 +363,11 @@ impl Shared {
                 return None;
             }
             let failures = word.failures().saturating_add(1);
-            // Read again under the lock: an update may have raised it meanwhile.
-            if failures < self.consecutive_threshold() {
-                // A success reset the count while this thread waited for the lock.
-                if self.swap(word, Word::closed(word.generation(), failures)) {
+            // Read again under the lock: forced closed meanwhile, or an update raised the
+            // threshold, or a success reset the count while this thread waited for the lock.
+            // (Under the lock the kind stays: switching it takes the lock too.)
+            if word.kind() == StateKind::ForcedClosed || failures < self.consecutive_threshold() {
+                if self.swap(word, word.with_failures(failures)) {
                     return None;
                 }
             } else if let Some(transition) = self.open(&mut transitions, word, t) {
@@ -387,7 +391,9 @@ impl Shared {
         }
         let t = self.nanos(now);
         window.record(t, failure);
-        if !failure || admitted.kind() == StateKind::ForcedClosed {
+        // Whether it opens depends on the state now, not at admission (a switch between closed
+        // and forced closed keeps the period): read again, and once more under the lock.
+        if !failure || self.load().kind() == StateKind::ForcedClosed {
             return None;
         }
         let counts = window.counts(t);
@@ -405,7 +411,7 @@ impl Shared {
         let mut transitions = self.lock();
         loop {
             let word = self.load();
-            if !word.same_period(admitted) {
+            if !word.same_period(admitted) || word.kind() == StateKind::ForcedClosed {
                 return None;
             }
             if let Some(transition) = self.open(&mut transitions, word, t) {

@@ -198,3 +198,45 @@ fn state_kinds_have_stable_label_names_and_display_them() {
         ["closed", "open", "half_open", "isolated"]
     );
 }
+
+#[test]
+fn switching_inside_the_closed_family_keeps_the_generation() {
+    let b = exact().build().unwrap();
+    let t0 = Instant::now();
+    let mut seen = vec![word(&b).generation()];
+    b.force_closed(t0).unwrap();
+    seen.push(word(&b).generation());
+    b.release(t0).unwrap();
+    seen.push(word(&b).generation());
+    b.isolate(t0).unwrap();
+    seen.push(word(&b).generation());
+    b.force_closed(t0).unwrap();
+    seen.push(word(&b).generation());
+    b.release(t0).unwrap();
+    seen.push(word(&b).generation());
+    b.force_closed(t0).unwrap();
+    b.reset(t0).unwrap();
+    seen.push(word(&b).generation());
+    assert_eq!(
+        seen,
+        [0, 0, 0, 1, 2, 2, 2],
+        "closed <-> forced closed keep it; to and from isolated take a new one"
+    );
+}
+
+#[test]
+fn force_closed_from_closed_carries_the_count_and_release_carries_it_back() {
+    let b = exact().build().unwrap();
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        b.try_acquire(t0).unwrap().record(Evidence::Failure, MS, t0);
+    }
+    b.force_closed(t0).unwrap();
+    assert_eq!(
+        (word(&b).kind(), word(&b).failures()),
+        (StateKind::ForcedClosed, 3)
+    );
+    b.try_acquire(t0).unwrap().record(Evidence::Failure, MS, t0);
+    b.release(t0).unwrap();
+    assert_eq!(word(&b), Word::closed(0, 4));
+}

@@ -10,14 +10,30 @@
 //! open         61..0  open-until, nanoseconds since the breaker's time base
 //! ```
 //!
-//! The generation changes on every transition (it is handed out under the transition lock), so a
-//! permit remembers the word it was admitted under and its outcome is dropped once the breaker
-//! has moved on. An open word needs no generation: nothing is admitted while open, and leaving it
-//! happens only under the transition lock.
+//! A permit remembers the word it was admitted under, and its outcome counts only while the
+//! breaker is still in the same *period*: the same half-open period, or the same closed-family
+//! period (closed and forced closed, the two states that admit everything). A period is named
+//! by its generation, which is handed out under the transition lock by every transition into
+//! or out of open, half-open or isolated: those change what is admitted.
+//!
+//! A switch inside the closed family ([`force_closed`](super::Breaker::force_closed) from
+//! closed, [`release`](super::Breaker::release) from forced closed, and
+//! [`reset`](super::Breaker::reset) from either, which clears the counts) keeps the
+//! generation, and `force_closed` and `release` keep the counts. An attempt in flight across
+//! such a switch was admitted by a closed-family state either way, so its outcome is kept, and
+//! counts by the rule of the state the breaker is in when it is recorded: forced closed counts
+//! it and never opens, closed counts it and opens at the threshold. This is sound in both
+//! modes because the counts go with the generation: the consecutive failures live in the word
+//! itself, and the ratio window is kept across the switch. A closed-family period entered from
+//! outside the family starts with a new generation and counts from zero (no failures, the
+//! window cleared before the word changes), so an outcome from an earlier period is dropped,
+//! never counted against the new one. An open word needs no generation: nothing is admitted
+//! while open, and leaving open happens only under the transition lock.
 
 use super::StateKind;
 
 const KIND_SHIFT: u32 = 62;
+const KIND_MASK: u64 = 3 << KIND_SHIFT;
 const GEN_SHIFT: u32 = 32;
 /// Generations wrap at 2^30.
 pub(super) const GEN_MASK: u32 = (1 << 30) - 1;
@@ -89,20 +105,32 @@ impl Word {
         ((self.0 >> GEN_SHIFT) as u32) & GEN_MASK
     }
 
-    /// Whether `self` is the same closed, forced-closed or half-open period as `other` (same
-    /// kind and generation; the counts may differ).
+    /// Whether `self` is the same period as `other`: both half-open, or both of the closed
+    /// family (closed or forced closed), with the same generation (the counts may differ). Never
+    /// for an open or isolated word.
     #[inline]
     pub(super) fn same_period(self, other: Word) -> bool {
         // On the bits, without decoding the kinds: this is on every outcome's path.
         let kind = self.0 >> KIND_SHIFT;
-        let forced = kind == FORCED;
-        let periodic =
-            kind == CLOSED || kind == HALF_OPEN || (forced && self.0 & FORCED_CLOSED != 0);
-        let mut mask = (3 << KIND_SHIFT) | u64::from(GEN_MASK) << GEN_SHIFT;
-        if forced {
-            mask |= FORCED_CLOSED;
+        let periodic = kind == CLOSED || kind == HALF_OPEN || self.is_forced_closed();
+        periodic && self.period_bits() == other.period_bits()
+    }
+
+    /// The kind and generation bits, a forced-closed word's kind read as closed: the closed
+    /// family is one period across a switch between its two states.
+    #[inline]
+    fn period_bits(self) -> u64 {
+        let bits = self.0 & (KIND_MASK | u64::from(GEN_MASK) << GEN_SHIFT);
+        if self.is_forced_closed() {
+            bits & !KIND_MASK
+        } else {
+            bits
         }
-        periodic && (self.0 ^ other.0) & mask == 0
+    }
+
+    #[inline]
+    fn is_forced_closed(self) -> bool {
+        self.0 & (KIND_MASK | FORCED_CLOSED) == KIND_MASK | FORCED_CLOSED
     }
 
     /// Whether this is a half-open word.
@@ -174,14 +202,27 @@ mod tests {
     }
 
     #[test]
-    fn periods_match_on_kind_and_generation_only() {
+    fn periods_match_on_family_and_generation_only() {
         assert!(Word::closed(3, 0).same_period(Word::closed(3, 4)));
         assert!(!Word::closed(3, 0).same_period(Word::closed(4, 0)));
         assert!(!Word::closed(3, 0).same_period(Word::half_open(3, 0, 0)));
         assert!(Word::half_open(3, 1, 0).same_period(Word::half_open(3, 0, 1)));
+        assert!(!Word::half_open(3, 0, 0).same_period(Word::closed(3, 0)));
+        assert!(!Word::half_open(3, 0, 0).same_period(Word::forced_closed(3, 0)));
         assert!(!Word::isolated(3).same_period(Word::isolated(3)));
+        assert!(!Word::isolated(3).same_period(Word::closed(3, 0)));
+        assert!(!Word::isolated(3).same_period(Word::forced_closed(3, 0)));
+        assert!(!Word::closed(3, 0).same_period(Word::isolated(3)));
         assert!(Word::forced_closed(3, 0).same_period(Word::forced_closed(3, 1)));
-        assert!(!Word::forced_closed(3, 0).same_period(Word::closed(3, 0)));
         assert!(!Word::open(5).same_period(Word::open(5)));
+    }
+
+    #[test]
+    fn closed_and_forced_closed_of_one_generation_are_one_period() {
+        assert!(Word::forced_closed(3, 0).same_period(Word::closed(3, 2)));
+        assert!(Word::closed(3, 2).same_period(Word::forced_closed(3, 0)));
+        assert!(Word::closed(GEN_MASK, 0).same_period(Word::forced_closed(GEN_MASK, 7)));
+        assert!(!Word::forced_closed(3, 0).same_period(Word::closed(4, 0)));
+        assert!(!Word::closed(4, 0).same_period(Word::forced_closed(3, 0)));
     }
 }
