@@ -34,7 +34,7 @@ async fn growing_a_concurrency_limit_lets_waiters_in_at_once() {
     settle().await;
     assert!(!waiter.is_finished());
     assert_eq!(limit.queued(), 1);
-    limit.set_limit(2);
+    limit.set_limit(2).expect("valid");
     settle().await;
     assert!(waiter.is_finished(), "the new slot went to the waiter");
     waiter.await.expect("task").expect("admitted");
@@ -49,7 +49,7 @@ async fn shrinking_a_concurrency_limit_lets_attempts_in_flight_finish() {
     for _ in 0..3 {
         held.push(limit.acquire(&cx()).await.expect("a slot"));
     }
-    limit.set_limit(1);
+    limit.set_limit(1).expect("valid");
     assert_eq!(
         (limit.limit(), limit.in_flight(), limit.available()),
         (1, 3, 0)
@@ -79,7 +79,7 @@ async fn a_waiter_queued_before_a_shrink_is_admitted_only_below_the_new_limit() 
         async move { limit.acquire(&cx()).await.map(drop) }
     });
     settle().await;
-    limit.set_limit(1);
+    limit.set_limit(1).expect("valid");
     limit.release(a, ok());
     settle().await;
     assert!(!waiter.is_finished(), "one still in flight, limit 1");
@@ -96,8 +96,8 @@ async fn growing_after_a_shrink_first_cancels_what_the_shrink_still_owes() {
     for _ in 0..3 {
         held.push(limit.acquire(&cx()).await.expect("a slot"));
     }
-    limit.set_limit(1);
-    limit.set_limit(4);
+    limit.set_limit(1).expect("valid");
+    limit.set_limit(4).expect("valid");
     assert_eq!(
         (limit.limit(), limit.in_flight(), limit.available()),
         (4, 3, 1)
@@ -106,12 +106,32 @@ async fn growing_after_a_shrink_first_cancels_what_the_shrink_still_owes() {
         limit.release(permit, ok());
     }
     assert_eq!((limit.in_flight(), limit.available()), (0, 4));
-    limit.set_limit(0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_limit_zero_is_refused_naming_the_field_and_changes_nothing() {
+    let limit = ConcurrencyLimit::new(3);
+    let clone = limit.clone();
+    let held = limit.acquire(&cx()).await.expect("a slot");
+    let error = limit.set_limit(0).expect_err("zero");
     assert_eq!(
-        (limit.limit(), limit.available()),
-        (1, 1),
-        "zero is raised to one"
+        error.to_string(),
+        "concurrency_limit.max must be at least 1 (was 0)"
     );
+    let error = limit.set_limit(usize::MAX).expect_err("too many");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "concurrency_limit.max must be at most {} (was {})",
+            usize::MAX >> 3,
+            usize::MAX
+        )
+    );
+    assert_eq!(
+        (clone.limit(), clone.in_flight(), clone.available()),
+        (3, 1, 2)
+    );
+    drop(held);
 }
 
 #[test]

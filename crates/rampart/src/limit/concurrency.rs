@@ -13,6 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::clock::saturating_add;
+use crate::error::{ConfigError, ConfigProblem};
 use crate::latency::TypicalLatency;
 
 /// At most `max` attempts in flight; up to `queue` more wait for a slot in arrival order
@@ -114,26 +115,37 @@ impl ConcurrencyLimit {
         self.inner.limit()
     }
 
-    /// Changes the limit while the limiter serves, for every clone (a zero is raised to one,
-    /// as in [`new`](Self::new)). Growing it hands the new slots to waiting attempts at once,
-    /// in arrival order. Shrinking it takes the free slots away at once and the rest as
-    /// attempts in flight end: none is cut short, and new attempts are admitted only once
-    /// fewer than the new limit are in flight. The queue and the measured hold time are kept.
+    /// Changes the limit while the limiter serves, for every clone. Growing it hands the new
+    /// slots to waiting attempts at once, in arrival order. Shrinking it takes the free slots
+    /// away at once and the rest as attempts in flight end: none is cut short, and new
+    /// attempts are admitted only once fewer than the new limit are in flight. The queue and
+    /// the measured hold time are kept.
+    ///
+    /// # Errors
+    ///
+    /// A `max` of zero (a limit that admits nothing is an outage, not a limit; [`new`](Self::new)
+    /// raises it to one instead) or above tokio's [`Semaphore::MAX_PERMITS`] (`usize::MAX >> 3`)
+    /// is refused with a [`ConfigError`] naming `concurrency_limit.max` and the value; a
+    /// refused update changes nothing.
     ///
     /// ```
     /// use rampart::limit::ConcurrencyLimit;
     ///
     /// let limit = ConcurrencyLimit::new(4);
-    /// limit.set_limit(8);
+    /// limit.set_limit(8)?;
     /// assert_eq!((limit.limit(), limit.available()), (8, 8));
+    /// let refused = limit.set_limit(0).unwrap_err();
+    /// assert_eq!(refused.to_string(), "concurrency_limit.max must be at least 1 (was 0)");
+    /// assert_eq!(limit.limit(), 8);
+    /// # Ok::<(), rampart::ConfigError>(())
     /// ```
-    pub fn set_limit(&self, max: usize) {
+    pub fn set_limit(&self, max: usize) -> Result<(), ConfigError> {
+        let max = checked_max(max)?;
         let inner = &*self.inner;
         let _one_at_a_time = inner
             .resizing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let max = max.clamp(1, Semaphore::MAX_PERMITS);
         let old = inner.max.swap(max, Ordering::SeqCst);
         if max > old {
             // Cancel what a shrink still owes first, then add what is left.
@@ -151,6 +163,7 @@ impl ConcurrencyLimit {
             let taken = inner.semaphore.forget_permits(shrink);
             inner.debt.fetch_add(shrink - taken, Ordering::SeqCst);
         }
+        Ok(())
     }
 
     /// Slots free right now.
@@ -176,6 +189,21 @@ impl ConcurrencyLimit {
             by: "concurrency limit",
         }
     }
+}
+
+/// The limit `set_limit` accepts: `max`, or the problem with it.
+fn checked_max(max: usize) -> Result<usize, ConfigError> {
+    let message = if max == 0 {
+        "must be at least 1 (was 0)".to_owned()
+    } else if max > Semaphore::MAX_PERMITS {
+        format!("must be at most {} (was {max})", Semaphore::MAX_PERMITS)
+    } else {
+        return Ok(max);
+    };
+    Err(ConfigError::new(vec![ConfigProblem::new(
+        "concurrency_limit.max",
+        message,
+    )]))
 }
 
 /// Counts a waiter for as long as it waits.
