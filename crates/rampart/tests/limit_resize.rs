@@ -134,6 +134,99 @@ async fn set_limit_zero_is_refused_naming_the_field_and_changes_nothing() {
     drop(held);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_dropped_permit_owed_to_a_shrink_is_not_counted_as_free() {
+    let limit = ConcurrencyLimit::new(3);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(limit.acquire(&cx()).await.expect("a slot"));
+    }
+    limit.set_limit(1).expect("valid");
+    // Dropped, not released (as a refusal further down a tuple of limiters drops it): the
+    // shrink takes the slot back, so none is free while two are in flight under a limit of 1.
+    drop(held.pop());
+    assert_eq!(
+        (limit.limit(), limit.in_flight(), limit.available()),
+        (1, 2, 0)
+    );
+    assert!(limit.acquire(&cx()).await.is_err(), "2 in flight, limit 1");
+    drop(held.pop());
+    assert_eq!((limit.in_flight(), limit.available()), (1, 0));
+    drop(held.pop());
+    assert_eq!((limit.in_flight(), limit.available()), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_keeps_its_place_when_a_dropped_permit_pays_a_shrink() {
+    let limit = ConcurrencyLimit::new(2).queue(4);
+    let a = limit.acquire(&cx()).await.expect("a slot");
+    let b = limit.acquire(&cx()).await.expect("a slot");
+    // Each waiter's task ends holding its permit, until the test takes it.
+    let spawn_waiter = || {
+        tokio::spawn({
+            let limit = limit.clone();
+            async move { limit.acquire(&cx()).await }
+        })
+    };
+    let first = spawn_waiter();
+    settle().await;
+    let second = spawn_waiter();
+    settle().await;
+    assert_eq!(limit.queued(), 2);
+    limit.set_limit(1).expect("valid");
+    // The shrink takes back the slot `a` held: no waiter is woken for it.
+    drop(a);
+    settle().await;
+    assert!(!first.is_finished() && !second.is_finished());
+    assert_eq!((limit.in_flight(), limit.queued()), (1, 2));
+    // The next slot goes to the first to arrive.
+    limit.release(b, ok());
+    settle().await;
+    assert!(first.is_finished(), "the first waiter is admitted first");
+    assert!(!second.is_finished());
+    drop(first.await.expect("task").expect("admitted"));
+    settle().await;
+    assert!(second.is_finished());
+    drop(second.await.expect("task").expect("admitted"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_cancelled_after_it_was_handed_a_slot_gives_the_slot_to_a_shrink_first() {
+    let limit = ConcurrencyLimit::new(2).queue(4);
+    let a = limit.acquire(&cx()).await.expect("a slot");
+    let b = limit.acquire(&cx()).await.expect("a slot");
+    let spawn_waiter = || {
+        tokio::spawn({
+            let limit = limit.clone();
+            async move { limit.acquire(&cx()).await }
+        })
+    };
+    let (cancelled, second, third) = (spawn_waiter(), spawn_waiter(), spawn_waiter());
+    settle().await;
+    assert_eq!(limit.queued(), 3);
+    // `a`'s slot is handed to the first waiter, which has not run since; the limit shrinks;
+    // then the first waiter's caller gives up.
+    limit.release(a, ok());
+    limit.set_limit(1).expect("valid");
+    cancelled.abort();
+    settle().await;
+    assert!(cancelled.await.expect_err("cancelled").is_cancelled());
+    // That slot went to the shrink: one in flight under a limit of one, two waiting.
+    assert_eq!(
+        (limit.in_flight(), limit.available(), limit.queued()),
+        (1, 0, 2)
+    );
+    assert!(!second.is_finished() && !third.is_finished());
+    // The next slot goes to the earliest waiter left.
+    limit.release(b, ok());
+    settle().await;
+    assert!(second.is_finished(), "the second waiter is admitted first");
+    assert!(!third.is_finished());
+    drop(second.await.expect("task").expect("admitted"));
+    settle().await;
+    drop(third.await.expect("task").expect("admitted"));
+}
+
 #[test]
 fn a_lower_rate_spaces_the_next_permits_by_the_new_interval_from_where_the_old_ones_left_off() {
     use rampart::limit::RateLimit;
