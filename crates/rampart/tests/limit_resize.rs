@@ -1,15 +1,20 @@
-//! A concurrency limit changed while it serves: growing wakes waiters, shrinking lets the
-//! attempts in flight finish. On paused time.
+//! Limits changed while they serve. A concurrency limit: growing wakes waiters, shrinking lets
+//! the attempts in flight finish, and its counts and its queue's order hold throughout (on
+//! paused time). A rate limit: what was taken is counted at the new rate (on a manual clock).
 
 use std::time::Duration;
 
 use rampart::admit::{Admit, AdmitContext, Feedback};
 use rampart::clock::Instant;
-use rampart::limit::ConcurrencyLimit;
-use rampart::{AttemptOutcome, Criticality};
+use rampart::limit::{ConcurrencyLimit, RateLimit};
+use rampart::{AttemptOutcome, Criticality, ManualClock};
 
 fn cx() -> AdmitContext<'static> {
     AdmitContext::new("test", Criticality::Critical, Instant::now())
+}
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
 }
 
 fn ok() -> Feedback {
@@ -229,13 +234,11 @@ async fn a_waiter_cancelled_after_it_was_handed_a_slot_gives_the_slot_to_a_shrin
 
 #[test]
 fn a_lower_rate_spaces_the_next_permits_by_the_new_interval_from_where_the_old_ones_left_off() {
-    use rampart::limit::RateLimit;
     let limit = RateLimit::builder(10, Duration::from_secs(1))
         .burst(1)
         .build()
         .expect("valid");
     let t0 = Instant::now();
-    let ms = Duration::from_millis;
     assert_eq!(limit.try_acquire(t0), Ok(()));
     limit
         .reconfigure(|b| b.rate(2, Duration::from_secs(1)))
@@ -246,9 +249,102 @@ fn a_lower_rate_spaces_the_next_permits_by_the_new_interval_from_where_the_old_o
     assert_eq!(limit.try_acquire(t0 + ms(200)), Err(ms(400)));
 }
 
+/// A rate limit of `permits` a second with a burst of 10, its burst spent at the clock's now.
+fn spent_burst_of_ten(permits: u32, clock: &ManualClock) -> RateLimit {
+    let limit = RateLimit::builder(permits, Duration::from_secs(1))
+        .burst(10)
+        .build()
+        .expect("valid");
+    for _ in 0..10 {
+        assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    }
+    limit
+}
+
+#[test]
+fn raising_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(100)));
+    limit
+        .reconfigure(|b| b.rate(100, Duration::from_secs(1)))
+        .expect("valid update");
+    // The 10 permits taken are 10 intervals of the new rate (100 ms), not of the old (1 s).
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
+    clock.advance(ms(10));
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
+}
+
+#[test]
+fn lowering_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    limit
+        .reconfigure(|b| b.rate(5, Duration::from_secs(1)))
+        .expect("valid update");
+    // The 10 permits taken are 10 intervals of the new rate (2 s): the burst stays spent.
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(200)));
+    clock.advance(ms(200));
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(200)));
+}
+
+#[test]
+fn a_rate_update_rescales_what_is_left_of_the_old_lead_at_the_next_permit_asked_for() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    limit
+        .reconfigure(|b| b.rate(100, Duration::from_secs(1)))
+        .expect("valid update");
+    // Until a permit is asked for, the old rate refills: 500 ms later, 5 of the 10 are back
+    // (500 ms of lead left), and the 5 still taken count 50 ms at the new rate.
+    clock.advance(ms(500));
+    for _ in 0..5 {
+        assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    }
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
+}
+
+#[test]
+fn updates_between_two_permits_rescale_by_the_last_rate_over_the_first() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    limit
+        .reconfigure(|b| b.rate(100, Duration::from_secs(1)))
+        .expect("valid update");
+    limit
+        .reconfigure(|b| b.rate(20, Duration::from_secs(1)))
+        .expect("valid update");
+    // 10 taken at 10/s, counted at 20/s: 500 ms of lead, the whole burst.
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(50)));
+    clock.advance(ms(50));
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(50)));
+}
+
+#[test]
+fn the_permit_that_rescales_after_a_rate_update_allocates_nothing() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    let update = allocation_counter::measure(|| {
+        limit
+            .reconfigure(|b| b.rate(100, Duration::from_secs(1)))
+            .expect("valid update");
+    });
+    assert!(
+        update.count_total > 0,
+        "the counter sees the update's new cell"
+    );
+    let allocations = allocation_counter::measure(|| {
+        assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
+        assert_eq!(limit.try_acquire(clock.now() + ms(10)), Ok(()));
+    });
+    assert_eq!(allocations.count_total, 0);
+}
+
 #[test]
 fn a_rejected_rate_update_changes_nothing_and_says_why() {
-    use rampart::limit::RateLimit;
     let limit = RateLimit::new(10, Duration::from_secs(1)).expect("valid");
     let clone = limit.clone();
     let error = limit
