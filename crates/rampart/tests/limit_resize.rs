@@ -128,7 +128,7 @@ async fn set_limit_zero_is_refused_naming_the_field_and_changes_nothing() {
         error.to_string(),
         format!(
             "concurrency_limit.max must be at most {} (was {})",
-            usize::MAX >> 3,
+            tokio::sync::Semaphore::MAX_PERMITS,
             usize::MAX
         )
     );
