@@ -3,16 +3,17 @@
 
 use std::fmt;
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{AcquireError, Semaphore, SemaphorePermit};
 
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::clock::saturating_add;
+use crate::error::{ConfigError, ConfigProblem};
 use crate::latency::TypicalLatency;
 
 /// At most `max` attempts in flight; up to `queue` more wait for a slot in arrival order
@@ -37,7 +38,10 @@ use crate::latency::TypicalLatency;
 ///
 /// The limit can change while it serves ([`set_limit`](Self::set_limit)): growing it lets
 /// waiters in at once, shrinking it lets the attempts in flight finish and admits new ones
-/// only once fewer than the new limit are in flight.
+/// only once fewer than the new limit are in flight. Waiters are admitted in the order they
+/// arrived, whatever the changes: a slot that a shrink takes back is taken as it comes back
+/// (its [`ConcurrencyPermit`] given back with [`release`](Admit::release) or dropped, or it
+/// was handed to a waiter whose caller gave up before it ran), before any waiter sees it.
 #[derive(Clone)]
 pub struct ConcurrencyLimit {
     inner: Arc<Inner>,
@@ -47,13 +51,14 @@ struct Inner {
     /// The limit; changed by [`ConcurrencyLimit::set_limit`].
     max: AtomicUsize,
     /// Permits to take out of circulation as they come back: what a shrink could not take
-    /// from the free ones. The semaphore holds `max + debt` permits in all.
+    /// from the free ones. `max + debt` permits exist in all: free in the semaphore, or held
+    /// by a [`ConcurrencyPermit`] (which took its own out of the semaphore with `forget`).
     debt: AtomicUsize,
     /// Serialises changes of the limit (calls never take it).
     resizing: Mutex<()>,
     queue: usize,
     queue_timeout: Option<Duration>,
-    semaphore: Arc<Semaphore>,
+    semaphore: Semaphore,
     queued: AtomicUsize,
     held: TypicalLatency,
 }
@@ -70,7 +75,7 @@ impl ConcurrencyLimit {
                 resizing: Mutex::new(()),
                 queue: 0,
                 queue_timeout: None,
-                semaphore: Arc::new(Semaphore::new(max)),
+                semaphore: Semaphore::new(max),
                 queued: AtomicUsize::new(0),
                 held: TypicalLatency::default(),
             }),
@@ -86,7 +91,7 @@ impl ConcurrencyLimit {
                 resizing: Mutex::new(()),
                 queue: shared.queue,
                 queue_timeout: shared.queue_timeout,
-                semaphore: Arc::new(Semaphore::new(max)),
+                semaphore: Semaphore::new(max),
                 queued: AtomicUsize::new(0),
                 held: TypicalLatency::default(),
             }
@@ -114,26 +119,37 @@ impl ConcurrencyLimit {
         self.inner.limit()
     }
 
-    /// Changes the limit while the limiter serves, for every clone (a zero is raised to one,
-    /// as in [`new`](Self::new)). Growing it hands the new slots to waiting attempts at once,
-    /// in arrival order. Shrinking it takes the free slots away at once and the rest as
-    /// attempts in flight end: none is cut short, and new attempts are admitted only once
-    /// fewer than the new limit are in flight. The queue and the measured hold time are kept.
+    /// Changes the limit while the limiter serves, for every clone. Growing it hands the new
+    /// slots to waiting attempts at once, in arrival order. Shrinking it takes the free slots
+    /// away at once and the rest as attempts in flight end: none is cut short, and new
+    /// attempts are admitted only once fewer than the new limit are in flight. The queue and
+    /// the measured hold time are kept.
+    ///
+    /// # Errors
+    ///
+    /// A `max` of zero (a limit that admits nothing is an outage, not a limit; [`new`](Self::new)
+    /// raises it to one instead) or above tokio's [`Semaphore::MAX_PERMITS`] (`usize::MAX >> 3`)
+    /// is refused with a [`ConfigError`] naming `concurrency_limit.max` and the value; a
+    /// refused update changes nothing.
     ///
     /// ```
     /// use rampart::limit::ConcurrencyLimit;
     ///
     /// let limit = ConcurrencyLimit::new(4);
-    /// limit.set_limit(8);
+    /// limit.set_limit(8)?;
     /// assert_eq!((limit.limit(), limit.available()), (8, 8));
+    /// let refused = limit.set_limit(0).unwrap_err();
+    /// assert_eq!(refused.to_string(), "concurrency_limit.max must be at least 1 (was 0)");
+    /// assert_eq!(limit.limit(), 8);
+    /// # Ok::<(), rampart::ConfigError>(())
     /// ```
-    pub fn set_limit(&self, max: usize) {
+    pub fn set_limit(&self, max: usize) -> Result<(), ConfigError> {
+        let max = checked_max(max)?;
         let inner = &*self.inner;
         let _one_at_a_time = inner
             .resizing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let max = max.clamp(1, Semaphore::MAX_PERMITS);
         let old = inner.max.swap(max, Ordering::SeqCst);
         if max > old {
             // Cancel what a shrink still owes first, then add what is left.
@@ -151,18 +167,21 @@ impl ConcurrencyLimit {
             let taken = inner.semaphore.forget_permits(shrink);
             inner.debt.fetch_add(shrink - taken, Ordering::SeqCst);
         }
+        Ok(())
     }
 
-    /// Slots free right now.
+    /// Slots free right now: at most the limit less the attempts in flight (a slot that a
+    /// shrink still has to take back is not free).
     pub fn available(&self) -> usize {
-        self.inner.semaphore.available_permits()
+        let (free, debt) = self.inner.counts();
+        free.saturating_sub(debt)
     }
 
-    /// Attempts in flight right now.
+    /// Attempts in flight right now: permits handed out and not yet given back.
     pub fn in_flight(&self) -> usize {
         let inner = &*self.inner;
-        let total = inner.limit() + inner.debt.load(Ordering::SeqCst);
-        total.saturating_sub(self.available())
+        let (free, debt) = inner.counts();
+        (inner.limit() + debt).saturating_sub(free)
     }
 
     /// Attempts waiting right now.
@@ -174,6 +193,80 @@ impl ConcurrencyLimit {
         Refusal {
             retry_after: Some(super::held_retry_after(&self.inner.held)),
             by: "concurrency limit",
+        }
+    }
+}
+
+/// The limit `set_limit` accepts: `max`, or the problem with it.
+fn checked_max(max: usize) -> Result<usize, ConfigError> {
+    let message = if max == 0 {
+        "must be at least 1 (was 0)".to_owned()
+    } else if max > Semaphore::MAX_PERMITS {
+        format!("must be at most {} (was {max})", Semaphore::MAX_PERMITS)
+    } else {
+        return Ok(max);
+    };
+    Err(ConfigError::new(vec![ConfigProblem::new(
+        "concurrency_limit.max",
+        message,
+    )]))
+}
+
+/// Held while an attempt admitted by a [`ConcurrencyLimit`] runs; giving it back
+/// ([`release`](Admit::release)) or dropping it frees the slot, or, after a shrink, takes the
+/// slot out of circulation (so no waiter is woken for a slot that is gone).
+#[must_use = "dropping the permit frees its slot at once"]
+pub struct ConcurrencyPermit {
+    inner: Arc<Inner>,
+}
+
+impl Drop for ConcurrencyPermit {
+    fn drop(&mut self) {
+        self.inner.give_back();
+    }
+}
+
+impl fmt::Debug for ConcurrencyPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConcurrencyPermit").finish_non_exhaustive()
+    }
+}
+
+/// A queued attempt's wait for a slot, which takes the slot out of the semaphore once handed
+/// one. tokio hands a slot to a waiter before the waiter is polled; a wait dropped in between
+/// (its caller cancelled, or its queue timeout passed) would give that slot straight to the
+/// next waiter, past a shrink that is owed one. Dropped unfinished, this wait takes a slot it
+/// was handed and gives it back as a permit does: to the shrink first.
+struct Wait<'w, 's, F: Future<Output = Result<SemaphorePermit<'s>, AcquireError>>> {
+    acquire: Pin<&'w mut F>,
+    inner: &'w Arc<Inner>,
+    done: bool,
+}
+
+impl<'s, F: Future<Output = Result<SemaphorePermit<'s>, AcquireError>>> Future for Wait<'_, 's, F> {
+    type Output = Result<(), AcquireError>;
+
+    fn poll(mut self: Pin<&mut Self>, task: &mut Context<'_>) -> Poll<Self::Output> {
+        let acquired = std::task::ready!(self.acquire.as_mut().poll(task));
+        self.done = true;
+        Poll::Ready(acquired.map(SemaphorePermit::forget))
+    }
+}
+
+impl<'s, F: Future<Output = Result<SemaphorePermit<'s>, AcquireError>>> Drop for Wait<'_, 's, F> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Unconstrained: in a task out of tokio's cooperative budget, a wait that was handed
+        // its slot would answer pending. (Every tokio the crate accepts, 1.40 up, has this
+        // name; newer ones deprecate it for `tokio::task::coop::unconstrained`.)
+        #[allow(deprecated)]
+        let mut acquire = tokio::task::unconstrained(self.acquire.as_mut());
+        let mut task = Context::from_waker(Waker::noop());
+        if let Poll::Ready(Ok(permit)) = Pin::new(&mut acquire).poll(&mut task) {
+            permit.forget();
+            self.inner.give_back();
         }
     }
 }
@@ -192,29 +285,43 @@ impl Inner {
         self.max.load(Ordering::Relaxed)
     }
 
-    /// Takes `permit` out of circulation if a shrink still owes one; whether it did.
-    #[inline]
-    fn pay_debt(&self, permit: OwnedSemaphorePermit) -> Option<OwnedSemaphorePermit> {
-        if self.debt.load(Ordering::Relaxed) == 0 {
-            return Some(permit);
+    /// The semaphore's free permits and the debt, read once each.
+    fn counts(&self) -> (usize, usize) {
+        let free = self.semaphore.available_permits();
+        (free, self.debt.load(Ordering::SeqCst))
+    }
+
+    /// A slot that was taken out of the semaphore comes back: it pays a shrink's debt if one
+    /// is owed, else it goes back to the semaphore (to the first waiter, if any).
+    fn give_back(&self) {
+        if !self.pay_debt() {
+            self.semaphore.add_permits(1);
         }
-        let paid = self
-            .debt
+    }
+
+    /// Pays one permit of a shrink's debt, if there is one; whether it did. The permit paid
+    /// with is the caller's, already out of the semaphore: it is simply not put back.
+    #[inline]
+    fn pay_debt(&self) -> bool {
+        if self.debt.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.debt
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |debt| {
                 debt.checked_sub(1)
             })
-            .is_ok();
-        if paid {
-            permit.forget();
-            None
-        } else {
-            Some(permit)
+            .is_ok()
+    }
+
+    fn permit(self: &Arc<Self>) -> ConcurrencyPermit {
+        ConcurrencyPermit {
+            inner: Arc::clone(self),
         }
     }
 }
 
 impl Admit for ConcurrencyLimit {
-    type Permit = OwnedSemaphorePermit;
+    type Permit = ConcurrencyPermit;
 
     fn load(&self) -> crate::admit::Load {
         crate::admit::Load::new(Some(self.in_flight()), Some(self.queued()))
@@ -222,52 +329,53 @@ impl Admit for ConcurrencyLimit {
 
     async fn acquire(&self, cx: &AdmitContext<'_>) -> Result<Self::Permit, Refusal> {
         let inner = &self.inner;
-        loop {
-            // A permit that came back without `release` (a dropped one) may be owed to a
-            // shrink: take it out of circulation and look again.
-            while let Ok(permit) = Arc::clone(&inner.semaphore).try_acquire_owned() {
-                if let Some(permit) = inner.pay_debt(permit) {
-                    return Ok(permit);
-                }
+        // A free permit while a shrink is owed one is possible only when the two raced (a
+        // permit given back just as the shrink counted the free ones): pay with it and look
+        // again. Free permits mean nobody waits, so this overtakes no waiter.
+        while let Ok(permit) = inner.semaphore.try_acquire() {
+            permit.forget();
+            if !inner.pay_debt() {
+                return Ok(inner.permit());
             }
-            let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
-            let _queued = Queued(&inner.queued);
-            if waiting >= inner.queue {
-                return Err(self.refusal());
-            }
-            let wait = Arc::clone(&inner.semaphore).acquire_owned();
-            let permit = match inner.queue_timeout {
-                None => wait.await,
-                Some(limit) => {
-                    // On the policy's clock, and without needing a runtime: blocking execution
-                    // drives this wait on a plain thread.
-                    let alarm = cx.clock.alarm(saturating_add(cx.now, limit));
-                    let (mut wait, mut alarm) = (pin!(wait), pin!(alarm));
-                    let waited = poll_fn(|task| match wait.as_mut().poll(task) {
-                        Poll::Ready(permit) => Poll::Ready(Some(permit)),
-                        Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
-                    });
-                    match waited.await {
-                        Some(permit) => permit,
-                        None => return Err(self.refusal()),
-                    }
-                }
-            };
-            // The semaphore is never closed, so a failed acquire cannot happen; refuse if it
-            // does.
-            let permit = permit.map_err(|_| self.refusal())?;
-            if let Some(permit) = inner.pay_debt(permit) {
-                return Ok(permit);
-            }
-            // That permit was owed to a shrink: wait again.
         }
+        let waiting = inner.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = Queued(&inner.queued);
+        if waiting >= inner.queue {
+            return Err(self.refusal());
+        }
+        let acquire = pin!(inner.semaphore.acquire());
+        let mut wait = Wait {
+            acquire,
+            inner,
+            done: false,
+        };
+        let waited = match inner.queue_timeout {
+            None => (&mut wait).await,
+            Some(limit) => {
+                // On the policy's clock, and without needing a runtime: blocking execution
+                // drives this wait on a plain thread.
+                let mut alarm = pin!(cx.clock.alarm(saturating_add(cx.now, limit)));
+                let waited = poll_fn(|task| match Pin::new(&mut wait).poll(task) {
+                    Poll::Ready(waited) => Poll::Ready(Some(waited)),
+                    Poll::Pending => alarm.as_mut().poll(task).map(|()| None),
+                });
+                match waited.await {
+                    Some(waited) => waited,
+                    None => return Err(self.refusal()),
+                }
+            }
+        };
+        // The semaphore is never closed, so a failed acquire cannot happen; refuse if it
+        // does. A slot handed over is kept even if a shrink is owed one now: it was handed
+        // over before that shrink counted (a slot coming back pays a debt before it reaches
+        // a waiter), so the waiter was admitted first and the shrink takes a later slot.
+        waited.map_err(|_| self.refusal())?;
+        Ok(inner.permit())
     }
 
     fn release(&self, permit: Self::Permit, feedback: Feedback) {
         self.inner.held.record(feedback.elapsed);
-        if let Some(permit) = self.inner.pay_debt(permit) {
-            drop(permit);
-        }
+        drop(permit);
     }
 }
 

@@ -30,7 +30,7 @@ pub(crate) mod rate;
 mod throttle;
 
 pub use aimd::{Aimd, AimdBuilder, AimdPermit};
-pub use concurrency::ConcurrencyLimit;
+pub use concurrency::{ConcurrencyLimit, ConcurrencyPermit};
 pub use criticality::{CriticalityLimit, CriticalityLimitBuilder, CriticalityPermit};
 pub use dry_run::{DryRun, DryRunPermit};
 pub use gradient::{Gradient, GradientBuilder, GradientPermit};

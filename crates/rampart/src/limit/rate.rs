@@ -1,7 +1,8 @@
 //! A rate limit: at most `permits` attempts started per window, with a burst.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicU64, fence};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,11 +12,25 @@ use crate::clock::Instant;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::swap::Swap;
 
-/// The longest window: with it and [`MAX_TOLERANCE`], every instant the limit computes fits a
-/// `u64` of nanoseconds for centuries.
+/// The longest window: with it and [`MAX_TOLERANCE`], every TAT the limit computes fits
+/// [`MAX_TAT`] for the first 190 years after its first permit (292 with a refill of seconds).
 const MAX_PER: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The longest a full burst may take to refill: 100 years, in nanoseconds.
 const MAX_TOLERANCE: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
+
+/// Set in a [`Tat`] cell's state once a later rate took the TAT from it (the rest of the state
+/// is the TAT it had then); also set in [`UNSET`] and [`SKIPPED`].
+const FROZEN: u64 = 1 << 63;
+/// The state of a [`Tat`] cell no permit was asked for under yet: the TAT is still in an
+/// earlier cell.
+const UNSET: u64 = u64::MAX;
+/// The state of a [`Tat`] cell that a later rate passed by before any permit was asked for
+/// under its own: the TAT went from the cell before it to a later one.
+const SKIPPED: u64 = u64::MAX - 1;
+/// The latest TAT, in nanoseconds since the base (about 292 years): below every flag. Later
+/// TATs are cut to it (so a limit still serving 292 years after its first permit admits every
+/// attempt).
+const MAX_TAT: u64 = FROZEN - 3;
 
 /// A rate limit: at most `permits` attempts started per window, with a burst.
 ///
@@ -51,7 +66,9 @@ const MAX_TOLERANCE: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
 /// `max(TAT, now) + interval ≤ now + burst × interval`, and moves the TAT there. It is a token
 /// bucket of `burst` tokens refilled one per `interval`, kept in one word. The interval is
 /// `per / permits` rounded up to a whole nanosecond, so the rate is never exceeded (it may
-/// fall short by less than a nanosecond per permit).
+/// fall short by less than a nanosecond per permit). How far the TAT runs ahead of now is the
+/// permits taken, in intervals: a [`reconfigure`](RateLimit::reconfigure) that changes the
+/// interval rescales it, so that what was taken counts at the new rate.
 ///
 /// Time comes from the attempt's [`AdmitContext::now`]: the policy's clock, so tokio's paused
 /// time and the [`ManualClock`](crate::ManualClock) both work.
@@ -59,8 +76,10 @@ const MAX_TOLERANCE: u64 = 100 * 365 * 24 * 3600 * 1_000_000_000;
 /// # Thread safety
 ///
 /// `Send + Sync`, cheap to clone; clones share one rate, which can change while the limit
-/// serves ([`reconfigure`](RateLimit::reconfigure)). The state is one `AtomicU64` updated
-/// by a lock-free compare-and-swap loop; a refusal only reads it. No allocation.
+/// serves ([`reconfigure`](RateLimit::reconfigure)). The state is one `AtomicU64` (one per
+/// interval the limit has had) updated by a lock-free compare-and-swap loop; a refusal only
+/// reads it. No allocation and no lock; the first permit asked for after an update that
+/// changed the interval moves the TAT to the new rate's word, with two compare-and-swaps more.
 ///
 /// # Events
 ///
@@ -73,13 +92,37 @@ pub struct RateLimit {
 }
 
 struct Inner {
-    /// The theoretical arrival time of the next permit, in nanoseconds since `base`.
-    tat: AtomicU64,
     base: TimeBase,
-    /// The rate, replaced whole by [`RateLimit::reconfigure`].
-    rate: Swap<Rate>,
+    /// The rate and where its TAT is, replaced whole by [`RateLimit::reconfigure`].
+    rate: Swap<Version>,
     /// Serialises updates (a call never takes it).
     updating: Mutex<()>,
+}
+
+/// One version of the limit: its settings, and the cell its TAT is counted in.
+struct Version {
+    rate: Rate,
+    /// Shared with the version before when the interval did not change.
+    tat: Arc<Tat>,
+}
+
+/// The theoretical arrival time of the next permit, counted in one interval.
+///
+/// An update that changes the interval has no clock to rescale the TAT with, so it starts a
+/// new cell, [`UNSET`], that points at the one it replaces. The first permit asked for under
+/// it has the time: it freezes the cell the TAT is in (so no permit is taken there any more),
+/// rescales the TAT's lead over now to the new interval, and sets the new cell to it. A permit
+/// asked for under a version whose cell is frozen (or skipped) loads the newer version, which
+/// is already stored: its cell was made before it was published, and only a permit asked for
+/// under a newer version freezes an older cell.
+struct Tat {
+    /// Nanoseconds since the base ([`MAX_TAT`] at most); or [`UNSET`], [`SKIPPED`], or a TAT
+    /// with [`FROZEN`] set.
+    state: AtomicU64,
+    /// Nanoseconds between permits in this cell.
+    interval: u64,
+    /// The cell of the version this one replaced; `None` for the first.
+    from: Option<Arc<Tat>>,
 }
 
 /// One version of the settings.
@@ -120,57 +163,66 @@ impl RateLimit {
     /// Takes a permit at `now`, or says how long until the next one is due.
     pub fn try_acquire(&self, now: Instant) -> Result<(), Duration> {
         let inner = &*self.inner;
-        let rate = inner.rate.load();
-        let now = inner.base.nanos(now);
-        let limit = now.saturating_add(rate.tolerance);
-        let mut tat = inner.tat.load(Relaxed);
+        let now = inner.base.nanos(now).min(MAX_TAT);
         loop {
-            let next = tat.max(now).saturating_add(rate.interval);
-            if next > limit {
-                return Err(Duration::from_nanos(next - limit));
+            let version = inner.rate.load();
+            if let Some(taken) = version.tat.take(now, version.rate.tolerance) {
+                return taken;
             }
-            match inner.tat.compare_exchange_weak(tat, next, Relaxed, Relaxed) {
-                Ok(_) => return Ok(()),
-                Err(actual) => tat = actual,
-            }
+            // Replaced while it was read: the newer version is stored.
         }
     }
 
     /// Permits per window.
     pub fn permits(&self) -> u32 {
-        self.inner.rate.load().permits
+        self.inner.rate.load().rate.permits
     }
 
     /// The window.
     pub fn per(&self) -> Duration {
-        self.inner.rate.load().per
+        self.inner.rate.load().rate.per
     }
 
     /// Permits that may be taken at once after a quiet spell.
     pub fn burst(&self) -> u32 {
-        self.inner.rate.load().burst
+        self.inner.rate.load().rate.burst
     }
 
     /// Changes the rate while the limit serves, for every clone: `update` is handed a builder
     /// holding the current `permits`, `per` and `burst` (change the first two with
     /// [`RateLimitBuilder::rate`]), and what it returns is checked exactly as
     /// [`build`](RateLimitBuilder::build) checks it. A rejected update changes nothing and names
-    /// every field and value it refused. What was already taken stays taken, in time: the
-    /// next permit is due where the old rate left it, and only the ones after it are spaced by
-    /// the new interval. So a lower rate slows admissions at once, but a higher rate starts to
-    /// count only once the permits taken under the old one have come due, and, because the
-    /// burst window shrinks with the interval, a limit whose burst was spent can refuse for up
-    /// to the old window (a spent burst of 10 at 10/s raised to 100/s admits again about 0.9 s
-    /// later, where the old rate would have admitted after 0.1 s). Each update keeps the rate it
-    /// replaced allocated until the limit is dropped; a permit taken never waits or locks.
+    /// every field and value it refused.
+    ///
+    /// What was already taken stays taken, counted at the new rate: how far the limit has run
+    /// ahead of the clock (the TAT less now, the permits taken in intervals) is rescaled by the
+    /// new interval over the old one. An update has no clock, so this is done by the next
+    /// permit asked for, at its own instant; until then the old rate refills. So a burst of 10
+    /// at 10 a second, spent at once, is 1 s ahead: raised to 100 a second it is 100 ms ahead
+    /// and admits again one new interval (10 ms) later, and lowered to 5 a second it is 2 s
+    /// ahead and admits again 200 ms later. Several updates with no permit asked for between
+    /// them rescale once, by the last one's interval over the interval before the first. An
+    /// update that keeps the interval (the burst alone, say) moves nothing: permits taken
+    /// beyond a smaller burst are owed until they come due. Each update keeps the rate it
+    /// replaced allocated until the limit is dropped; a permit taken never waits, locks or
+    /// allocates.
     ///
     /// ```
     /// use std::time::Duration;
+    /// use rampart::Instant;
     /// use rampart::limit::RateLimit;
     ///
-    /// let limit = RateLimit::new(100, Duration::from_secs(1))?;
-    /// limit.reconfigure(|b| b.rate(50, Duration::from_secs(1)).burst(10))?;
-    /// assert_eq!((limit.permits(), limit.burst()), (50, 10));
+    /// let limit = RateLimit::new(10, Duration::from_secs(1))?;
+    /// let now = Instant::now();
+    /// for _ in 0..10 {
+    ///     assert!(limit.try_acquire(now).is_ok());
+    /// }
+    /// assert_eq!(limit.try_acquire(now), Err(Duration::from_millis(100)));
+    /// limit.reconfigure(|b| b.rate(100, Duration::from_secs(1)))?;
+    /// assert_eq!((limit.permits(), limit.burst()), (100, 10));
+    /// // The 10 taken now count 10 ms each.
+    /// assert_eq!(limit.try_acquire(now), Err(Duration::from_millis(10)));
+    ///
     /// let refused = limit.reconfigure(|b| b.burst(0)).unwrap_err();
     /// assert_eq!(refused.to_string(), "rate_limit.burst must be at least 1 (was 0)");
     /// assert_eq!(limit.burst(), 10);
@@ -187,14 +239,23 @@ impl RateLimit {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let current = inner.rate.load();
         let builder = RateLimitBuilder {
-            permits: current.permits,
-            per: current.per,
-            burst: Some(current.burst),
+            permits: current.rate.permits,
+            per: current.rate.per,
+            burst: Some(current.rate.burst),
         };
         let rate = update(builder).checked()?;
+        let tat = if rate.interval == current.tat.interval {
+            Arc::clone(&current.tat)
+        } else {
+            Arc::new(Tat {
+                state: AtomicU64::new(UNSET),
+                interval: rate.interval,
+                from: Some(Arc::clone(&current.tat)),
+            })
+        };
         inner
             .rate
-            .store(rate)
+            .store(Version { rate, tat })
             .map_err(|_| ConfigError::new(vec![crate::policy::live::too_many_updates()]))
     }
 }
@@ -221,11 +282,16 @@ impl RateLimitBuilder {
 
     /// The limit; or every invalid setting at once.
     pub fn build(self) -> Result<RateLimit, ConfigError> {
+        let rate = self.checked()?;
+        let tat = Arc::new(Tat {
+            state: AtomicU64::new(0),
+            interval: rate.interval,
+            from: None,
+        });
         Ok(RateLimit {
             inner: Arc::new(Inner {
-                tat: AtomicU64::new(0),
                 base: TimeBase::default(),
-                rate: Swap::new(self.checked()?),
+                rate: Swap::new(Version { rate, tat }),
                 updating: Mutex::new(()),
             }),
         })
@@ -292,6 +358,110 @@ impl RateLimitBuilder {
             burst,
         })
     }
+}
+
+impl Tat {
+    /// Takes a permit at `now` (nanoseconds since the base) under a burst of `tolerance`
+    /// nanoseconds, or says how long until the next one is due; `None` when a later version
+    /// took the TAT from this cell.
+    #[inline]
+    fn take(&self, now: u64, tolerance: u64) -> Option<Result<(), Duration>> {
+        let limit = now.saturating_add(tolerance);
+        let mut tat = self.state.load(Relaxed);
+        loop {
+            if tat & FROZEN != 0 {
+                if tat != UNSET {
+                    // Frozen or skipped by a permit asked for under a later version: the
+                    // acquire fence pairs with the release of that compare-and-swap, so the
+                    // load of the version that follows finds that later one.
+                    fence(Acquire);
+                    return None;
+                }
+                tat = self.settle(now);
+                continue;
+            }
+            let next = tat.max(now).saturating_add(self.interval).min(MAX_TAT);
+            if next > limit {
+                return Some(Err(Duration::from_nanos(next - limit)));
+            }
+            match self
+                .state
+                .compare_exchange_weak(tat, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return Some(Ok(())),
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Moves the TAT into this cell, [`UNSET`] until now, from the newest earlier cell that
+    /// has it, rescaled at `now` to this cell's interval; the cell's state afterwards (set by
+    /// this call or by another that got there first, or skipped by a later version).
+    #[cold]
+    #[inline(never)]
+    fn settle(&self, now: u64) -> u64 {
+        let mut from = self.from.as_deref();
+        let (tat, interval) = loop {
+            // The first cell starts set, so every unset cell has one before it.
+            let Some(cell) = from else {
+                break (0, self.interval);
+            };
+            match cell.state.load(Acquire) {
+                SKIPPED => from = cell.from.as_deref(),
+                // No permit was asked for under that version: pass it by for good (a permit
+                // asked for under it now finds it skipped and loads the newer version).
+                UNSET => {
+                    if cell
+                        .state
+                        .compare_exchange(UNSET, SKIPPED, AcqRel, Acquire)
+                        .is_ok()
+                    {
+                        from = cell.from.as_deref();
+                    }
+                }
+                frozen if frozen & FROZEN != 0 => break (frozen & !FROZEN, cell.interval),
+                // Freeze it, so that no permit is taken there once its TAT was read.
+                live => {
+                    if cell
+                        .state
+                        .compare_exchange(live, live | FROZEN, AcqRel, Acquire)
+                        .is_ok()
+                    {
+                        break (live, cell.interval);
+                    }
+                }
+            }
+        };
+        let moved = rescale(tat, now, interval, self.interval);
+        match self.state.compare_exchange(UNSET, moved, AcqRel, Acquire) {
+            Ok(_) => moved,
+            Err(actual) => actual,
+        }
+    }
+}
+
+impl Drop for Tat {
+    /// Unlinks the cells before this one one at a time: a limit updated a million times would
+    /// otherwise drop a chain a million calls deep.
+    fn drop(&mut self) {
+        let mut from = self.from.take();
+        while let Some(cell) = from {
+            from = Arc::into_inner(cell).and_then(|mut cell| cell.from.take());
+        }
+    }
+}
+
+/// `tat`, counted in intervals of `from` nanoseconds, counted in intervals of `to`: its lead
+/// over `now` times `to / from`, rounded up (a permit is never due earlier than the new rate
+/// allows). A TAT not ahead of `now` is left as it is.
+fn rescale(tat: u64, now: u64, from: u64, to: u64) -> u64 {
+    let lead = tat.saturating_sub(now);
+    if lead == 0 || from == to {
+        return tat;
+    }
+    let scaled = (u128::from(lead) * u128::from(to)).div_ceil(u128::from(from.max(1)));
+    now.saturating_add(u64::try_from(scaled).unwrap_or(u64::MAX))
+        .min(MAX_TAT)
 }
 
 /// What a rate limit's refusal is reported as (`Event::AttemptRefused { by, .. }`).
@@ -383,6 +553,73 @@ mod tests {
     }
 
     #[test]
+    fn a_lead_is_rescaled_rounded_up_and_a_tat_behind_now_is_left_alone() {
+        assert_eq!(rescale(1_000, 400, 100, 10), 460);
+        assert_eq!(rescale(1_000, 400, 100, 300), 2_200);
+        // 600 × 7 / 3 = 1400 exactly; 601 × 7 / 3 = 1402.33, rounded up.
+        assert_eq!(rescale(1_000, 400, 3, 7), 1_800);
+        assert_eq!(rescale(1_001, 400, 3, 7), 1_803);
+        assert_eq!(rescale(300, 400, 100, 10), 300);
+        assert_eq!(rescale(u64::MAX >> 2, 0, 1, u64::MAX), MAX_TAT);
+    }
+
+    #[test]
+    fn permits_asked_for_at_one_instant_across_rate_updates_take_exactly_the_burst() {
+        // All at one instant, so nothing refills: whatever the updates in between, the burst
+        // is taken exactly once (each rescale keeps the permits taken, counted in the new
+        // interval; a permit taken in a cell whose TAT was being moved would be one too many).
+        const BURST: u32 = 100_000;
+        let limit = RateLimit::builder(10, Duration::from_secs(1))
+            .burst(BURST)
+            .build()
+            .expect("valid");
+        let t0 = Instant::now();
+        let admitted = std::sync::atomic::AtomicU32::new(0);
+        let spent = std::sync::atomic::AtomicU32::new(0);
+        let mut updates = 0;
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    // Spent for good once refused: time does not pass.
+                    while limit.try_acquire(t0).is_ok() {
+                        admitted.fetch_add(1, Relaxed);
+                    }
+                    spent.fetch_add(1, Relaxed);
+                });
+            }
+            for permits in [20, 7, 10, 1_000, 3].into_iter().cycle() {
+                if spent.load(Relaxed) == 3 {
+                    break;
+                }
+                limit
+                    .reconfigure(|b| b.rate(permits, Duration::from_secs(1)))
+                    .expect("valid");
+                updates += 1;
+            }
+        });
+        assert_eq!(admitted.into_inner(), BURST, "after {updates} updates");
+    }
+
+    #[test]
+    fn a_long_run_of_updates_with_no_permit_between_is_walked_and_dropped_without_recursion() {
+        let limit = RateLimit::builder(10, Duration::from_secs(1))
+            .burst(1)
+            .build()
+            .expect("valid");
+        let t0 = Instant::now();
+        assert_eq!(limit.try_acquire(t0), Ok(()));
+        for n in 0..100_000u32 {
+            let permits = if n % 2 == 0 { 20 } else { 10 };
+            limit
+                .reconfigure(|b| b.rate(permits, Duration::from_secs(1)))
+                .expect("valid");
+        }
+        // Back at 10 a second: the permit taken is 100 ms ahead, as it was.
+        assert_eq!(limit.try_acquire(t0), Err(100 * MS));
+        drop(limit);
+    }
+
+    #[test]
     fn invalid_settings_are_all_reported_with_their_values() {
         let err = RateLimit::builder(0, Duration::ZERO)
             .burst(0)
@@ -412,7 +649,9 @@ mod tests {
             .expect("valid");
         let t0 = Instant::now();
         assert_eq!(slow.try_acquire(t0), Ok(()));
-        let far = t0 + Duration::from_secs(300 * 365 * 24 * 3600);
+        // A quiet spell longer than the burst's 100 years of refill, and the burst taken then:
+        // 250 years on, still below `MAX_TAT`.
+        let far = t0 + Duration::from_secs(150 * 365 * 24 * 3600);
         for _ in 0..100 {
             assert_eq!(slow.try_acquire(far), Ok(()));
         }

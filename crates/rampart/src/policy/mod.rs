@@ -80,7 +80,7 @@
 //!     s.attempt_timeout = Some(Duration::from_secs(3));
 //! })?;
 //! policy.breaker().expect("a breaker").reconfigure(|b| b.consecutive_failures(10))?;
-//! limit.set_limit(4);
+//! limit.set_limit(4)?;
 //! assert_eq!(
 //!     policy.explain(),
 //!     "search: 2 attempts, deadline 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
