@@ -291,6 +291,39 @@ fn lowering_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
 }
 
 #[test]
+fn a_much_lower_rate_and_burst_refuse_for_at_most_one_new_burst_window() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    limit
+        .reconfigure(|b| b.rate(1, Duration::from_secs(3600)).burst(1))
+        .expect("valid update");
+    // The 10 permits taken would be 10 hours at the new rate; the new burst is 1 hour's worth:
+    // the limit starts spent, not 10 hours behind.
+    assert_eq!(
+        limit.try_acquire(clock.now()),
+        Err(Duration::from_secs(3600))
+    );
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(
+        limit.try_acquire(clock.now()),
+        Err(Duration::from_secs(3600))
+    );
+}
+
+#[test]
+fn a_lower_burst_alone_refuses_for_at_most_its_own_window() {
+    let clock = ManualClock::new();
+    let limit = spent_burst_of_ten(10, &clock);
+    limit.reconfigure(|b| b.burst(1)).expect("valid update");
+    // 1 s ahead under the old burst; the new one allows 100 ms: the limit starts spent.
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(100)));
+    clock.advance(ms(100));
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(limit.try_acquire(clock.now()), Err(ms(100)));
+}
+
+#[test]
 fn a_rate_update_rescales_what_is_left_of_the_old_lead_at_the_next_permit_asked_for() {
     let clock = ManualClock::new();
     let limit = spent_burst_of_ten(10, &clock);

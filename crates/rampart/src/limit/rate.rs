@@ -201,9 +201,13 @@ impl RateLimit {
     /// at 10 a second, spent at once, is 1 s ahead: raised to 100 a second it is 100 ms ahead
     /// and admits again one new interval (10 ms) later, and lowered to 5 a second it is 2 s
     /// ahead and admits again 200 ms later. Several updates with no permit asked for between
-    /// them rescale once, by the last one's interval over the interval before the first. An
-    /// update that keeps the interval (the burst alone, say) moves nothing: permits taken
-    /// beyond a smaller burst are owed until they come due. Each update keeps the rate it
+    /// them rescale once, by the last one's interval over the interval before the first. The
+    /// lead is capped at the new burst window (burst × interval): an update never refuses for
+    /// longer than that, and what a larger old burst took beyond the new one is forgotten (the
+    /// limit starts spent): 10 a second spent at once, changed to 1 an hour with a burst of 1,
+    /// admits again in an hour, not ten; the burst alone lowered to 1 admits again after one
+    /// interval. An update that keeps the interval and does not lower the burst moves
+    /// nothing. Each update keeps the rate it
     /// replaced allocated until the limit is dropped; a permit taken never waits, locks or
     /// allocates.
     ///
@@ -244,15 +248,18 @@ impl RateLimit {
             burst: Some(current.rate.burst),
         };
         let rate = update(builder).checked()?;
-        let tat = if rate.interval == current.tat.interval {
-            Arc::clone(&current.tat)
-        } else {
-            Arc::new(Tat {
-                state: AtomicU64::new(UNSET),
-                interval: rate.interval,
-                from: Some(Arc::clone(&current.tat)),
-            })
-        };
+        // The same interval and no smaller a burst: what was taken counts as it is. Else a new
+        // cell, which the next permit moves the TAT into, rescaled and capped.
+        let tat =
+            if rate.interval == current.tat.interval && rate.tolerance >= current.rate.tolerance {
+                Arc::clone(&current.tat)
+            } else {
+                Arc::new(Tat {
+                    state: AtomicU64::new(UNSET),
+                    interval: rate.interval,
+                    from: Some(Arc::clone(&current.tat)),
+                })
+            };
         inner
             .rate
             .store(Version { rate, tat })
@@ -377,7 +384,7 @@ impl Tat {
                     fence(Acquire);
                     return None;
                 }
-                tat = self.settle(now);
+                tat = self.settle(now, tolerance);
                 continue;
             }
             let next = tat.max(now).saturating_add(self.interval).min(MAX_TAT);
@@ -395,11 +402,13 @@ impl Tat {
     }
 
     /// Moves the TAT into this cell, [`UNSET`] until now, from the newest earlier cell that
-    /// has it, rescaled at `now` to this cell's interval; the cell's state afterwards (set by
-    /// this call or by another that got there first, or skipped by a later version).
+    /// has it, rescaled at `now` to this cell's interval and never more than this version's
+    /// `tolerance` ahead of `now` (at worst, the new burst starts spent); the cell's state
+    /// afterwards (set by this call or by another that got there first, or skipped by a later
+    /// version).
     #[cold]
     #[inline(never)]
-    fn settle(&self, now: u64) -> u64 {
+    fn settle(&self, now: u64, tolerance: u64) -> u64 {
         let mut from = self.from.as_deref();
         let (tat, interval) = loop {
             // The first cell starts set, so every unset cell has one before it.
@@ -432,7 +441,9 @@ impl Tat {
                 }
             }
         };
-        let moved = rescale(tat, now, interval, self.interval);
+        // Capped at the new tolerance: what a larger old burst took beyond the new one is
+        // forgotten, so an update never refuses for longer than its own burst window.
+        let moved = rescale(tat, now, interval, self.interval).min(now.saturating_add(tolerance));
         match self.state.compare_exchange(UNSET, moved, AcqRel, Acquire) {
             Ok(_) => moved,
             Err(actual) => actual,
