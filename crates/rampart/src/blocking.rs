@@ -42,6 +42,7 @@ use crate::admit::Admit;
 use crate::attempt::{Attempt, Fired};
 use crate::classify::Classify;
 use crate::clock::Blocked;
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::executor::{
     Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read, waited,
@@ -57,7 +58,7 @@ impl<C, A> Policy<C, A> {
         A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
-        execute_blocking(&self.shared, None, op, ())
+        execute_blocking(&self.shared, None, None, op, ())
     }
 
     /// Like [`run_blocking`](Self::run_blocking), with the stop reason and attempt log.
@@ -68,7 +69,7 @@ impl<C, A> Policy<C, A> {
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
-        let outcome = execute_blocking(&self.shared, None, op, &mut report);
+        let outcome = execute_blocking(&self.shared, None, None, op, &mut report);
         report.into_result(outcome)
     }
 }
@@ -81,7 +82,7 @@ impl<C, A> Call<'_, C, A> {
         A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
     {
-        execute_blocking(self.shared(), self.caller(), op, ())
+        execute_blocking(self.shared(), self.caller(), self.deadline(), op, ())
     }
 
     /// Runs the synchronous `op` and reports how the call went; see
@@ -93,7 +94,13 @@ impl<C, A> Call<'_, C, A> {
         F: FnMut(&Attempt) -> Result<T, E>,
     {
         let mut report = Report::default();
-        let outcome = execute_blocking(self.shared(), self.caller(), op, &mut report);
+        let outcome = execute_blocking(
+            self.shared(),
+            self.caller(),
+            self.deadline(),
+            op,
+            &mut report,
+        );
         report.into_result(outcome)
     }
 }
@@ -102,6 +109,7 @@ impl<C, A> Call<'_, C, A> {
 fn execute_blocking<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
     caller: Option<&CancellationToken>,
+    deadline: Option<Deadline>,
     mut op: F,
     log: L,
 ) -> Result<T, Error<E>>
@@ -114,7 +122,7 @@ where
     let clock = &shared.clock;
     let live = shared.snapshot();
     let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed), None);
+    let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
     if let Some(problem) = shared.needs_async() {
         return machine.config_error(problem, read(clock, timed)).outcome;
     }

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rampart::backoff::Backoff;
-use rampart::{CancellationToken, Error, Event, ManualClock, Policy, StopReason};
+use rampart::{
+    CancellationToken, Deadline, DeadlineSource, Error, Event, ManualClock, Policy, StopReason,
+};
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -230,4 +232,43 @@ fn a_blocking_attempt_refused_by_admission_never_runs() {
         ),
         "{refused:?}"
     );
+}
+
+#[test]
+fn a_deadline_given_to_a_blocking_call_bounds_it_and_is_reported_as_inherited() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .no_deadline()
+        .backoff(Backoff::constant(2 * SEC))
+        .build()
+        .expect("valid");
+    let given = || Deadline::after_from(clock.now(), SEC);
+    let left = policy
+        .within(given())
+        .run_blocking(|attempt| Ok::<_, Fail>(attempt.remaining()));
+    assert_eq!(
+        left.ok(),
+        Some(Some(SEC)),
+        "the attempt is bounded by the given deadline"
+    );
+    // Nothing advances this clock: the 2 s backoff cannot fit the 1 s given, and the call ends
+    // after its first attempt.
+    let outcome = policy
+        .within(given())
+        .run_blocking(|attempt| Err::<(), _>(Fail(attempt.number())));
+    match outcome {
+        Err(Error::DeadlineExceeded {
+            deadline,
+            source,
+            attempts,
+            ..
+        }) => {
+            assert_eq!(
+                (deadline, source, attempts),
+                (SEC, DeadlineSource::Inherited, 1)
+            );
+        }
+        other => panic!("expected the given deadline to end the call, got {other:?}"),
+    }
 }
