@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::{InFlight, held_retry_after};
+use super::{Bounds, InFlight, MAX_LIMIT, held_retry_after, range_problems};
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::error::{ConfigError, ConfigProblem};
 use crate::event::AttemptOutcome;
@@ -17,8 +17,8 @@ const ONE: u64 = 1 << FRAC;
 /// The limit takes the low 40 bits of the state word, the decrease count the high 24.
 const LIMIT_BITS: u32 = 40;
 const LIMIT_MASK: u64 = (1 << LIMIT_BITS) - 1;
-/// The largest `max`: 16.16 fixed point in 40 bits holds up to 2^24.
-const MAX_LIMIT: usize = 1_000_000;
+// `MAX_LIMIT` (10^6) fits: 16.16 fixed point in 40 bits holds up to 2^24.
+const _: () = assert!(MAX_LIMIT < 1 << (LIMIT_BITS - FRAC));
 
 /// AIMD: a concurrency limit that finds the dependency's capacity by itself.
 ///
@@ -101,8 +101,7 @@ struct Inner {
     in_flight: InFlight,
     /// `decreases << 40 | limit`, the limit in 16.16 fixed point; the count wraps.
     state: AtomicU64,
-    min: u64,
-    max: u64,
+    bounds: Bounds,
     backoff: f64,
     held: TypicalLatency,
 }
@@ -158,8 +157,7 @@ impl Aimd {
             inner: Arc::new(Inner {
                 in_flight: InFlight::default(),
                 state: AtomicU64::new(builder.initial as u64 * ONE),
-                min: builder.min as u64 * ONE,
-                max: builder.max as u64 * ONE,
+                bounds: Bounds::new(builder.min, builder.max),
                 backoff: builder.backoff,
                 held: TypicalLatency::default(),
             }),
@@ -174,6 +172,51 @@ impl Aimd {
     /// Attempts in flight right now.
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.get()
+    }
+
+    /// The range the limit moves in: `(min, max)`.
+    pub fn bounds(&self) -> (usize, usize) {
+        self.inner.bounds.get()
+    }
+
+    /// Changes the range the limit moves in while it serves, for every clone (to cap it during
+    /// an incident, say). The current limit is brought into the new range at once; attempts in
+    /// flight above a lower `max` finish, and no attempt is admitted until fewer than the limit
+    /// are in flight. What it learns from then on stays in the range. A range the builder
+    /// would refuse (`min` 0, `max` above 1 000 000 or below `min`) is refused with a
+    /// [`ConfigError`] naming `aimd.min` / `aimd.max` and the values, and changes nothing.
+    ///
+    /// ```
+    /// use rampart::limit::Aimd;
+    ///
+    /// let limit = Aimd::new(); // starts at 20, within 4..=200
+    /// limit.set_bounds(2, 10)?;
+    /// assert_eq!((limit.bounds(), limit.limit()), ((2, 10), 10));
+    /// let refused = limit.set_bounds(8, 4).unwrap_err();
+    /// assert_eq!(refused.to_string(), "aimd.max must be at least min 8 (was 4)");
+    /// assert_eq!(limit.bounds(), (2, 10));
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn set_bounds(&self, min: usize, max: usize) -> Result<(), ConfigError> {
+        let inner = &*self.inner;
+        inner.bounds.set(["aimd.min", "aimd.max"], min, max)?;
+        let (min, max) = (min as u64 * ONE, max as u64 * ONE);
+        let mut state = inner.state.load(Relaxed);
+        loop {
+            let limit = state & LIMIT_MASK;
+            let clamped = limit.clamp(min, max);
+            if clamped == limit {
+                return Ok(());
+            }
+            let next = (state & !LIMIT_MASK) | clamped;
+            match inner
+                .state
+                .compare_exchange_weak(state, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(actual) => state = actual,
+            }
+        }
     }
 
     fn refusal(&self) -> Refusal {
@@ -191,15 +234,17 @@ impl Default for Aimd {
 }
 
 impl Inner {
-    /// One more per round trip: `1 / limit` per release.
+    /// One more per round trip: `1 / limit` per release; a limit above `max` (grown as the
+    /// range was lowered) is brought down to it.
     fn increase(&self) {
+        let max = self.bounds.get().1 as u64 * ONE;
         let mut state = self.state.load(Relaxed);
         loop {
             let limit = state & LIMIT_MASK;
-            if limit >= self.max {
+            if limit == max {
                 return;
             }
-            let grown = (limit + (ONE * ONE / limit.max(1)).max(1)).min(self.max);
+            let grown = (limit + (ONE * ONE / limit.max(1)).max(1)).min(max);
             let next = (state & !LIMIT_MASK) | grown;
             match self
                 .state
@@ -213,13 +258,15 @@ impl Inner {
 
     /// Cuts the limit by `backoff`, unless it was already cut since `decreases`.
     fn decrease(&self, decreases: u64) {
+        let (min, max) = self.bounds.get();
+        let (min, max) = (min as u64 * ONE, max as u64 * ONE);
         let mut state = self.state.load(Relaxed);
         loop {
             if state >> LIMIT_BITS != decreases {
                 return;
             }
             let limit = state & LIMIT_MASK;
-            let cut = ((limit as f64 * self.backoff) as u64).max(self.min);
+            let cut = ((limit as f64 * self.backoff) as u64).clamp(min, max);
             // The count is the high bits: adding one there wraps it.
             let next = (state & !LIMIT_MASK).wrapping_add(1 << LIMIT_BITS) | cut;
             match self
@@ -285,16 +332,7 @@ pub(super) fn bounds_problems(
         let message = format!("must be between min {min} and max {max} (was {initial})");
         problems.push(ConfigProblem::new(initial_field, message));
     }
-    if min == 0 {
-        problems.push(ConfigProblem::new(min_field, "must be at least 1 (was 0)"));
-    }
-    if max > MAX_LIMIT {
-        let message = format!("must be at most {MAX_LIMIT} (was {max})");
-        problems.push(ConfigProblem::new(max_field, message));
-    } else if max < min {
-        let message = format!("must be at least min {min} (was {max})");
-        problems.push(ConfigProblem::new(max_field, message));
-    }
+    range_problems([min_field, max_field], min, max, problems);
 }
 
 impl Admit for Aimd {
@@ -346,8 +384,8 @@ impl fmt::Debug for Aimd {
         f.debug_struct("Aimd")
             .field("limit", &self.limit())
             .field("in_flight", &self.in_flight())
-            .field("min", &(self.inner.min >> FRAC))
-            .field("max", &(self.inner.max >> FRAC))
+            .field("min", &self.bounds().0)
+            .field("max", &self.bounds().1)
             .field("backoff", &self.inner.backoff)
             .finish()
     }
@@ -381,6 +419,61 @@ mod tests {
 
     fn back(limit: &Aimd, permit: AimdPermit, outcome: AttemptOutcome) {
         limit.release(permit, Feedback::new(outcome, Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn set_bounds_brings_the_limit_into_the_range_and_what_it_learns_stays_there() {
+        let limit = Aimd::builder().initial(20).build().expect("valid");
+        limit.set_bounds(2, 10).expect("a valid range");
+        assert_eq!((limit.bounds(), limit.limit()), ((2, 10), 10));
+        // Steady full use would grow it; the new max holds it.
+        let mut held: Vec<_> = (0..10).map(|_| take(&limit).expect("room")).collect();
+        for _ in 0..100 {
+            back(&limit, held.remove(0), AttemptOutcome::Ok);
+            held.push(take(&limit).expect("room"));
+        }
+        assert_eq!(limit.limit(), 10);
+        // Timeouts would cut it below the old min of 4; the new min of 2 holds it.
+        for _ in 0..50 {
+            let permit = held.pop().unwrap_or_else(|| take(&limit).expect("room"));
+            back(&limit, permit, AttemptOutcome::TimedOut);
+        }
+        assert_eq!(limit.limit(), 2);
+        drop(held);
+        limit.set_bounds(30, 40).expect("a valid range");
+        assert_eq!(limit.limit(), 30, "raised to the new min at once");
+    }
+
+    #[test]
+    fn a_limit_grown_above_a_lowered_max_is_brought_down_by_the_next_success() {
+        let limit = Aimd::builder().initial(20).build().expect("valid");
+        // As if a release had grown it just after an update lowered the range.
+        limit
+            .inner
+            .bounds
+            .set(["aimd.min", "aimd.max"], 4, 10)
+            .expect("valid");
+        let mut held: Vec<_> = (0..12).map(|_| take(&limit).expect("room")).collect();
+        assert_eq!(limit.limit(), 20);
+        // A success at more than half use, which would grow a limit within its range.
+        back(&limit, held.remove(0), AttemptOutcome::Ok);
+        assert_eq!(limit.limit(), 10);
+    }
+
+    #[test]
+    fn set_bounds_refuses_a_range_the_builder_refuses_and_changes_nothing() {
+        let limit = Aimd::new();
+        let refused = limit.set_bounds(0, 2_000_000).expect_err("invalid");
+        assert_eq!(
+            refused.to_string(),
+            "aimd.min must be at least 1 (was 0); aimd.max must be at most 1000000 (was 2000000)"
+        );
+        let refused = limit.set_bounds(8, 4).expect_err("invalid");
+        assert_eq!(
+            refused.to_string(),
+            "aimd.max must be at least min 8 (was 4)"
+        );
+        assert_eq!((limit.bounds(), limit.limit()), ((4, 200), 20));
     }
 
     #[test]

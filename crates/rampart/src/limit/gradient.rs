@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::aimd::bounds_problems;
-use super::{InFlight, held_retry_after};
+use super::{Bounds, InFlight, held_retry_after};
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::error::{ConfigError, ConfigProblem};
 use crate::event::AttemptOutcome;
@@ -110,8 +110,7 @@ struct Inner {
     /// Long-term latency in nanoseconds, as `f64` bits.
     long: AtomicU64,
     samples: AtomicU64,
-    min: f64,
-    max: f64,
+    bounds: Bounds,
     smoothing: f64,
     tolerance: f64,
     queue: f64,
@@ -174,8 +173,7 @@ impl Gradient {
                 short: AtomicU64::new(0),
                 long: AtomicU64::new(0),
                 samples: AtomicU64::new(0),
-                min: b.min as f64,
-                max: b.max as f64,
+                bounds: Bounds::new(b.min, b.max),
                 smoothing: b.smoothing,
                 tolerance: b.tolerance,
                 queue: b.queue as f64,
@@ -187,6 +185,43 @@ impl Gradient {
     /// The current limit: attempts in flight beyond it are refused.
     pub fn limit(&self) -> usize {
         self.inner.limit() as usize
+    }
+
+    /// The range the limit moves in: `(min, max)`.
+    pub fn bounds(&self) -> (usize, usize) {
+        self.inner.bounds.get()
+    }
+
+    /// Changes the range the limit moves in while it serves, for every clone (to cap it during
+    /// an incident, say). The current limit is brought into the new range at once; attempts in
+    /// flight above a lower `max` finish, and no attempt is admitted until fewer than the limit
+    /// are in flight. What it learns from then on stays in the range (a latency sample taken
+    /// as the range changes may move the limit once by the old one; the next sample clamps
+    /// it). A range the builder would refuse (`min` 0, `max` above 1 000 000 or below `min`)
+    /// is refused with a [`ConfigError`] naming `gradient.min` / `gradient.max` and the
+    /// values, and changes nothing.
+    ///
+    /// ```
+    /// use rampart::limit::Gradient;
+    ///
+    /// let limit = Gradient::new(); // starts at 20, within 4..=200
+    /// limit.set_bounds(30, 100)?;
+    /// assert_eq!((limit.bounds(), limit.limit()), ((30, 100), 30));
+    /// let refused = limit.set_bounds(0, 100).unwrap_err();
+    /// assert_eq!(refused.to_string(), "gradient.min must be at least 1 (was 0)");
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn set_bounds(&self, min: usize, max: usize) -> Result<(), ConfigError> {
+        let inner = &*self.inner;
+        inner
+            .bounds
+            .set(["gradient.min", "gradient.max"], min, max)?;
+        let limit = inner.limit();
+        let clamped = limit.clamp(min as f64, max as f64);
+        if clamped != limit {
+            store(&inner.limit, clamped);
+        }
+        Ok(())
     }
 
     /// Attempts in flight right now.
@@ -259,7 +294,8 @@ impl Inner {
             return;
         }
         let target = limit * gradient + queue;
-        let next = (limit + (target - limit) * self.smoothing / trip).clamp(self.min, self.max);
+        let (min, max) = self.bounds.get();
+        let next = (limit + (target - limit) * self.smoothing / trip).clamp(min as f64, max as f64);
         if next.is_finite() && next != limit {
             store(&self.limit, next);
         }
@@ -416,6 +452,32 @@ mod tests {
                 held.push(permit);
             }
         }
+    }
+
+    #[test]
+    fn set_bounds_brings_the_limit_into_the_range_and_what_it_learns_stays_there() {
+        let limit = Gradient::builder().initial(20).build().expect("valid");
+        limit.set_bounds(30, 40).expect("a valid range");
+        assert_eq!((limit.bounds(), limit.limit()), ((30, 40), 30));
+        // Latency far above the long-term one would shrink it; the new min holds it.
+        run(&limit, 5, AttemptOutcome::Ok, MS);
+        run(&limit, 50, AttemptOutcome::Ok, 100 * MS);
+        assert_eq!(limit.limit(), 30);
+        limit.set_bounds(4, 10).expect("a valid range");
+        assert_eq!(limit.limit(), 10, "brought down to the new max at once");
+        run(&limit, 50, AttemptOutcome::Ok, MS);
+        assert!(limit.limit() <= 10, "{}", limit.limit());
+    }
+
+    #[test]
+    fn set_bounds_refuses_a_range_the_builder_refuses_and_changes_nothing() {
+        let limit = Gradient::new();
+        let refused = limit.set_bounds(10, 5).expect_err("invalid");
+        assert_eq!(
+            refused.to_string(),
+            "gradient.max must be at least min 10 (was 5)"
+        );
+        assert_eq!((limit.bounds(), limit.limit()), ((4, 200), 20));
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! |---|---|---|
 //! | [`ConcurrencyLimit`] | attempts in flight, under a limit set by hand ([`set_limit`](ConcurrencyLimit::set_limit) changes it at run time) | in a bounded FIFO queue |
 //! | [`RateLimit`] | attempts started per window, with a burst (GCRA; [`reconfigure`](RateLimit::reconfigure) changes both at run time) | never |
-//! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling | never |
-//! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency | never |
-//! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first | in a bounded queue ordered by level |
+//! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling ([`set_bounds`](Aimd::set_bounds) changes its range at run time) | never |
+//! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency ([`set_bounds`](Gradient::set_bounds) changes its range at run time) | never |
+//! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first ([`set_capacity`](CriticalityLimit::set_capacity) changes it at run time) | in a bounded queue ordered by level |
 //! | [`Throttle`] | attempts sent, refused locally in proportion to the dependency's recent rejections (per level) | never |
 //!
 //! Every limiter is cheap to clone, and clones share one state: give the same limiter to every
@@ -37,11 +37,69 @@ pub use gradient::{Gradient, GradientBuilder, GradientPermit};
 pub use rate::{RateLimit, RateLimitBuilder};
 pub use throttle::{Throttle, ThrottleBuilder, ThrottlePermit};
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Duration;
 
 use crate::clock::TimeBase;
+use crate::error::{ConfigError, ConfigProblem};
 use crate::latency::TypicalLatency;
+
+/// The largest `max` of an adaptive limit ([`Aimd`], [`Gradient`]).
+const MAX_LIMIT: usize = 1_000_000;
+
+/// An adaptive limit's range, `min` and `max`, in one word (`min << 32 | max`) so that an
+/// update ([`Aimd::set_bounds`], [`Gradient::set_bounds`]) is seen whole.
+#[derive(Debug)]
+struct Bounds(AtomicU64);
+
+impl Bounds {
+    /// `min..=max`, already checked (both at most [`MAX_LIMIT`]).
+    fn new(min: usize, max: usize) -> Bounds {
+        Bounds(AtomicU64::new((min as u64) << 32 | max as u64))
+    }
+
+    #[inline]
+    fn get(&self) -> (usize, usize) {
+        let word = self.0.load(Relaxed);
+        ((word >> 32) as usize, (word & u64::from(u32::MAX)) as usize)
+    }
+
+    /// Checks `min..=max` as the builders do (`fields` names them) and stores it.
+    fn set(
+        &self,
+        [min_field, max_field]: [&'static str; 2],
+        min: usize,
+        max: usize,
+    ) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        range_problems([min_field, max_field], min, max, &mut problems);
+        if !problems.is_empty() {
+            return Err(ConfigError::new(problems));
+        }
+        self.0.store(Bounds::new(min, max).0.into_inner(), Relaxed);
+        Ok(())
+    }
+}
+
+/// The checks on an adaptive limit's `min` and `max`: at least 1, at most [`MAX_LIMIT`],
+/// `max` at least `min`.
+fn range_problems(
+    [min_field, max_field]: [&'static str; 2],
+    min: usize,
+    max: usize,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    if min == 0 {
+        problems.push(ConfigProblem::new(min_field, "must be at least 1 (was 0)"));
+    }
+    if max > MAX_LIMIT {
+        let message = format!("must be at most {MAX_LIMIT} (was {max})");
+        problems.push(ConfigProblem::new(max_field, message));
+    } else if max < min {
+        let message = format!("must be at least min {min} (was {max})");
+        problems.push(ConfigProblem::new(max_field, message));
+    }
+}
 
 /// The retry-after of a limiter whose room comes back as attempts end: the measured mean
 /// time a permit is held, 10 ms until measured.
