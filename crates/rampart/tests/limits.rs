@@ -320,6 +320,24 @@ fn with_100_requests_and_40_accepts_and_k_2_the_refusal_probability_is_20_in_101
     assert!((rate - expected).abs() < 0.016, "measured {rate}");
 }
 
+#[test]
+fn a_lower_k_set_live_sheds_more_over_the_counts_already_in_the_window() {
+    let now = Instant::now();
+    let throttle = throttle_at_100_requests_40_accepts(0, now);
+    throttle.set_k(1.5).expect("a valid k");
+    // (100 - 1.5 x 40) / 101, over the same counts.
+    assert_eq!(
+        throttle.probability(Criticality::Critical, now),
+        40.0 / 101.0
+    );
+    let refused = throttle.set_k(f64::NAN).expect_err("not finite");
+    assert_eq!(
+        refused.to_string(),
+        "throttle.k must be finite and at least 1 (was NaN)"
+    );
+    assert_eq!(throttle.k(), 1.5);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_throttled_dependency_is_throttled_locally_and_the_rest_still_reaches_it() {
     let throttle = Throttle::builder().seed(11).build().expect("valid");

@@ -7,7 +7,7 @@
 //! | [`Aimd`] | attempts in flight, under a limit that grows while the dependency keeps up and shrinks by 10 % on timeouts and throttling ([`set_bounds`](Aimd::set_bounds) changes its range at run time) | never |
 //! | [`Gradient`] | attempts in flight, under a limit that follows the ratio of long-term to recent latency ([`set_bounds`](Gradient::set_bounds) changes its range at run time) | never |
 //! | [`CriticalityLimit`] | attempts in flight, shared by the four [`Criticality`](crate::Criticality) levels, lower levels shed first ([`set_capacity`](CriticalityLimit::set_capacity) changes it at run time) | in a bounded queue ordered by level |
-//! | [`Throttle`] | attempts sent, refused locally in proportion to the dependency's recent rejections (per level) | never |
+//! | [`Throttle`] | attempts sent, refused locally in proportion to the dependency's recent rejections (per level; [`set_k`](Throttle::set_k) changes its multiplier at run time) | never |
 //!
 //! Every limiter is cheap to clone, and clones share one state: give the same limiter to every
 //! policy (or server layer) that must share the capacity. Every refusal names its limiter in

@@ -93,7 +93,8 @@ struct Inner {
     bucket: Duration,
     bucket_nanos: u64,
     window: Duration,
-    k: f64,
+    /// `k`, as `f64` bits: changed live by [`Throttle::set_k`].
+    k: AtomicU64,
     /// The state of the refusal draws (wyrand).
     rng: AtomicU64,
 }
@@ -149,7 +150,7 @@ impl Throttle {
                 bucket,
                 bucket_nanos: u64::try_from(bucket.as_nanos()).unwrap_or(u64::MAX),
                 window: b.window,
-                k: b.k,
+                k: AtomicU64::new(b.k.to_bits()),
                 rng: AtomicU64::new(b.seed.unwrap_or_else(|| fastrand::u64(..))),
             }),
         }
@@ -167,6 +168,36 @@ impl Throttle {
     pub fn counts(&self, level: Criticality, now: Instant) -> (u64, u64) {
         let inner = &*self.inner;
         inner.counts(level, inner.epoch(inner.time.nanos(now)))
+    }
+
+    /// The multiplier of accepts.
+    pub fn k(&self) -> f64 {
+        f64::from_bits(self.inner.k.load(Relaxed))
+    }
+
+    /// Changes `k` while the throttle serves, for every clone: the next refusal probability is
+    /// computed with it, over the counts already in the window (a lower `k` sheds more at
+    /// once). A `k` the builder would refuse (below 1, or not finite) is refused with a
+    /// [`ConfigError`] naming `throttle.k` and the value, and changes nothing. The window is
+    /// fixed when the throttle is built.
+    ///
+    /// ```
+    /// use rampart::limit::Throttle;
+    ///
+    /// let throttle = Throttle::new();
+    /// throttle.set_k(1.5)?;
+    /// assert_eq!(throttle.k(), 1.5);
+    /// let refused = throttle.set_k(0.5).unwrap_err();
+    /// assert_eq!(refused.to_string(), "throttle.k must be finite and at least 1 (was 0.5)");
+    /// assert_eq!(throttle.k(), 1.5);
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn set_k(&self, k: f64) -> Result<(), ConfigError> {
+        if let Some(problem) = k_problem(k) {
+            return Err(ConfigError::new(vec![problem]));
+        }
+        self.inner.k.store(k.to_bits(), Relaxed);
+        Ok(())
     }
 }
 
@@ -202,7 +233,8 @@ impl Inner {
     fn probability(&self, level: Criticality, epoch: u64) -> f64 {
         let (requests, accepts) = self.counts(level, epoch);
         let requests = requests as f64;
-        ((requests - self.k * accepts as f64) / (requests + 1.0)).max(0.0)
+        let k = f64::from_bits(self.k.load(Relaxed));
+        ((requests - k * accepts as f64) / (requests + 1.0)).max(0.0)
     }
 
     /// Counts one request at `level` in bucket `epoch`, claiming the bucket if it is stale.
@@ -265,11 +297,7 @@ impl ThrottleBuilder {
 
     /// The throttle; or every invalid setting at once.
     pub fn build(self) -> Result<Throttle, ConfigError> {
-        let mut problems = Vec::new();
-        if !(self.k >= 1.0 && self.k.is_finite()) {
-            let message = format!("must be finite and at least 1 (was {})", self.k);
-            problems.push(ConfigProblem::new("throttle.k", message));
-        }
+        let mut problems: Vec<_> = k_problem(self.k).into_iter().collect();
         if self.window < Duration::from_nanos(BUCKETS as u64)
             || self.window > Duration::from_secs(24 * 3600)
         {
@@ -281,6 +309,17 @@ impl ThrottleBuilder {
         }
         Ok(Throttle::from_valid(&self))
     }
+}
+
+/// What [`ThrottleBuilder::build`] and [`Throttle::set_k`] say of a `k` below 1 or not finite.
+fn k_problem(k: f64) -> Option<ConfigProblem> {
+    let valid = k >= 1.0 && k.is_finite();
+    (!valid).then(|| {
+        ConfigProblem::new(
+            "throttle.k",
+            format!("must be finite and at least 1 (was {k})"),
+        )
+    })
 }
 
 impl Admit for Throttle {
@@ -338,7 +377,7 @@ impl fmt::Debug for ThrottlePermit {
 impl fmt::Debug for Throttle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Throttle")
-            .field("k", &self.inner.k)
+            .field("k", &self.k())
             .field("window", &self.inner.window)
             .finish_non_exhaustive()
     }
