@@ -57,8 +57,9 @@ fn request<B: Default>() -> Request<B> {
     with(http::Method::GET)
 }
 
-/// A request with a caller's deadline (which the layer takes out and writes anew) and an
-/// `accept` header (which a retry needs a copy of).
+/// A request with a caller's deadline, its name built from a string (every attempt writes
+/// the value anew, and the copy kept for a retry leaves it out: cloning that name would
+/// allocate its shared count), and an `accept` header (which a retry needs a copy of).
 fn with<B: Default>(method: http::Method) -> Request<B> {
     Request::builder()
         .method(method)

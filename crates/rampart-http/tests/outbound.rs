@@ -620,6 +620,25 @@ async fn a_grpc_deadline_exceeded_reply_is_not_a_success() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_malformed_caller_deadline_is_ignored_and_not_forwarded_by_any_attempt() {
+    let upstream = Upstream::new(|n, _| reply(if n == 0 { 500 } else { 200 }));
+    // No deadline and no attempt timeout: nothing bounds the call, so nothing is written.
+    let client = layer(OutboundLayer::builder().policy(|p| {
+        p.no_deadline()
+            .no_attempt_timeout()
+            .backoff(Backoff::none())
+    }))
+    .layer(upstream.service());
+    let mut request = get("http://a.test/");
+    request
+        .headers_mut()
+        .insert("x-deadline-ms", "soon".parse().expect("valid"));
+    let response = client.oneshot(request).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(upstream.header("x-deadline-ms"), [None, None]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_callers_smaller_deadline_is_kept_and_a_larger_one_cut_to_the_time_left() {
     let upstream = Upstream::new(|_, _| reply(200));
     let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());

@@ -80,10 +80,7 @@ impl Ambient {
 
     /// This context with `deadline`, or the one it has if that is earlier.
     pub fn with_deadline(mut self, deadline: Deadline) -> Self {
-        self.deadline = Some(match self.deadline {
-            Some(existing) => existing.min(deadline),
-            None => deadline,
-        });
+        self.deadline = Deadline::earliest(self.deadline, Some(deadline));
         self
     }
 

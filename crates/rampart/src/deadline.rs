@@ -70,6 +70,17 @@ impl Deadline {
         now >= self.0
     }
 
+    /// The earlier of `deadline` and `other`, if either is set.
+    pub(crate) fn earliest(
+        deadline: Option<Deadline>,
+        other: Option<Deadline>,
+    ) -> Option<Deadline> {
+        match (deadline, other) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The ambient deadline of the current task, if any.
     pub fn current() -> Option<Deadline> {
         Ambient::current().deadline()

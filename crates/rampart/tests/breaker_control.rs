@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rampart::breaker::{Breaker, BreakerState, Evidence, StateKind};
+use rampart::breaker::{Breaker, BreakerState, Evidence, StateKind, Transition};
 use rampart::clock::Instant;
 use rampart::{Error, Event, Policy, RejectReason};
 
@@ -18,6 +18,13 @@ fn consecutive(n: u32) -> Breaker {
         .jitter(0.0)
         .build()
         .expect("valid breaker")
+}
+
+/// One failure at `now`, and the transition it caused.
+fn fail(b: &Breaker, now: Instant) -> Option<Transition> {
+    b.try_acquire(now)
+        .expect("admitted")
+        .record(Evidence::Failure, ms(1), now)
 }
 
 /// Records `n` outcomes of `evidence` at `now`; panics if one is refused.
@@ -69,11 +76,7 @@ fn released_from_forced_closed_the_failures_recorded_while_forced_still_count() 
         (StateKind::ForcedClosed, StateKind::Closed)
     );
     assert_eq!(b.state(t0), BreakerState::Closed);
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0)
-        .expect("the next failure opens it");
+    let opened = fail(&b, t0).expect("the next failure opens it");
     assert_eq!(opened.to, StateKind::Open);
 }
 
@@ -178,10 +181,7 @@ fn lowering_the_consecutive_threshold_counts_the_failures_already_seen() {
     let t0 = Instant::now();
     record(&b, 3, Evidence::Failure, t0);
     b.reconfigure(|b| b.consecutive_failures(2)).expect("valid");
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(opened.map(|t| t.to), Some(StateKind::Open));
 }
 
@@ -209,10 +209,7 @@ fn ratio_thresholds_change_live_over_the_counts_already_in_the_window() {
     record(&b, 1, Evidence::Success, t0);
     b.reconfigure(|b| b.failure_ratio(0.5, Duration::from_secs(10), 4))
         .expect("valid");
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(opened.map(|t| t.to), Some(StateKind::Open), "4 of 5 failed");
 }
 
@@ -364,10 +361,7 @@ fn failures_counted_before_force_closed_still_count_after_release() {
     record(&b, 2, Evidence::Failure, t0);
     b.force_closed(t0).expect("a transition");
     b.release(t0).expect("a transition");
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(
         opened.map(|t| t.to),
         Some(StateKind::Open),
@@ -389,10 +383,7 @@ fn a_release_whose_carried_failures_reach_the_threshold_stays_closed_until_the_n
         "3 failures of 3 carried, but a release never opens it"
     );
     assert_eq!(b.state(t0), BreakerState::Closed);
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(opened.map(|t| t.to), Some(StateKind::Open));
 }
 
@@ -408,10 +399,7 @@ fn a_failure_admitted_before_force_closed_and_recorded_while_forced_is_counted()
         "forced closed never opens"
     );
     b.release(t0).expect("a transition");
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(opened.map(|t| t.to), Some(StateKind::Open), "1 + 1 of 2");
 }
 
@@ -523,10 +511,7 @@ fn a_failure_admitted_while_forced_closed_and_recorded_after_a_reset_counts_agai
         None,
         "1 failure of 2: the one before the reset is cleared"
     );
-    let opened = b
-        .try_acquire(t0)
-        .expect("admitted")
-        .record(Evidence::Failure, ms(1), t0);
+    let opened = fail(&b, t0);
     assert_eq!(
         opened.map(|t| t.to),
         Some(StateKind::Open),

@@ -261,6 +261,15 @@ fn spent_burst_of_ten(permits: u32, clock: &ManualClock) -> RateLimit {
     limit
 }
 
+/// Refused for `interval` from now, then one permit, then refused for `interval` again: a
+/// spent limit admitting one every `interval`.
+fn admits_one_every(limit: &RateLimit, clock: &ManualClock, interval: Duration) {
+    assert_eq!(limit.try_acquire(clock.now()), Err(interval));
+    clock.advance(interval);
+    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
+    assert_eq!(limit.try_acquire(clock.now()), Err(interval));
+}
+
 #[test]
 fn raising_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
     let clock = ManualClock::new();
@@ -270,10 +279,7 @@ fn raising_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
         .reconfigure(|b| b.rate(100, Duration::from_secs(1)))
         .expect("valid update");
     // The 10 permits taken are 10 intervals of the new rate (100 ms), not of the old (1 s).
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
-    clock.advance(ms(10));
-    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(10)));
+    admits_one_every(&limit, &clock, ms(10));
 }
 
 #[test]
@@ -284,10 +290,7 @@ fn lowering_the_rate_of_a_spent_limit_admits_again_after_one_new_interval() {
         .reconfigure(|b| b.rate(5, Duration::from_secs(1)))
         .expect("valid update");
     // The 10 permits taken are 10 intervals of the new rate (2 s): the burst stays spent.
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(200)));
-    clock.advance(ms(200));
-    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(200)));
+    admits_one_every(&limit, &clock, ms(200));
 }
 
 #[test]
@@ -299,16 +302,7 @@ fn a_much_lower_rate_and_burst_refuse_for_at_most_one_new_burst_window() {
         .expect("valid update");
     // The 10 permits taken would be 10 hours at the new rate; the new burst is 1 hour's worth:
     // the limit starts spent, not 10 hours behind.
-    assert_eq!(
-        limit.try_acquire(clock.now()),
-        Err(Duration::from_secs(3600))
-    );
-    clock.advance(Duration::from_secs(3600));
-    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
-    assert_eq!(
-        limit.try_acquire(clock.now()),
-        Err(Duration::from_secs(3600))
-    );
+    admits_one_every(&limit, &clock, Duration::from_secs(3600));
 }
 
 #[test]
@@ -317,10 +311,7 @@ fn a_lower_burst_alone_refuses_for_at_most_its_own_window() {
     let limit = spent_burst_of_ten(10, &clock);
     limit.reconfigure(|b| b.burst(1)).expect("valid update");
     // 1 s ahead under the old burst; the new one allows 100 ms: the limit starts spent.
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(100)));
-    clock.advance(ms(100));
-    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(100)));
+    admits_one_every(&limit, &clock, ms(100));
 }
 
 #[test]
@@ -350,10 +341,7 @@ fn updates_between_two_permits_rescale_by_the_last_rate_over_the_first() {
         .reconfigure(|b| b.rate(20, Duration::from_secs(1)))
         .expect("valid update");
     // 10 taken at 10/s, counted at 20/s: 500 ms of lead, the whole burst.
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(50)));
-    clock.advance(ms(50));
-    assert_eq!(limit.try_acquire(clock.now()), Ok(()));
-    assert_eq!(limit.try_acquire(clock.now()), Err(ms(50)));
+    admits_one_every(&limit, &clock, ms(50));
 }
 
 #[test]

@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use rampart::hedge::Hedge;
-use rampart::{CancellationToken, Error, Policy};
+use rampart::{CancellationToken, Deadline, Error, Policy};
 use tower::ServiceExt;
 
 #[derive(Debug)]
@@ -52,6 +52,18 @@ impl PriceClient {
                 calls: AtomicU32::new(0),
             },
         })
+    }
+
+    /// The same call within the deadline its own caller gave (a header, say).
+    async fn get_price_within(
+        &self,
+        sku: &str,
+        caller: Deadline,
+    ) -> Result<u32, Error<PriceError>> {
+        self.policy
+            .within(caller)
+            .run(async |attempt| self.backend.fetch(sku, attempt.token()).await)
+            .await
     }
 
     /// The example, verbatim in shape: the callback borrows `self` and `sku`.
@@ -112,6 +124,28 @@ async fn borrowing_call_runs_inside_tokio_spawn() {
         spawned.get_price(&sku).await
     });
     assert_eq!(handle.await.expect("joined").ok(), Some(500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn borrowing_call_within_a_given_deadline_runs_inside_tokio_spawn() {
+    let client = PriceClient::new(retrying());
+    let spawned = Arc::clone(&client);
+    let handle = tokio::spawn(async move {
+        let sku = String::from("sku-7");
+        // Room for the failed first attempt (5 ms), the 10 ms backoff and the retry (5 ms).
+        spawned
+            .get_price_within(&sku, Deadline::after(Duration::from_millis(30)))
+            .await
+    });
+    assert_eq!(handle.await.expect("joined").ok(), Some(500));
+    // 12 ms, to a backend failing its first call: its 10 ms backoff cannot fit.
+    let cut = PriceClient::new(retrying())
+        .get_price_within("sku", Deadline::after(Duration::from_millis(12)))
+        .await;
+    assert!(
+        matches!(cut, Err(Error::DeadlineExceeded { attempts: 1, .. })),
+        "{cut:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -786,16 +786,13 @@ impl Stamp {
             held.deadline
                 .and_then(|value| parse_deadline_ms(value.as_bytes()))
         };
-        let other = if grpc {
-            held.deadline.is_some().then_some(&names.deadline)
-        } else {
-            None
-        };
+        // A gRPC request's deadline is `grpc-timeout`: the other encoding is not carried.
+        let other = grpc && held.deadline.is_some();
         if held.retry {
             headers.remove(&names.retry);
         }
-        if let Some(other) = other {
-            headers.remove(other);
+        if other {
+            headers.remove(&names.deadline);
         }
         (Stamp { grpc }, caller.map(Deadline::after))
     }

@@ -263,13 +263,10 @@ where
             true => ambient.criticality(),
             false => Criticality::Critical,
         };
-        let inherited = match (
+        let inherited = Deadline::earliest(
             ambient.deadline().filter(|_| shared.ambient_deadline),
             given,
-        ) {
-            (Some(ambient), Some(given)) => Some(ambient.min(given)),
-            (ambient, given) => ambient.or(given),
-        };
+        );
         let deadline = now
             .and_then(|start| Effective::resolve(start, live.deadline, inherited, &shared.drain));
         let span = crate::observe::call_span(&shared.name);

@@ -126,10 +126,7 @@ impl<'a, C, A> Call<'a, C, A> {
     /// #     .build().expect("runtime").block_on(demo());
     /// ```
     pub fn within(mut self, deadline: Deadline) -> Self {
-        self.deadline = Some(match self.deadline {
-            Some(given) => given.min(deadline),
-            None => deadline,
-        });
+        self.deadline = Deadline::earliest(self.deadline, Some(deadline));
         self
     }
 

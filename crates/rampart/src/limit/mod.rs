@@ -55,7 +55,11 @@ struct Bounds(AtomicU64);
 impl Bounds {
     /// `min..=max`, already checked (both at most [`MAX_LIMIT`]).
     fn new(min: usize, max: usize) -> Bounds {
-        Bounds(AtomicU64::new((min as u64) << 32 | max as u64))
+        Bounds(AtomicU64::new(Bounds::word(min, max)))
+    }
+
+    fn word(min: usize, max: usize) -> u64 {
+        (min as u64) << 32 | max as u64
     }
 
     #[inline]
@@ -76,7 +80,7 @@ impl Bounds {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        self.0.store(Bounds::new(min, max).0.into_inner(), Relaxed);
+        self.0.store(Bounds::word(min, max), Relaxed);
         Ok(())
     }
 }
