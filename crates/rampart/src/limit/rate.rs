@@ -102,16 +102,18 @@ struct Inner {
 /// One version of the limit: its settings, and the cell its TAT is counted in.
 struct Version {
     rate: Rate,
-    /// Shared with the version before when the interval did not change.
+    /// Shared with the version before when the interval did not change and the burst was not
+    /// lowered.
     tat: Arc<Tat>,
 }
 
 /// The theoretical arrival time of the next permit, counted in one interval.
 ///
-/// An update that changes the interval has no clock to rescale the TAT with, so it starts a
-/// new cell, [`UNSET`], that points at the one it replaces. The first permit asked for under
-/// it has the time: it freezes the cell the TAT is in (so no permit is taken there any more),
-/// rescales the TAT's lead over now to the new interval, and sets the new cell to it. A permit
+/// An update that changes the interval (or lowers the burst) has no clock to rescale the TAT
+/// with, so it starts a new cell, [`UNSET`], that points at the one it replaces. The first
+/// permit asked for under it has the time: it freezes the cell the TAT is in (so no permit is
+/// taken there any more), rescales the TAT's lead over now to the new interval, caps it at the
+/// new burst window, and sets the new cell to it. A permit
 /// asked for under a version whose cell is frozen (or skipped) loads the newer version, which
 /// is already stored: its cell was made before it was published, and only a permit asked for
 /// under a newer version freezes an older cell.
