@@ -3,6 +3,11 @@
 //! all), with the outbound layer (default policy: 3 attempts, deadline, attempt timeout,
 //! breaker and budget per host), and against a server behind the inbound layer.
 //!
+//! `in_process` measures the layers alone, against an inner service that answers at once,
+//! beside tower's own retry between two timeouts (`tower_retry_timeout`), and the same writing
+//! the headers the outbound layer writes (`tower_retry_timeout_stamped`); their configuration
+//! is in `support/tower_peer.rs`, and `handler_direct` is their inner service alone.
+//!
 //! `cargo bench -p rampart-http --bench http_edge`
 
 // `criterion_group!` defines an undocumented public function.
@@ -22,6 +27,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rampart_http::{InboundLayer, OutboundLayer, ReplayBody};
 use tower::{Service, ServiceExt};
 use tower_layer::Layer;
+
+#[path = "support/tower_peer.rs"]
+mod tower_peer;
 
 async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
@@ -166,6 +174,18 @@ fn in_process(c: &mut Criterion) {
     let mut kept = layered.clone();
     group.bench_function("outbound_layer_kept", |b| {
         b.to_async(&rt).iter(|| kept.call(request()))
+    });
+    // tower's retry between two timeouts, without and with the headers the layer writes
+    // (see `support/tower_peer.rs`); `handler_direct` below is their inner service alone.
+    let tower_stack = tower_peer::retry_timeout(tower::service_fn(handler));
+    group.bench_function("tower_retry_timeout", |b| {
+        b.to_async(&rt)
+            .iter(|| tower_stack.clone().oneshot(request()))
+    });
+    let tower_stamped = tower_peer::retry_timeout_stamped(tower::service_fn(handler));
+    group.bench_function("tower_retry_timeout_stamped", |b| {
+        b.to_async(&rt)
+            .iter(|| tower_stamped.clone().oneshot(request()))
     });
     group.bench_function("handler_direct", |b| {
         b.to_async(&rt)

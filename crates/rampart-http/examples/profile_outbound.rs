@@ -17,6 +17,17 @@
 //! `no-breaker-budget`, `once` (one attempt: no copy kept for a retry), `once-no-breaker-budget`,
 //! or `no-deadline` (no deadline, no attempt timeout).
 //!
+//! `tower` is tower's own answer to the same request, as a careful engineer following tower's
+//! docs would stack it: `retry` (3 attempts, 5xx and errors retried, a `TpsBudget` with
+//! tower's defaults, 100 ms backoff, the request cloned for each attempt) between two
+//! `timeout`s (30 s around the call, 10 s per attempt: the layer's defaults). It does less
+//! than the layer: no breaker, no deadline or criticality header, no host table, no caller's
+//! deadline read. `tower-stamped` is the same stack writing the headers rampart writes, the
+//! way tower's users write them: the call's deadline put in the request's extensions above
+//! the retry, and a `map_request` below it writing the time left (at most the attempt's 10 s)
+//! in `X-Deadline-Ms` and the criticality in `X-Criticality`. `direct-plain` is their inner
+//! service called directly (the body not wrapped in a `ReplayBody`).
+//!
 //! `time` measures wall-clock time instead, robustly on a shared machine: it runs the
 //! contenders in turn for `rounds` rounds of `n` requests each and keeps each one's fastest
 //! round (other load only ever slows a round down):
@@ -36,6 +47,9 @@ use http_body_util::Full;
 use rampart_http::{OutboundLayer, ReplayBody};
 use tower::Service;
 use tower_layer::Layer;
+
+#[path = "../benches/support/tower_peer.rs"]
+mod tower_peer;
 
 fn ready<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
@@ -127,13 +141,46 @@ fn measured_outbound_clone(n: u64) {
     }
 }
 
+fn answer_plain(
+    _: Request<Full<Bytes>>,
+) -> std::future::Ready<Result<Response<Full<Bytes>>, Infallible>> {
+    std::future::ready(Ok(Response::new(Full::default())))
+}
+
+#[inline(never)]
+fn measured_direct_plain(n: u64) {
+    let mut direct = tower::service_fn(answer_plain);
+    for _ in 0..n {
+        let _ = ready(direct.call(with_headers::<Full<Bytes>>()));
+    }
+}
+
+#[inline(never)]
+fn measured_tower(n: u64) {
+    let mut stack = tower_peer::retry_timeout(tower::service_fn(answer_plain));
+    for _ in 0..n {
+        let _ = ready(std::future::poll_fn(|cx| stack.poll_ready(cx)));
+        let _ = ready(stack.call(with_headers::<Full<Bytes>>()));
+    }
+}
+
+/// tower's stack with the headers rampart writes (see the module docs).
+#[inline(never)]
+fn measured_tower_stamped(n: u64) {
+    let mut stack = tower_peer::retry_timeout_stamped(tower::service_fn(answer_plain));
+    for _ in 0..n {
+        let _ = ready(std::future::poll_fn(|cx| stack.poll_ready(cx)));
+        let _ = ready(stack.call(with_headers::<Full<Bytes>>()));
+    }
+}
+
 /// A mode's name and its loop of `n` requests.
 type Contender = (&'static str, fn(u64));
 
 /// Each contender's fastest round of `n` requests, in nanoseconds per request, over
 /// `rounds` rounds run in turn; and what the layer adds to the direct request.
 fn time(n: u64, rounds: u32) {
-    let contenders: [Contender; 5] = [
+    let contenders: [Contender; 8] = [
         ("direct", measured_direct),
         ("outbound", measured_outbound),
         ("direct-headers", measured_direct_headers),
@@ -141,8 +188,11 @@ fn time(n: u64, rounds: u32) {
             measured_outbound_headers(n, "default")
         }),
         ("outbound-clone", measured_outbound_clone),
+        ("direct-plain", measured_direct_plain),
+        ("tower", measured_tower),
+        ("tower-stamped", measured_tower_stamped),
     ];
-    let mut best = [f64::INFINITY; 5];
+    let mut best = [f64::INFINITY; 8];
     for _ in 0..rounds {
         for (best, (_, run)) in best.iter_mut().zip(&contenders) {
             let start = std::time::Instant::now();
@@ -160,6 +210,11 @@ fn time(n: u64, rounds: u32) {
         best[1] - best[0],
         best[3] - best[2],
         best[4] - best[2]
+    );
+    println!(
+        "tower's retry and timeouts, their own: {:.1} ns; with rampart's headers written: {:.1} ns",
+        best[6] - best[5],
+        best[7] - best[5]
     );
 }
 
@@ -181,6 +236,9 @@ fn main() {
         "direct-headers" => measured_direct_headers(n),
         "outbound-headers" => measured_outbound_headers(n, &args.next().unwrap_or_default()),
         "outbound-clone" => measured_outbound_clone(n),
+        "direct-plain" => measured_direct_plain(n),
+        "tower" => measured_tower(n),
+        "tower-stamped" => measured_tower_stamped(n),
         _ => measured_outbound(n),
     }
 }

@@ -120,6 +120,30 @@ impl<'a> HostKey<'a> {
     }
 }
 
+/// Whether `key`, a key this module made, is the one [`HostKey::of`] makes for `uri`, told
+/// without making it: the URI's authority is the key byte for byte, or is the key less its
+/// scheme's default port (`svc` for `svc:80` on `http`). `false` for any other form (the key
+/// is then made and compared), so a `true` is always right.
+pub(crate) fn is_key_of(key: &str, uri: &Uri) -> bool {
+    let Some(authority) = uri.authority() else {
+        return false;
+    };
+    let authority = authority.as_str();
+    let Some(rest) = key.strip_prefix(authority) else {
+        return false;
+    };
+    // A key has no uppercase letter and no user info, and its port is its last part: equal
+    // bytes are the same key, and a host without a port gets its scheme's default.
+    rest.is_empty()
+        || (!authority.ends_with(':')
+            && rest
+                == if uri.scheme() == Some(&Scheme::HTTPS) {
+                    ":443"
+                } else {
+                    ":80"
+                })
+}
+
 /// `authority` itself when it already is a key: `host:port` with an explicit port, no user
 /// info and no uppercase letter.
 fn as_key(authority: &str) -> Option<&str> {
@@ -206,6 +230,19 @@ impl<T> Hosts<T> {
         Ok(host)
     }
 
+    /// The kept host itself, when `is_key` says it is the one wanted and no host was
+    /// evicted since it was marked: what [`get_kept`](Self::get_kept) answers first, for a
+    /// caller that can tell without making the key.
+    pub(crate) fn kept(
+        &self,
+        last: &Option<Kept<T>>,
+        is_key: impl FnOnce(&T) -> bool,
+    ) -> Option<Arc<T>> {
+        let kept = last.as_ref()?;
+        (kept.epoch == self.evictions.load(Ordering::Acquire) && is_key(&kept.host))
+            .then(|| Arc::clone(&kept.host))
+    }
+
     /// The host `key`, if the table has it; it is not marked used.
     pub(crate) fn peek(&self, key: &str) -> Option<Arc<T>> {
         self.table.peek(key)
@@ -243,6 +280,53 @@ mod tests {
         );
         let uri: Uri = "/path".parse().expect("valid uri");
         assert_eq!(HostKey::of(&uri, &headers).as_str(), "svc.internal:7000");
+    }
+
+    #[test]
+    fn is_key_of_is_true_only_for_the_key_the_uri_makes() {
+        let uris = [
+            "http://example.com/a",
+            "http://Example.COM/a",
+            "https://example.com/a",
+            "https://example.com:443/a",
+            "http://example.com:443/a",
+            "http://user@127.0.0.1:8080/",
+            "http://127.0.0.1:8080/",
+            "http://[::1]:9/",
+            "http://[::1]/",
+            "https://[::1]/",
+            "http://svc:8080/",
+            "http://svc:80/",
+            "http://SVC:8080/",
+            "/relative",
+        ];
+        let keys = [
+            "example.com:80",
+            "example.com:443",
+            "127.0.0.1:8080",
+            "[::1]:9",
+            "[::1]:80",
+            "[::1]:443",
+            "svc:8080",
+            "svc:80",
+            "",
+        ];
+        let mut fast = 0;
+        for uri in uris {
+            let parsed: Uri = uri.parse().expect("valid uri");
+            let made = HostKey::of(&parsed, &HeaderMap::new());
+            for key in keys {
+                let told = is_key_of(key, &parsed);
+                assert!(
+                    !told || made.as_str() == key,
+                    "{uri} told as {key}, its key is {}",
+                    made.as_str()
+                );
+                fast += usize::from(told);
+            }
+        }
+        // Every lowercase URI without user info is told at once: 10 of the 14.
+        assert_eq!(fast, 10);
     }
 
     fn made(table: &Hosts<String>, last: &mut Option<Kept<String>>, key: &str) -> bool {

@@ -691,6 +691,18 @@ impl<A: Admit + Clone> Engine<A> {
 
     /// The same for a service that kept the host of its last request in `last`: that one,
     /// without the table, while it is `key`'s and the table has evicted nothing since.
+    /// The host a service kept, when the request's URI plainly names it (see
+    /// [`hosts::is_key_of`]) and no host was evicted since: spares the request making its
+    /// key.
+    pub(crate) fn kept_for(
+        &self,
+        last: &Option<hosts::Kept<Host<A>>>,
+        uri: &http::Uri,
+    ) -> Option<Arc<Host<A>>> {
+        self.hosts
+            .kept(last, |host| hosts::is_key_of(&host.key, uri))
+    }
+
     pub(crate) fn kept_host(
         &self,
         last: &mut Option<hosts::Kept<Host<A>>>,
@@ -820,10 +832,11 @@ impl Stamp {
         };
         headers.insert(
             &names.criticality,
-            HeaderValue::from_static(Criticality::current().as_str()),
+            criticality_value(Criticality::current()),
         );
         if attempt.is_retry() {
-            headers.insert(&names.retry, HeaderValue::from_static("1"));
+            const RETRY: HeaderValue = HeaderValue::from_static("1");
+            headers.insert(&names.retry, RETRY);
         }
     }
 
@@ -845,6 +858,22 @@ impl Stamp {
             && attempt
                 .remaining()
                 .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
+    }
+}
+
+/// `level`'s wire name as a header value, made when the crate is compiled: `from_static`
+/// called at run time checks every byte of its string again.
+fn criticality_value(level: Criticality) -> HeaderValue {
+    const SHEDDABLE: HeaderValue = HeaderValue::from_static(Criticality::Sheddable.as_str());
+    const SHEDDABLE_PLUS: HeaderValue =
+        HeaderValue::from_static(Criticality::SheddablePlus.as_str());
+    const CRITICAL: HeaderValue = HeaderValue::from_static(Criticality::Critical.as_str());
+    const CRITICAL_PLUS: HeaderValue = HeaderValue::from_static(Criticality::CriticalPlus.as_str());
+    match level {
+        Criticality::Sheddable => SHEDDABLE,
+        Criticality::SheddablePlus => SHEDDABLE_PLUS,
+        Criticality::Critical => CRITICAL,
+        Criticality::CriticalPlus => CRITICAL_PLUS,
     }
 }
 

@@ -122,17 +122,26 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let key = match &self.key {
-            Some(key) => HostKey::Borrowed(key),
-            None => HostKey::of(request.uri(), request.headers()),
+        let kept = match &self.key {
+            Some(_) => None,
+            None => self.engine.kept_for(&self.last, request.uri()),
         };
-        let host = match self.engine.kept_host(&mut self.last, &key) {
-            Ok(host) => host,
-            Err(e) => {
-                let error = ClientError::Call(rampart::Error::Config(e));
-                return ResponseFuture {
-                    inner: Call::Failed(Some(error)),
+        let host = match kept {
+            Some(host) => host,
+            None => {
+                let key = match &self.key {
+                    Some(key) => HostKey::Borrowed(key),
+                    None => HostKey::of(request.uri(), request.headers()),
                 };
+                match self.engine.kept_host(&mut self.last, &key) {
+                    Ok(host) => host,
+                    Err(e) => {
+                        let error = ClientError::Call(rampart::Error::Config(e));
+                        return ResponseFuture {
+                            inner: Call::Failed(Some(error)),
+                        };
+                    }
+                }
             }
         };
         let mut request = request.map(ReplayBody::new);
