@@ -24,6 +24,7 @@ type UpstreamRequest = Request<ReplayBody<Full<Bytes>>>;
 struct Call {
     at: Instant,
     host: String,
+    uri: String,
     method: Method,
     headers: HeaderMap,
     body: Bytes,
@@ -98,6 +99,7 @@ impl Upstream {
                 let call = Call {
                     at: Instant::now(),
                     host: parts.uri.host().unwrap_or_default().to_owned(),
+                    uri: parts.uri.to_string(),
                     method: parts.method,
                     headers: parts.headers,
                     body,
@@ -488,6 +490,56 @@ async fn a_service_that_keeps_calling_one_host_keeps_it_in_the_table() {
     }
     assert!(outbound.breaker("a.test:80").is_some(), "a stayed");
     assert_eq!(outbound.hosts(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kept_host_serves_only_its_own_scheme_and_port() {
+    // The service keeps a.test:80, its breaker open; the same name on another scheme or port
+    // is another host, with its own breaker, and the kept one still refuses.
+    let upstream = Upstream::new(|_, call| {
+        reply(if call.uri.starts_with("http://a.test/") {
+            500
+        } else {
+            200
+        })
+    });
+    let outbound = layer(
+        OutboundLayer::builder()
+            .max_attempts(1)
+            .breaker(Breaker::builder().consecutive_failures(1).jitter(0.0))
+            .policy(quick),
+    );
+    let mut client = outbound.layer(upstream.service());
+    let mut send = async |uri: &str| {
+        ServiceExt::ready(&mut client)
+            .await
+            .expect("ready")
+            .call(get(uri))
+            .await
+    };
+    send("http://a.test/").await.expect("sent, answered 500");
+    assert!(
+        send("http://a.test/").await.is_err(),
+        "a.test:80's breaker is open"
+    );
+    for other in ["https://a.test/", "http://a.test:8080/", "http://A.test/"] {
+        let response = send(other).await;
+        if other == "http://A.test/" {
+            assert!(response.is_err(), "{other} is a.test:80, its breaker open");
+        } else {
+            assert_eq!(response.expect("sent").status(), StatusCode::OK, "{other}");
+        }
+    }
+    assert!(
+        send("http://a.test:80/").await.is_err(),
+        "a.test:80 by its explicit port"
+    );
+    assert!(outbound.breaker("a.test:443").is_some() && outbound.breaker("a.test:8080").is_some());
+    let sent: Vec<_> = upstream.calls().into_iter().map(|c| c.uri).collect();
+    assert_eq!(
+        sent,
+        ["http://a.test/", "https://a.test/", "http://a.test:8080/"]
+    );
 }
 
 #[tokio::test(start_paused = true)]
