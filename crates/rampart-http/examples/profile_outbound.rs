@@ -211,6 +211,7 @@ fn time(n: u64, rounds: u32) {
         best[3] - best[2],
         best[4] - best[2]
     );
+    println!("{}", tower_peer::CONFIGURATION);
     println!(
         "tower's retry and timeouts, their own: {:.1} ns; with rampart's headers written: {:.1} ns",
         best[6] - best[5],
