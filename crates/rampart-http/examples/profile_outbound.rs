@@ -155,23 +155,32 @@ fn measured_direct_plain(n: u64) {
     }
 }
 
-#[inline(never)]
-fn measured_tower(n: u64) {
-    let mut stack = tower_peer::retry_timeout(tower::service_fn(answer_plain));
+/// `n` requests through a tower stack, made ready before each.
+fn through<S>(mut stack: S, n: u64)
+where
+    S: Service<Request<Full<Bytes>>>,
+{
     for _ in 0..n {
         let _ = ready(std::future::poll_fn(|cx| stack.poll_ready(cx)));
         let _ = ready(stack.call(with_headers::<Full<Bytes>>()));
     }
 }
 
+#[inline(never)]
+fn measured_tower(n: u64) {
+    through(
+        tower_peer::retry_timeout(tower::service_fn(answer_plain)),
+        n,
+    );
+}
+
 /// tower's stack with the headers rampart writes (see the module docs).
 #[inline(never)]
 fn measured_tower_stamped(n: u64) {
-    let mut stack = tower_peer::retry_timeout_stamped(tower::service_fn(answer_plain));
-    for _ in 0..n {
-        let _ = ready(std::future::poll_fn(|cx| stack.poll_ready(cx)));
-        let _ = ready(stack.call(with_headers::<Full<Bytes>>()));
-    }
+    through(
+        tower_peer::retry_timeout_stamped(tower::service_fn(answer_plain)),
+        n,
+    );
 }
 
 /// A mode's name and its loop of `n` requests.

@@ -39,6 +39,16 @@ const NO_HEADERS_EXTRA: f64 = 1.0;
 /// replayable request more: its first clone makes bytes' shared count (a one-time promotion).
 const PER_COPIED_VALUE: f64 = 1.0;
 
+/// What tower's retry between two timeouts adds to the same `GET`, and the same stack
+/// writing the headers the layer writes (`benches/support/tower_peer.rs`): the numbers
+/// `BENCHMARKS.md` publishes beside the layer's. A tower update that changes them fails here,
+/// and the table changes with it.
+const TOWER: f64 = 3.0;
+const TOWER_STAMPED: f64 = 11.0;
+
+#[path = "../benches/support/tower_peer.rs"]
+mod tower_peer;
+
 /// What is sent, how each request is made, the allocations the layer may add to it.
 type Case = (&'static str, fn() -> Request<Full<Bytes>>, f64);
 
@@ -142,6 +152,42 @@ fn the_outbound_layer_adds_a_handful_of_allocations_per_request() {
             "the outbound layer adds {added} allocations per {what} request; the budget is {budget}"
         );
     }
+}
+
+fn get() -> Request<Full<Bytes>> {
+    with(http::Method::GET)
+}
+
+/// Allocations per `GET` sent through `stack`, made ready before each.
+fn through<S: Service<Request<Full<Bytes>>>>(n: u64, mut stack: S) -> f64 {
+    per_request(n, get, |r| {
+        if ready(std::future::poll_fn(|cx| stack.poll_ready(cx))).is_err() {
+            panic!("tower's stack is always ready");
+        }
+        drop(ready(stack.call(r)));
+    })
+}
+
+#[test]
+fn tower_retry_and_timeouts_add_the_allocations_published_beside_the_layer() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let _context = rt.enter();
+    let answer = |_: Request<Full<Bytes>>| {
+        std::future::ready(Ok::<_, Infallible>(Response::new(Full::<Bytes>::default())))
+    };
+    let mut direct = tower::service_fn(answer);
+    let n = 1_000;
+    let base = per_request(n, get, |r| drop(ready(direct.call(r))));
+    let tower = through(n, tower_peer::retry_timeout(tower::service_fn(answer))) - base;
+    let stamped = through(
+        n,
+        tower_peer::retry_timeout_stamped(tower::service_fn(answer)),
+    ) - base;
+    println!("tower adds {tower} allocations per GET, {stamped} writing the headers");
+    assert_eq!((tower, stamped), (TOWER, TOWER_STAMPED));
 }
 
 #[test]

@@ -522,7 +522,12 @@ async fn a_kept_host_serves_only_its_own_scheme_and_port() {
         send("http://a.test/").await.is_err(),
         "a.test:80's breaker is open"
     );
+    // Each other URI comes right after a request to a.test:80, the host the service keeps.
     for other in ["https://a.test/", "http://a.test:8080/", "http://A.test/"] {
+        assert!(
+            send("http://a.test/").await.is_err(),
+            "a.test:80 still refuses"
+        );
         let response = send(other).await;
         if other == "http://A.test/" {
             assert!(response.is_err(), "{other} is a.test:80, its breaker open");

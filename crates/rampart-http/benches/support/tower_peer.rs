@@ -90,15 +90,12 @@ fn stamp(mut request: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
         .map_or(ATTEMPT, |d| d.0.saturating_duration_since(Instant::now()))
         .min(ATTEMPT);
     let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1);
+    const DEADLINE_MS: HeaderName = HeaderName::from_static("x-deadline-ms");
+    const CRITICALITY: HeaderName = HeaderName::from_static("x-criticality");
+    const CRITICAL: HeaderValue = HeaderValue::from_static("Critical");
     let headers = request.headers_mut();
-    headers.insert(
-        HeaderName::from_static("x-deadline-ms"),
-        HeaderValue::from(ms),
-    );
-    headers.insert(
-        HeaderName::from_static("x-criticality"),
-        HeaderValue::from_static("Critical"),
-    );
+    headers.insert(DEADLINE_MS, HeaderValue::from(ms));
+    headers.insert(CRITICALITY, CRITICAL);
     request
 }
 
@@ -135,12 +132,5 @@ where
                 .insert(CallDeadline(Instant::now() + DEADLINE));
             request
         })
-        .timeout(DEADLINE)
-        .retry(Retries {
-            left: 3,
-            budget: Arc::new(TpsBudget::default()),
-        })
-        .timeout(ATTEMPT)
-        .map_request(stamp)
-        .service(inner)
+        .service(retry_timeout(tower::util::MapRequest::new(inner, stamp)))
 }

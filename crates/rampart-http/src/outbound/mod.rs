@@ -689,8 +689,6 @@ impl<A: Admit + Clone> Engine<A> {
             .get(key.as_str(), |key| self.factory.build(key, &self.edge))
     }
 
-    /// The same for a service that kept the host of its last request in `last`: that one,
-    /// without the table, while it is `key`'s and the table has evicted nothing since.
     /// The host a service kept, when the request's URI plainly names it (see
     /// [`hosts::is_key_of`]) and no host was evicted since: spares the request making its
     /// key.
@@ -703,6 +701,8 @@ impl<A: Admit + Clone> Engine<A> {
             .kept(last, |host| hosts::is_key_of(&host.key, uri))
     }
 
+    /// The host `key` for a service that kept the host of its last request in `last`: that
+    /// one, without the table, while it is `key`'s and the table has evicted nothing since.
     pub(crate) fn kept_host(
         &self,
         last: &mut Option<hosts::Kept<Host<A>>>,

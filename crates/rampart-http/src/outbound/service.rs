@@ -122,26 +122,25 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let kept = match &self.key {
-            Some(_) => None,
-            None => self.engine.kept_for(&self.last, request.uri()),
-        };
-        let host = match kept {
-            Some(host) => host,
-            None => {
-                let key = match &self.key {
-                    Some(key) => HostKey::Borrowed(key),
-                    None => HostKey::of(request.uri(), request.headers()),
-                };
-                match self.engine.kept_host(&mut self.last, &key) {
-                    Ok(host) => host,
-                    Err(e) => {
-                        let error = ClientError::Call(rampart::Error::Config(e));
-                        return ResponseFuture {
-                            inner: Call::Failed(Some(error)),
-                        };
-                    }
+        let host = match &self.key {
+            Some(key) => self
+                .engine
+                .kept_host(&mut self.last, &HostKey::Borrowed(key)),
+            None => match self.engine.kept_for(&self.last, request.uri()) {
+                Some(host) => Ok(host),
+                None => {
+                    let key = HostKey::of(request.uri(), request.headers());
+                    self.engine.kept_host(&mut self.last, &key)
                 }
+            },
+        };
+        let host = match host {
+            Ok(host) => host,
+            Err(e) => {
+                let error = ClientError::Call(rampart::Error::Config(e));
+                return ResponseFuture {
+                    inner: Call::Failed(Some(error)),
+                };
             }
         };
         let mut request = request.map(ReplayBody::new);
