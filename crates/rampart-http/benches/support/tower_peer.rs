@@ -6,7 +6,7 @@
 //! |---|---|
 //! | deadline | `timeout(30 s)` around the call (the layer's default deadline) |
 //! | retries | `retry`: 3 attempts, a 5xx or an error retried after 100 ms, a `TpsBudget` with tower's defaults (deposit on success, withdraw per retry, as its `budget` module documents) |
-//! | request copy | each attempt gets a copy: method, URI, version, header map and extensions cloned, the body cloned |
+//! | request copy | before each attempt, a copy for the next one (`clone_request`): method, URI, version, header map and extensions cloned, the body cloned |
 //! | attempt timeout | `timeout(10 s)` below the retry (the layer's default) |
 //!
 //! It does less than the layer: no breaker, no host table, the caller's deadline header not
