@@ -5,7 +5,8 @@
 //!
 //! `in_process` measures the layers alone, against an inner service that answers at once,
 //! beside tower's own retry between two timeouts (`tower_retry_timeout`), and the same writing
-//! the headers the outbound layer writes (`tower_retry_timeout_stamped`); their configuration
+//! the headers the outbound layer writes (`tower_retry_timeout_stamped`; `_fixed` without
+//! the call's deadline, `X-Deadline-Ms` always 10 s); their configuration
 //! is in `support/tower_peer.rs`, and `handler_direct` is their inner service alone.
 //!
 //! `cargo bench -p rampart-http --bench http_edge`
@@ -186,6 +187,11 @@ fn in_process(c: &mut Criterion) {
     group.bench_function("tower_retry_timeout_stamped", |b| {
         b.to_async(&rt)
             .iter(|| tower_stamped.clone().oneshot(request()))
+    });
+    let tower_fixed = tower_peer::retry_timeout_stamped_fixed(tower::service_fn(handler));
+    group.bench_function("tower_retry_timeout_stamped_fixed", |b| {
+        b.to_async(&rt)
+            .iter(|| tower_fixed.clone().oneshot(request()))
     });
     group.bench_function("handler_direct", |b| {
         b.to_async(&rt)

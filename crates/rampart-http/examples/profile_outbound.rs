@@ -25,8 +25,10 @@
 //! deadline read. `tower-stamped` is the same stack writing the headers rampart writes, the
 //! way tower's users write them: the call's deadline put in the request's extensions above
 //! the retry, and a `map_request` below it writing the time left (at most the attempt's 10 s)
-//! in `X-Deadline-Ms` and the criticality in `X-Criticality`. `direct-plain` is their inner
-//! service called directly (the body not wrapped in a `ReplayBody`).
+//! in `X-Deadline-Ms` and the criticality in `X-Criticality`. `tower-stamped-fixed` writes the
+//! same headers without carrying the deadline (`X-Deadline-Ms` always the attempt's 10 s).
+//! `direct-plain` is their inner service called directly (the body not wrapped in a
+//! `ReplayBody`).
 //!
 //! `time` measures wall-clock time instead, robustly on a shared machine: it runs the
 //! contenders in turn for `rounds` rounds of `n` requests each and keeps each one's fastest
@@ -147,14 +149,6 @@ fn answer_plain(
     std::future::ready(Ok(Response::new(Full::default())))
 }
 
-#[inline(never)]
-fn measured_direct_plain(n: u64) {
-    let mut direct = tower::service_fn(answer_plain);
-    for _ in 0..n {
-        let _ = ready(direct.call(with_headers::<Full<Bytes>>()));
-    }
-}
-
 /// `n` requests through a tower stack, made ready before each.
 fn through<S>(mut stack: S, n: u64)
 where
@@ -164,6 +158,12 @@ where
         let _ = ready(std::future::poll_fn(|cx| stack.poll_ready(cx)));
         let _ = ready(stack.call(with_headers::<Full<Bytes>>()));
     }
+}
+
+/// The tower stacks' inner service alone, made ready before each request as they are.
+#[inline(never)]
+fn measured_direct_plain(n: u64) {
+    through(tower::service_fn(answer_plain), n);
 }
 
 #[inline(never)]
@@ -183,13 +183,22 @@ fn measured_tower_stamped(n: u64) {
     );
 }
 
+/// The same headers without the call's deadline (see the module docs).
+#[inline(never)]
+fn measured_tower_stamped_fixed(n: u64) {
+    through(
+        tower_peer::retry_timeout_stamped_fixed(tower::service_fn(answer_plain)),
+        n,
+    );
+}
+
 /// A mode's name and its loop of `n` requests.
 type Contender = (&'static str, fn(u64));
 
 /// Each contender's fastest round of `n` requests, in nanoseconds per request, over
 /// `rounds` rounds run in turn; and what the layer adds to the direct request.
 fn time(n: u64, rounds: u32) {
-    let contenders: [Contender; 8] = [
+    let contenders: [Contender; 9] = [
         ("direct", measured_direct),
         ("outbound", measured_outbound),
         ("direct-headers", measured_direct_headers),
@@ -200,8 +209,9 @@ fn time(n: u64, rounds: u32) {
         ("direct-plain", measured_direct_plain),
         ("tower", measured_tower),
         ("tower-stamped", measured_tower_stamped),
+        ("tower-stamped-fixed", measured_tower_stamped_fixed),
     ];
-    let mut best = [f64::INFINITY; 8];
+    let mut best = [f64::INFINITY; 9];
     for _ in 0..rounds {
         for (best, (_, run)) in best.iter_mut().zip(&contenders) {
             let start = std::time::Instant::now();
@@ -222,9 +232,11 @@ fn time(n: u64, rounds: u32) {
     );
     println!("{}", tower_peer::CONFIGURATION);
     println!(
-        "tower's retry and timeouts, their own: {:.1} ns; with rampart's headers written: {:.1} ns",
+        "tower's retry and timeouts, their own: {:.1} ns; with rampart's headers written: {:.1} ns; \
+         the same with a fixed X-Deadline-Ms: {:.1} ns",
         best[6] - best[5],
-        best[7] - best[5]
+        best[7] - best[5],
+        best[8] - best[5]
     );
 }
 
@@ -249,6 +261,7 @@ fn main() {
         "direct-plain" => measured_direct_plain(n),
         "tower" => measured_tower(n),
         "tower-stamped" => measured_tower_stamped(n),
+        "tower-stamped-fixed" => measured_tower_stamped_fixed(n),
         _ => measured_outbound(n),
     }
 }

@@ -14,6 +14,8 @@
 //! deadline is put in the request's extensions above the retry, and a `map_request` below it
 //! writes the time left (at most the attempt's 10 s) in `X-Deadline-Ms` and the criticality in
 //! `X-Criticality`, the way tower's users write headers (`HeaderValue::from(u64)`).
+//! [`retry_timeout_stamped_fixed`] writes the same headers without the call's deadline (the
+//! attempt's 10 s every time): what carrying the deadline in the extensions costs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +31,8 @@ use tower::{Service, ServiceBuilder};
 pub(crate) const CONFIGURATION: &str = "tower: timeout(30 s) > retry(3 attempts, 5xx and errors, \
      TpsBudget::default(), 100 ms backoff, request copied per attempt) > timeout(10 s); \
      tower-stamped: the same, the deadline in the extensions above the retry, X-Deadline-Ms \
-     (time left, at most 10 s) and X-Criticality written below it";
+     (time left, at most 10 s) and X-Criticality written below it; tower-stamped-fixed: \
+     the same headers, X-Deadline-Ms always 10 s (no deadline carried)";
 
 /// The layer's default deadline.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -82,7 +85,8 @@ impl<B: Clone, ResB, E> tower::retry::Policy<Request<B>, Response<ResB>, E> for 
 struct CallDeadline(Instant);
 
 /// What rampart's stamp writes, written the way tower's users write headers: the time left
-/// (at most the attempt's 10 s) in `X-Deadline-Ms`, and the criticality.
+/// (at most the attempt's 10 s; the attempt's 10 s when the request carries no
+/// [`CallDeadline`]) in `X-Deadline-Ms`, and the criticality.
 fn stamp(mut request: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
     let left = request
         .extensions()
@@ -117,7 +121,8 @@ where
         .service(inner)
 }
 
-/// [`retry_timeout`] writing the headers the layer writes on each attempt.
+/// [`retry_timeout`] writing the headers the layer writes on each attempt, the call's
+/// deadline carried to each attempt in the request's extensions.
 pub(crate) fn retry_timeout_stamped<S, ResB>(
     inner: S,
 ) -> impl Service<Request<Full<Bytes>>, Response = Response<ResB>, Error = tower::BoxError> + Clone
@@ -132,5 +137,18 @@ where
                 .insert(CallDeadline(Instant::now() + DEADLINE));
             request
         })
-        .service(retry_timeout(tower::util::MapRequest::new(inner, stamp)))
+        .service(retry_timeout_stamped_fixed(inner))
+}
+
+/// The same headers without the call's deadline: every attempt writes the attempt timeout
+/// (10 s), however little of the call is left. The knob that shows what carrying the
+/// deadline in the extensions costs; it writes a weaker header than the layer does.
+pub(crate) fn retry_timeout_stamped_fixed<S, ResB>(
+    inner: S,
+) -> impl Service<Request<Full<Bytes>>, Response = Response<ResB>, Error = tower::BoxError> + Clone
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<ResB>> + Clone,
+    S::Error: Into<tower::BoxError>,
+{
+    retry_timeout(tower::util::MapRequest::new(inner, stamp))
 }

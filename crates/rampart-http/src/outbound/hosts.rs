@@ -38,11 +38,7 @@ impl<'a> HostKey<'a> {
     /// neither (a relative URI, as a tonic channel's inner requests have) share the key `""`
     /// unless their service names one (`OutboundLayer::layer_for`).
     pub(crate) fn of(uri: &'a Uri, headers: &HeaderMap) -> HostKey<'a> {
-        let default_port = if uri.scheme() == Some(&Scheme::HTTPS) {
-            443
-        } else {
-            80
-        };
+        let default_port = default_port(uri);
         if let Some(authority) = uri.authority() {
             if let Some(key) = as_key(authority.as_str()) {
                 return HostKey::Borrowed(key);
@@ -120,28 +116,32 @@ impl<'a> HostKey<'a> {
     }
 }
 
-/// Whether `key`, a key this module made, is the one [`HostKey::of`] makes for `uri`, told
-/// without making it: the URI's authority is the key byte for byte, or is the key less its
-/// scheme's default port (`svc` for `svc:80` on `http`). `false` for any other form (the key
-/// is then made and compared), so a `true` is always right.
+/// The port of a URI that names none: 443 for `https`, else 80.
+fn default_port(uri: &Uri) -> u16 {
+    if uri.scheme() == Some(&Scheme::HTTPS) {
+        443
+    } else {
+        80
+    }
+}
+
+/// Whether `key`, a key [`HostKey::of`] made for some URI, is the one it makes for `uri`,
+/// told without making it: the URI's authority is the key byte for byte, or is the key less
+/// its scheme's default port (`svc` for `svc:80` on `http`). `false` for any other form (the
+/// key is then made and compared), so a `true` is always right.
 pub(crate) fn is_key_of(key: &str, uri: &Uri) -> bool {
     let Some(authority) = uri.authority() else {
         return false;
     };
-    let authority = authority.as_str();
-    let Some(rest) = key.strip_prefix(authority) else {
-        return false;
-    };
-    // A key has no uppercase letter and no user info, and its port is its last part: equal
-    // bytes are the same key, and a host without a port gets its scheme's default.
-    rest.is_empty()
-        || (!authority.ends_with(':')
-            && rest
-                == if uri.scheme() == Some(&Scheme::HTTPS) {
-                    ":443"
-                } else {
-                    ":80"
-                })
+    // A key has no uppercase letter and no user info, and ends in `:port`: equal bytes are
+    // the same key, and a host without a port gets its scheme's default.
+    match key.strip_prefix(authority.as_str()) {
+        Some("") => true,
+        Some(rest) => {
+            rest.strip_prefix(':').and_then(|port| port.parse().ok()) == Some(default_port(uri))
+        }
+        None => false,
+    }
 }
 
 /// `authority` itself when it already is a key: `host:port` with an explicit port, no user
