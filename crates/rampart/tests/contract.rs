@@ -1,8 +1,8 @@
-//! The executor contract (DESIGN §3), one test per rule, on tokio's paused time: every duration
-//! asserted here is exact virtual time.
+//! The executor contract (`CONTRACT.md` at the repository root), one test per rule, on tokio's
+//! paused time: every duration asserted here is exact virtual time.
 //!
 //! Longer than the ~600-line guide on purpose: the contract is read rule by rule, so its tests
-//! stay in one file in the order of DESIGN §3.
+//! stay in one file, read beside `CONTRACT.md`, whose rules name the tests that pin them.
 
 use std::future::pending;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -103,6 +103,27 @@ async fn caller_cancel_during_a_30s_backoff_returns_at_once() {
         "no virtual time passes beyond the cancel"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn caller_cancelled_by_a_retrying_listener_before_a_zero_backoff_starts_no_attempt() {
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    let policy = Policy::builder()
+        .backoff(Backoff::none())
+        .on_retry(move |_retry| canceller.cancel())
+        .build()
+        .expect("valid");
+    let calls = counter();
+    let outcome = policy
+        .with_token(&token)
+        .run(async |attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(Fail(attempt.number()))
+        })
+        .await;
+    assert!(matches!(outcome, Err(Error::Cancelled)), "got {outcome:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no attempt after the cancel");
 }
 
 #[tokio::test(start_paused = true)]
@@ -297,11 +318,69 @@ async fn abandon_mode_drops_a_callback_that_never_returns_at_ceiling_plus_grace(
 }
 
 #[tokio::test(start_paused = true)]
-async fn one_attempt_with_a_shorter_deadline_times_out_at_the_deadline() {
+async fn one_attempt_with_a_shorter_deadline_ends_deadline_exceeded_at_the_deadline() {
     let policy = Policy::builder()
         .max_attempts(1)
         .attempt_timeout(Duration::from_secs(600))
         .deadline(5 * SEC)
+        .build()
+        .expect("valid");
+    let start = Instant::now();
+    let outcome = policy
+        .run(async |_attempt| pending::<Result<(), Fail>>().await)
+        .await;
+    assert_eq!(start.elapsed(), 5 * SEC);
+    match outcome {
+        Err(Error::DeadlineExceeded {
+            deadline,
+            attempts,
+            last,
+            ..
+        }) => {
+            assert_eq!((deadline, attempts), (5 * SEC, 1));
+            assert!(
+                matches!(last.as_deref(), Some(Error::AttemptTimeout { timeout, .. }) if *timeout == 5 * SEC),
+                "the attempt cut at the deadline is the last failure, got {last:?}"
+            );
+        }
+        other => panic!("expected deadline exceeded, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_attempt_cut_by_the_deadline_ends_as_an_earlier_one_would() {
+    // 100 ms attempts in a 250 ms deadline: the third attempt's ceiling is the 50 ms left.
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .attempt_timeout(100 * MS)
+        .deadline(250 * MS)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let calls = counter();
+    let outcome = policy
+        .run(async |_attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            pending::<Result<(), Fail>>().await
+        })
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    match &outcome {
+        Err(Error::DeadlineExceeded {
+            deadline, attempts, ..
+        }) => assert_eq!((*deadline, *attempts), (250 * MS, 3)),
+        other => panic!("expected deadline exceeded, got {other:?}"),
+    }
+    let message = outcome.expect_err("failed").to_string();
+    assert!(message.contains("250ms"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_by_its_own_timeout_with_time_left_stays_an_attempt_timeout() {
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .attempt_timeout(100 * MS)
+        .deadline(SEC)
         .build()
         .expect("valid");
     let outcome = policy
@@ -309,10 +388,65 @@ async fn one_attempt_with_a_shorter_deadline_times_out_at_the_deadline() {
         .await;
     match outcome {
         Err(Error::AttemptTimeout { timeout, attempts }) => {
-            assert_eq!((timeout, attempts), (5 * SEC, 1));
+            assert_eq!((timeout, attempts), (100 * MS, 1));
         }
         other => panic!("expected an attempt timeout, got {other:?}"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_local_refusal_whose_wait_does_not_fit_ends_with_the_refusal_and_its_retry_after() {
+    // One permit a second; a 500 ms deadline. The second call is refused for 1 s, which does
+    // not fit: it ends with that refusal, not with a deadline 0 ms into its 500.
+    let limit = rampart::limit::RateLimit::new(1, SEC).expect("valid");
+    let policy = Policy::builder()
+        .deadline(500 * MS)
+        .admit(limit)
+        .build()
+        .expect("valid");
+    let first = policy.run(async |_attempt| Ok::<_, Fail>(())).await;
+    assert!(first.is_ok());
+    let calls = counter();
+    let start = Instant::now();
+    let outcome = policy
+        .try_run(async |_attempt| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Fail>(())
+        })
+        .await
+        .expect("not cancelled");
+    assert_eq!(start.elapsed(), Duration::ZERO, "nothing was slept");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing was sent");
+    assert_eq!(outcome.stop(), StopReason::Overloaded);
+    match outcome.into_result() {
+        Err(Error::Rejected {
+            reason: rampart::RejectReason::Overloaded,
+            retry_after,
+            ..
+        }) => assert_eq!(retry_after, Some(SEC)),
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_servers_throttle_whose_wait_does_not_fit_still_ends_deadline_exceeded() {
+    let policy = Policy::builder()
+        .deadline(500 * MS)
+        .classifier(|result: &Result<(), Fail>| match result {
+            Ok(()) => Verdict::Ok,
+            Err(_) => Verdict::Throttled {
+                retry_after: Some(SEC),
+            },
+        })
+        .build()
+        .expect("valid");
+    let outcome = policy
+        .run(async |attempt| Err::<(), _>(Fail(attempt.number())))
+        .await;
+    assert!(
+        matches!(outcome, Err(Error::DeadlineExceeded { attempts: 1, .. })),
+        "got {outcome:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -124,17 +124,18 @@ async fn a_given_deadline_bounds_a_call_of_policy_none() {
         .within(Deadline::after(100 * MS))
         .run(async |_attempt| takes_500ms().await)
         .await;
-    // Its one attempt is cut at the deadline; with no attempt left, the call returns that
-    // attempt's outcome (the order of checks: attempts exhausted before deadline spent).
+    // Its one attempt is cut at the deadline: the deadline ended the call, as it would have
+    // on any attempt.
     assert!(
         matches!(
             outcome,
-            Err(Error::AttemptTimeout {
-                timeout,
-                attempts: 1
-            }) if timeout == 100 * MS
+            Err(Error::DeadlineExceeded {
+                deadline,
+                attempts: 1,
+                ..
+            }) if deadline == 100 * MS
         ),
-        "{outcome:?}"
+        "got {outcome:?}"
     );
     assert_eq!(start.elapsed(), 100 * MS);
 }

@@ -40,12 +40,16 @@
 //!    cancellation) into the timeout outcome, unless the classifier calls that error
 //!    Permanent; else the outcome stands.
 //! 5. After an attempt (and, when its ceiling decided it, the on-timeout hook, awaited if it
-//!    answered with a future): Ok → deposit to the budget, done. Permanent → done. Attempts
-//!    exhausted → done with the last outcome (`Overloaded` when admission refused it).
-//!    Deadline spent → `DeadlineExceeded`. Draining → rejected. The breaker open for longer
-//!    than the backoff → rejected now, nothing charged. The budget refuses (unless the
-//!    outcome was a self-imposed refusal) → rejected. Backoff plus typical latency will not
-//!    fit → `DeadlineExceeded`, saying so. Else sleep and go to 2.
+//!    answered with a future): Ok → deposit to the budget, done. Permanent → done. The time
+//!    left set the ceiling that expired → `DeadlineExceeded`, on the last attempt as on any
+//!    other. Attempts exhausted → done with the last outcome (`Overloaded` when admission
+//!    refused it). Deadline spent → `DeadlineExceeded`. Draining → rejected. The breaker
+//!    open for longer than the backoff → rejected now, nothing charged. The budget refuses
+//!    (unless the outcome was a self-imposed refusal) → rejected. Backoff plus typical
+//!    latency will not fit → `DeadlineExceeded`, saying so; but when that wait was a local
+//!    refusal's retry-after, the call ends with the refusal and its retry-after
+//!    (`Overloaded`). Else sleep (a zero backoff too: the caller's token is checked after
+//!    it) and go to 2.
 //! 6. Hedging: while legs are in flight, a failed leg is replaced at once (a transient
 //!    failure) or hedging stops for this round (any other failure); the first Ok wins and the
 //!    others are discarded unclassified.
@@ -155,8 +159,10 @@ enum Generated {
 enum Outcome<T, E> {
     /// The callback returned this.
     Returned(Result<T, E>),
-    /// The executor's own timeout outcome: the ceiling decided the attempt.
-    TimedOut { ceiling: Duration },
+    /// The executor's own timeout outcome: the ceiling decided the attempt. `by_deadline`:
+    /// the time left set that ceiling (it was not longer than the attempt timeout), so the
+    /// call's deadline is spent and the call ends `DeadlineExceeded`, whichever attempt it was.
+    TimedOut { ceiling: Duration, by_deadline: bool },
     /// Admission refused the attempt; the callback did not run.
     Refused(Refusal),
     /// The ceiling passed while the attempt waited for admission; the callback did not run.
@@ -414,7 +420,7 @@ where
                 if caller {
                     return self.cancelled_attempt(attempt, now);
                 }
-                (Outcome::TimedOut { ceiling }, Verdict::Transient)
+                (self.timed_out_outcome(&ticket), Verdict::Transient)
             }
             // The executor decides caller cancellation; no classifier is asked about it.
             Some(Err(_)) if caller => return self.cancelled_attempt(attempt, now),
@@ -833,6 +839,9 @@ where
                 return Err(rejected.retry_after);
             }
         };
+        if let Some(transition) = permit.expired() {
+            self.breaker_moved(transition);
+        }
         if let Some(transition) = permit.transition() {
             self.breaker_moved(transition);
         }
@@ -925,6 +934,20 @@ where
         Next::Done(self.cancelled(now))
     }
 
+    /// The timeout outcome of the attempt of `ticket`, saying whether the time left set its
+    /// ceiling: the ceiling reached the call's deadline.
+    fn timed_out_outcome(&self, ticket: &Ticket<'p, A::Permit>) -> Outcome<T, E> {
+        let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
+        let by_deadline = match (self.deadline, ticket.began) {
+            (Some(bound), Some(began)) => crate::clock::saturating_add(began, ceiling) >= bound.at,
+            _ => false,
+        };
+        Outcome::TimedOut {
+            ceiling,
+            by_deadline,
+        }
+    }
+
     /// Reports an awaited attempt that overran its ceiling by more than the orphan threshold.
     #[cold]
     fn overrun(&self, attempt: &Attempt, ticket: &Ticket<'p, A::Permit>, now: Option<Instant>) {
@@ -960,7 +983,7 @@ where
             if verdict == Verdict::Permanent {
                 return (Outcome::Returned(result), verdict);
             }
-            return (Outcome::TimedOut { ceiling }, Verdict::Transient);
+            return (self.timed_out_outcome(ticket), Verdict::Transient);
         }
         self.shared.telemetry.emit(
             &self.span,
@@ -1013,7 +1036,7 @@ where
         }
         // The ceiling decided the attempt: its hook runs now that the attempt's end is
         // reported and its permits and timer released, before anything else is decided.
-        if let Outcome::TimedOut { ceiling } = outcome
+        if let Outcome::TimedOut { ceiling, .. } = outcome
             && self.shared.telemetry.on_timeout.is_some()
             && let Some(hook) = self.timed_out(ticket.number, ceiling)
         {
@@ -1118,7 +1141,13 @@ where
         }
         // No leg left: a hedge's generator still running is moot (its driver drops it).
         self.awaiting = Awaiting::Nothing;
+        // The time left set the ceiling that expired: the deadline ended the call, on the
+        // last attempt as on any other.
+        let deadline_cut = matches!(outcome, Outcome::TimedOut { by_deadline: true, .. });
         self.last = Some(outcome);
+        if deadline_cut {
+            return Next::Done(self.deadline_exceeded(None, now));
+        }
         if self.attempts >= self.live.max_attempts {
             let stop = match (&self.last, self.ran) {
                 (Some(Outcome::Refused(_)), false) => StopReason::Overloaded,
@@ -1170,6 +1199,15 @@ where
         if let Some(left) = remaining
             && delay.saturating_add(needed) >= left
         {
+            // A local refusal asked for a wait the deadline cannot give: the refusal, with its
+            // retry-after, is the answer (the deadline did not end the call; the limit did).
+            if let Verdict::Refused {
+                retry_after: Some(_),
+            } = verdict
+            {
+                let result = self.last_result();
+                return Next::Done(self.finish(result, StopReason::Overloaded, now));
+            }
             let unfit = Unfit { delay, left };
             return Next::Done(self.deadline_exceeded(Some(unfit), now));
         }
@@ -1183,9 +1221,8 @@ where
             },
         );
         self.legs.blocked = false;
-        if delay.is_zero() {
-            return self.next_attempt(now);
-        }
+        // A zero delay is a backoff too: the driver checks the caller's token before the next
+        // attempt (a `Retrying` listener may have cancelled it).
         Next::Sleep { from: now, delay }
     }
 
@@ -1249,7 +1286,7 @@ where
         match outcome {
             Outcome::Returned(Ok(value)) => Ok(value),
             Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
-            Outcome::TimedOut { ceiling } | Outcome::Unadmitted { ceiling } => {
+            Outcome::TimedOut { ceiling, .. } | Outcome::Unadmitted { ceiling } => {
                 Err(Error::AttemptTimeout {
                     timeout: ceiling,
                     attempts: self.attempts,

@@ -103,7 +103,9 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
     clock.advance(600 * MS);
-    let second = attempt(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    let slept = sleep(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(slept, Duration::ZERO);
+    let second = attempt(machine.woke(Some(clock.now()), false));
     assert_eq!(second.number, 2);
     assert_eq!(second.ceiling, Some(400 * MS), "cut to the time left");
 }
@@ -333,7 +335,7 @@ fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
 }
 
 #[test]
-fn zero_backoff_starts_the_next_attempt_at_once() {
+fn zero_backoff_is_a_sleep_of_zero_after_which_the_caller_is_checked() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
@@ -346,8 +348,34 @@ fn zero_backoff_starts_the_next_attempt_at_once() {
         Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = attempt(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
-    assert_eq!(next.number, 2);
+    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(slept, Duration::ZERO, "a zero backoff is still a backoff");
+    let next = attempt(machine.woke(Some(clock.now()), false));
+    assert_eq!(next.number, 2, "no time passes before the next attempt");
+}
+
+#[test]
+fn caller_cancelled_during_a_zero_backoff_starts_no_further_attempt() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    assert_eq!(slept, Duration::ZERO);
+    // A `Retrying` listener cancelled the caller: the driver reports it after the zero sleep.
+    assert!(matches!(
+        done(machine.woke(Some(clock.now()), true)),
+        Err(Error::Cancelled)
+    ));
+    assert_eq!(machine.attempts, 1);
 }
 
 #[test]
@@ -588,7 +616,8 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
     let next = machine.returned(&a, ticket, None, false, Some(clock.now()));
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
     assert_eq!(machine.attempts, 1, "nothing decided while the hook runs");
-    let ticket = attempt(machine.hooked(Some(clock.now())));
+    assert_eq!(sleep(machine.hooked(Some(clock.now()))), Duration::ZERO);
+    let ticket = attempt(machine.woke(Some(clock.now()), false));
     assert_eq!(ticket.number, 2);
 }
 
