@@ -561,6 +561,57 @@ fn a_probe_that_never_finishes_counts_as_failed_after_the_probe_timeout() {
 }
 
 #[test]
+fn the_break_after_a_hung_probe_runs_from_its_timeout_so_a_later_caller_is_a_trial() {
+    // A 5 s break, a 15 s probe timeout: the probe hangs at 5 s and times out at 20 s; the
+    // re-opened break (10 s, doubled) ends at 30 s. A caller arriving at 65 s is the trial,
+    // not refused for 10 more seconds from its own arrival.
+    let clock = rampart::ManualClock::new();
+    let b = exact()
+        .break_duration(5 * SEC)
+        .probe_timeout(15 * SEC)
+        .build()
+        .unwrap();
+    open_at(&b, clock.now());
+    clock.advance(5 * SEC);
+    let hung = b.try_acquire(clock.now()).expect("the first probe");
+    assert!(hung.is_probe());
+    clock.advance(60 * SEC);
+    let trial = b
+        .try_acquire(clock.now())
+        .expect("the break that followed the probe's timeout is over");
+    assert!(trial.is_probe());
+    assert_eq!(
+        trial.expired(),
+        Some(opened(StateKind::HalfOpen, 10)),
+        "the hung probe re-opened the breaker at its timeout, for the doubled break"
+    );
+    let half_open = trial.transition().expect("open -> half-open");
+    assert_eq!(
+        (half_open.from, half_open.to),
+        (StateKind::Open, StateKind::HalfOpen)
+    );
+    drop(hung);
+}
+
+#[test]
+fn a_caller_inside_the_break_after_a_hung_probe_waits_only_for_what_is_left_of_it() {
+    let clock = rampart::ManualClock::new();
+    let b = exact()
+        .break_duration(5 * SEC)
+        .probe_timeout(15 * SEC)
+        .build()
+        .unwrap();
+    open_at(&b, clock.now());
+    clock.advance(5 * SEC);
+    let _hung = b.try_acquire(clock.now()).expect("the first probe");
+    // The probe timed out at 20 s; its 10 s break ends at 30 s. At 24 s, 6 s are left.
+    clock.advance(19 * SEC);
+    let refused = b.try_acquire(clock.now()).unwrap_err();
+    assert_eq!(refused.retry_after, Some(6 * SEC));
+    assert_eq!(refused.transition, Some(opened(StateKind::HalfOpen, 10)));
+}
+
+#[test]
 fn the_probe_timeout_runs_from_the_last_probe_let_in() {
     let clock = rampart::ManualClock::new();
     let b = exact()

@@ -133,36 +133,49 @@ impl Model {
         t
     }
 
-    fn acquire(&mut self, now: Instant) -> Result<(bool, Option<Transition>), Rejected> {
+    /// What an acquire at `now` gives: whether the permit is a probe, the transition taking
+    /// it caused, and the re-opening by expired probes that came just before.
+    #[allow(clippy::type_complexity)]
+    fn acquire(
+        &mut self,
+        now: Instant,
+    ) -> Result<(bool, Option<Transition>, Option<Transition>), Rejected> {
         let refused = |retry_after| Rejected {
             retry_after,
             transition: None,
         };
         match self.kind {
-            StateKind::Closed | StateKind::ForcedClosed => Ok((false, None)),
+            StateKind::Closed | StateKind::ForcedClosed => Ok((false, None, None)),
             StateKind::Isolated => Err(refused(None)),
             StateKind::HalfOpen if self.in_flight < self.s.probes => {
                 self.in_flight += 1;
                 self.probe_since = now;
-                Ok((true, None))
+                Ok((true, None, None))
             }
             StateKind::HalfOpen if now < self.probe_since + self.s.probe_timeout => {
                 Err(refused(None))
             }
             StateKind::HalfOpen => {
-                // Every probe in flight outlived the probe timeout: they count as failed.
-                let t = self.open(now);
-                Err(Rejected {
-                    retry_after: t.break_duration,
-                    transition: Some(t),
-                })
+                // Every probe in flight outlived the probe timeout: they count as failed, and
+                // the break runs from that timeout. A caller after the break is a trial.
+                let expired = self.open(self.probe_since + self.s.probe_timeout);
+                if now < self.open_until {
+                    return Err(Rejected {
+                        retry_after: Some(self.open_until - now),
+                        transition: Some(expired),
+                    });
+                }
+                let t = self.enter(StateKind::HalfOpen);
+                self.in_flight = 1;
+                self.probe_since = now;
+                Ok((true, Some(t), Some(expired)))
             }
             StateKind::Open if now < self.open_until => Err(refused(Some(self.open_until - now))),
             StateKind::Open => {
                 let t = self.enter(StateKind::HalfOpen);
                 self.in_flight = 1;
                 self.probe_since = now;
-                Ok((true, Some(t)))
+                Ok((true, Some(t), None))
             }
         }
     }
@@ -275,9 +288,14 @@ proptest! {
                 Op::Acquire => {
                     let want = m.acquire(now);
                     match (b.try_acquire(now), want) {
-                        (Ok(p), Ok((probe, t))) => {
+                        (Ok(p), Ok((probe, t, expired))) => {
                             prop_assert_eq!(p.is_probe(), probe);
                             prop_assert_eq!(p.transition(), t);
+                            prop_assert_eq!(p.expired(), expired);
+                            if let Some(e) = expired {
+                                prop_assert_eq!(e.from, last_to, "transitions form one chain");
+                                last_to = e.to;
+                            }
                             let t = p.transition();
                             held.push((p, m.epoch));
                             t

@@ -134,7 +134,7 @@ use std::time::Duration;
 
 pub use builder::BreakerBuilder;
 use builder::Config;
-use shared::Shared;
+use shared::{Shared, nanos_of};
 use word::Word;
 
 use crate::clock::Instant;
@@ -267,6 +267,9 @@ pub struct BreakerPermit<'a> {
     /// Whether taking this permit turned the breaker open → half-open (kept as a flag, not as
     /// the `Transition`, so that the permit a call holds across its attempt stays small).
     opened_probe: bool,
+    /// The break, in nanoseconds, of the re-opening that expired probes caused just before
+    /// this permit was taken (0: none; a break is at least 1 ns).
+    expired_break: u64,
     settled: bool,
 }
 
@@ -283,6 +286,19 @@ impl BreakerPermit<'_> {
             from: StateKind::Open,
             to: StateKind::HalfOpen,
             break_duration: None,
+        })
+    }
+
+    /// The re-opening that came before [`transition`](Self::transition): half-open → open,
+    /// when the probes in flight had outlived the
+    /// [`probe_timeout`](BreakerBuilder::probe_timeout) and the break that followed their
+    /// timeout was already over when this permit was asked for (this attempt is the trial
+    /// after it). Report it first.
+    pub fn expired(&self) -> Option<Transition> {
+        (self.expired_break != 0).then(|| Transition {
+            from: StateKind::HalfOpen,
+            to: StateKind::Open,
+            break_duration: Some(Duration::from_nanos(self.expired_break)),
         })
     }
 
@@ -337,6 +353,8 @@ impl Breaker {
     /// [`probe_timeout`](BreakerBuilder::probe_timeout) (see [`Rejected::transition`]).
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
         let s = &*self.shared;
+        // A re-opening by expired probes, reported with whatever this acquire ends in.
+        let mut expired: Option<Transition> = None;
         loop {
             let word = s.load();
             let (admitted, opened_probe) = match word.kind() {
@@ -344,7 +362,7 @@ impl Breaker {
                 StateKind::Isolated => {
                     return Err(Rejected {
                         retry_after: None,
-                        transition: None,
+                        transition: expired,
                     });
                 }
                 StateKind::HalfOpen => {
@@ -353,19 +371,15 @@ impl Breaker {
                         if !s.probes_expired(t) {
                             return Err(Rejected {
                                 retry_after: None,
-                                transition: None,
+                                transition: expired,
                             });
                         }
-                        // Every probe in flight has outlived the probe timeout: they failed.
-                        match s.expire_probes(word, t) {
-                            Some(reopened) => {
-                                return Err(Rejected {
-                                    retry_after: reopened.break_duration,
-                                    transition: Some(reopened),
-                                });
-                            }
-                            None => continue,
+                        // Every probe in flight has outlived the probe timeout: they failed, and
+                        // the break runs from their timeout. Look again: it may be over.
+                        if let Some(reopened) = s.expire_probes(word, t) {
+                            expired = Some(reopened);
                         }
+                        continue;
                     }
                     let (generation, successes) = (word.generation(), word.successes());
                     let next = Word::half_open(generation, word.in_flight() + 1, successes);
@@ -382,7 +396,7 @@ impl Breaker {
                         let left = Duration::from_nanos(word.open_until() - t);
                         return Err(Rejected {
                             retry_after: Some(left),
-                            transition: None,
+                            transition: expired,
                         });
                     }
                     let mut transitions = s.lock();
@@ -394,10 +408,14 @@ impl Breaker {
                     (next, true)
                 }
             };
+            let expired_break = expired
+                .and_then(|t| t.break_duration)
+                .map_or(0, |d| nanos_of(d).max(1));
             return Ok(BreakerPermit {
                 breaker: self,
                 admitted,
                 opened_probe,
+                expired_break,
                 settled: false,
             });
         }

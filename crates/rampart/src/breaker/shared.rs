@@ -198,15 +198,19 @@ impl Shared {
     }
 
     /// Counts the probes in flight as failed and re-opens, if the word is still `seen` (every
-    /// slot taken) and they have outlived the probe timeout at `t`. Probe admissions take the
-    /// transition lock too, so no probe can be let in between this check and the re-opening.
-    /// `None` when something changed: the caller looks at the word again.
+    /// slot taken) and they have outlived the probe timeout at `t`. The break runs from the
+    /// instant the probe timeout passed, not from `t` (the first acquire to notice it), so a
+    /// caller arriving after that break is a trial. Probe admissions take the transition lock
+    /// too, so no probe can be let in between this check and the re-opening. `None` when
+    /// something changed: the caller looks at the word again.
     pub(super) fn expire_probes(&self, seen: Word, t: u64) -> Option<Transition> {
         let mut transitions = self.lock();
         if self.load() != seen || !self.probes_expired(t) {
             return None;
         }
-        self.open(&mut transitions, seen, t)
+        let since = self.probe_since.load(Ordering::Acquire);
+        let expired_at = since.saturating_add(self.config().probe_timeout).min(t);
+        self.open(&mut transitions, seen, expired_at)
     }
 
     /// Opens from `from` at `t` if the word is still `from`, under the transition lock.
@@ -421,6 +425,6 @@ impl Shared {
     }
 }
 
-fn nanos_of(d: Duration) -> u64 {
+pub(super) fn nanos_of(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
