@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, Instant};
 use crate::criticality::Criticality;
-use crate::event::AttemptOutcome;
+use crate::outcome::AttemptOutcome;
 
 /// What an admission component is told about the attempt asking to start.
 #[derive(Debug, Clone, Copy)]

@@ -198,6 +198,33 @@ impl Ambient {
     }
 }
 
+// The ambient reads of the two values, beside the scope that holds them (the value types sit
+// below this module and know nothing of it).
+
+impl Criticality {
+    /// The ambient level of the current task (`Critical` outside any scope).
+    pub fn current() -> Criticality {
+        Ambient::current().criticality()
+    }
+
+    /// Runs `future` with this level ambient.
+    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        Ambient::new().with_criticality(self).scope(future)
+    }
+}
+
+impl Deadline {
+    /// The ambient deadline of the current task, if any.
+    pub fn current() -> Option<Deadline> {
+        Ambient::current().deadline()
+    }
+
+    /// Runs `future` with this deadline ambient (or the enclosing one, if that is earlier).
+    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        Ambient::new().with_deadline(self).scope(future)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,21 +82,6 @@ impl Criticality {
     pub const fn is_sheddable(self) -> bool {
         matches!(self, Criticality::Sheddable)
     }
-
-    /// The ambient level of the current task (`Critical` outside any scope).
-    pub fn current() -> Criticality {
-        crate::ambient::Ambient::current().criticality()
-    }
-
-    /// Runs `future` with this level ambient.
-    pub fn scope<F: std::future::Future>(
-        self,
-        future: F,
-    ) -> impl std::future::Future<Output = F::Output> {
-        crate::ambient::Ambient::new()
-            .with_criticality(self)
-            .scope(future)
-    }
 }
 
 impl fmt::Display for Criticality {

@@ -20,10 +20,8 @@
 //! # }
 //! ```
 
-use std::future::Future;
 use std::time::Duration;
 
-use crate::ambient::Ambient;
 use crate::clock::Instant;
 use crate::drain::Drain;
 use crate::error::DeadlineSource;
@@ -79,16 +77,6 @@ impl Deadline {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    /// The ambient deadline of the current task, if any.
-    pub fn current() -> Option<Deadline> {
-        Ambient::current().deadline()
-    }
-
-    /// Runs `future` with this deadline ambient (or the enclosing one, if that is earlier).
-    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
-        Ambient::new().with_deadline(self).scope(future)
     }
 }
 

@@ -104,7 +104,6 @@ mod swap;
 mod sync;
 pub mod testing;
 pub mod timeout;
-mod timer;
 #[cfg(feature = "tower")]
 pub mod tower;
 

@@ -1,9 +1,10 @@
 //! The vocabulary that events, results and metrics share: why a call stopped
-//! ([`StopReason`]) and how one attempt ended ([`AttemptOutcome`]).
+//! ([`StopReason`]), how one attempt ended ([`AttemptOutcome`]),
 //!
-//! Both are re-exported where they are used ([`crate::event`], [`crate::result`]) and at the
-//! crate root. Each has a stable lowercase name, [`as_str`](StopReason::as_str), for logs and
-//! metric labels.
+//! and why a stream opened by [`Policy::stream`](crate::Policy::stream) ended
+//! ([`StreamEnd`]). Their one path is this module (the first two are also at the crate root).
+//! Each has a stable lowercase name, [`as_str`](StopReason::as_str), for logs and metric
+//! labels.
 //!
 //! ```
 //! use rampart::{AttemptOutcome, StopReason};
@@ -116,6 +117,47 @@ impl AttemptOutcome {
 
 /// The [`as_str`](AttemptOutcome::as_str) name.
 impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+/// Why a stream opened by [`Policy::stream`](crate::Policy::stream) ended: the `end` of
+/// [`Event::StreamEnded`](crate::Event::StreamEnded) and the `reason` of the
+/// `rampart.stream.ended` metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StreamEnd {
+    /// The source ended on its own (`completed`).
+    Completed,
+    /// An item was an error, delivered as [`Error::Inner`](crate::Error::Inner) (`failed`).
+    Failed,
+    /// No item arrived within the idle timeout: [`Error::IdleTimeout`](crate::Error::IdleTimeout) (`idle_timeout`).
+    IdleTimeout,
+    /// The call's deadline passed: [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded) (`deadline_exceeded`).
+    DeadlineExceeded,
+    /// The policy's drain grace passed: [`Error::Rejected`](crate::Error::Rejected) as draining (`draining`).
+    Draining,
+    /// The caller's token fired: [`Error::Cancelled`](crate::Error::Cancelled) (`cancelled`).
+    Cancelled,
+    /// The consumer dropped the stream before it ended (`dropped`).
+    Dropped,
+}
+
+impl StreamEnd {
+    /// The stable name, as metrics and spans carry it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            StreamEnd::Completed => "completed",
+            StreamEnd::Failed => "failed",
+            StreamEnd::IdleTimeout => "idle_timeout",
+            StreamEnd::DeadlineExceeded => "deadline_exceeded",
+            StreamEnd::Draining => "draining",
+            StreamEnd::Cancelled => "cancelled",
+            StreamEnd::Dropped => "dropped",
+        }
+    }
+}
+impl fmt::Display for StreamEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

@@ -22,7 +22,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::Error;
-pub use crate::outcome::{AttemptOutcome, StopReason};
+use crate::outcome::{AttemptOutcome, StopReason};
 
 /// The caller cancelled the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -132,7 +132,8 @@
 //! # async fn main() {
 //! use std::sync::{Arc, Mutex};
 //! use futures_util::StreamExt;
-//! use rampart::stream::{StreamEnd, StreamOptions};
+//! use rampart::outcome::StreamEnd;
+//! use rampart::stream::StreamOptions;
 //! use rampart::{Event, Policy};
 //!
 //! let ends = Arc::new(Mutex::new(Vec::new()));
@@ -176,10 +177,10 @@ use crate::classify::Classify;
 use crate::clock::{Clock, Instant, Sleep, saturating_add};
 use crate::deadline::Effective;
 use crate::error::{ConfigError, ConfigProblem, Error, RejectReason};
-use crate::event::{Event, Telemetry};
+use crate::event::Event;
 use crate::executor::{AttemptFuture, Call, Callback, Record, Settled, Shared, execute};
-use crate::observe::Span;
-use crate::outcome::StopReason;
+use crate::observe::{Span, StreamReporter};
+use crate::outcome::{StopReason, StreamEnd};
 use crate::policy::Policy;
 use crate::result::AttemptRecord;
 
@@ -201,49 +202,6 @@ pub enum StreamDeadline {
     /// Only opening the stream and its first item (the retried phase); the items after it are
     /// bounded by the idle timeout and the caller alone.
     FirstItem,
-}
-
-/// Why a stream opened by [`Policy::stream`] ended: the `end` of
-/// [`Event::StreamEnded`] and the `reason` of the
-/// `rampart.stream.ended` metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum StreamEnd {
-    /// The source ended on its own (`completed`).
-    Completed,
-    /// An item was an error, delivered as [`Error::Inner`] (`failed`).
-    Failed,
-    /// No item arrived within the idle timeout: [`Error::IdleTimeout`] (`idle_timeout`).
-    IdleTimeout,
-    /// The call's deadline passed: [`Error::DeadlineExceeded`] (`deadline_exceeded`).
-    DeadlineExceeded,
-    /// The policy's drain grace passed: [`Error::Rejected`] as draining (`draining`).
-    Draining,
-    /// The caller's token fired: [`Error::Cancelled`] (`cancelled`).
-    Cancelled,
-    /// The consumer dropped the stream before it ended (`dropped`).
-    Dropped,
-}
-
-impl StreamEnd {
-    /// The stable name, as metrics and spans carry it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            StreamEnd::Completed => "completed",
-            StreamEnd::Failed => "failed",
-            StreamEnd::IdleTimeout => "idle_timeout",
-            StreamEnd::DeadlineExceeded => "deadline_exceeded",
-            StreamEnd::Draining => "draining",
-            StreamEnd::Cancelled => "cancelled",
-            StreamEnd::Dropped => "dropped",
-        }
-    }
-}
-
-impl fmt::Display for StreamEnd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 impl StreamOptions {
@@ -395,7 +353,7 @@ impl<C, A> Call<'_, C, A> {
         .await?;
         let report = match (&opening.span, shared.telemetry.is_listened()) {
             (Some(call), true) => Some(Report {
-                reporter: Reporter::of(shared),
+                reporter: reporter_of(shared),
                 span: crate::observe::stream_span(call, &shared.name),
                 start: opening.start,
             }),
@@ -445,27 +403,19 @@ impl Record for &mut Opening {
     }
 }
 
-/// What a stream's end is reported to: its policy's listeners and observer, under its name.
-/// One per policy, made when a stream of it is first opened while something listens.
-pub(crate) struct Reporter {
-    name: Box<str>,
-    telemetry: Telemetry,
-}
-
-impl Reporter {
-    fn of<C, A>(shared: &Shared<C, A>) -> Arc<Reporter> {
-        Arc::clone(shared.streams.get_or_init(|| {
-            Arc::new(Reporter {
-                name: shared.name.clone(),
-                telemetry: shared.telemetry.clone(),
-            })
-        }))
-    }
+/// The reporter of `shared`'s streams, made on first use.
+fn reporter_of<C, A>(shared: &Shared<C, A>) -> Arc<StreamReporter> {
+    Arc::clone(shared.streams.get_or_init(|| {
+        Arc::new(StreamReporter {
+            name: shared.name.clone(),
+            telemetry: shared.telemetry.clone(),
+        })
+    }))
 }
 
 /// Where and since when a listened-to stream reports its end.
 struct Report {
-    reporter: Arc<Reporter>,
+    reporter: Arc<StreamReporter>,
     /// The stream's `rampart.stream` span.
     span: Span,
     /// The start of the call that opened it.

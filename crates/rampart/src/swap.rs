@@ -146,3 +146,13 @@ mod tests {
         assert_eq!(Arc::strong_count(&value), 1);
     }
 }
+/// The problem of an update past the last one a policy or breaker can take.
+pub(crate) fn too_many_updates() -> crate::error::ConfigProblem {
+    crate::error::ConfigProblem::new(
+        "reconfigure",
+        format!(
+            "cannot be applied: {} updates were already made, the most one policy or breaker keeps",
+            MAX_STORES
+        ),
+    )
+}

@@ -886,11 +886,11 @@ proptest! {
                 }
             }
             for mut w in waiting.drain(..) {
-                if w.ask.woken() {
-                    if let Some(answer) = w.ask.poll() {
-                        answers.push((w, answer));
-                        continue;
-                    }
+                if w.ask.woken()
+                    && let Some(answer) = w.ask.poll()
+                {
+                    answers.push((w, answer));
+                    continue;
                 }
                 still.push(w);
             }

@@ -575,9 +575,7 @@ impl Breaker {
             return Err(ConfigError::new(problems));
         }
         if !s.replace_config(&mut transitions, updated) {
-            return Err(ConfigError::new(vec![
-                crate::policy::live::too_many_updates(),
-            ]));
+            return Err(ConfigError::new(vec![crate::swap::too_many_updates()]));
         }
         Ok(())
     }

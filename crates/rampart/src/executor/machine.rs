@@ -66,10 +66,10 @@ use crate::clock::Instant;
 use crate::criticality::Criticality;
 use crate::deadline::{Deadline, Effective};
 use crate::error::{ConfigError, ConfigProblem, Error, RejectReason, Unfit};
-use crate::event::{AttemptOutcome, Event, RetryInfo, TimeoutInfo};
+use crate::event::{Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
 use crate::observe::{Gauges, LastOutcome, Span};
-use crate::outcome::StopReason;
+use crate::outcome::{AttemptOutcome, StopReason};
 use crate::result::AttemptRecord;
 use crate::timeout::{MAX_GENERATED, MaybeAsync, PendingAnswer, TimeoutContext, TimeoutMode};
 
@@ -162,7 +162,10 @@ enum Outcome<T, E> {
     /// The executor's own timeout outcome: the ceiling decided the attempt. `by_deadline`:
     /// the time left set that ceiling (it was not longer than the attempt timeout), so the
     /// call's deadline is spent and the call ends `DeadlineExceeded`, whichever attempt it was.
-    TimedOut { ceiling: Duration, by_deadline: bool },
+    TimedOut {
+        ceiling: Duration,
+        by_deadline: bool,
+    },
     /// Admission refused the attempt; the callback did not run.
     Refused(Refusal),
     /// The ceiling passed while the attempt waited for admission; the callback did not run.
@@ -1143,7 +1146,13 @@ where
         self.awaiting = Awaiting::Nothing;
         // The time left set the ceiling that expired: the deadline ended the call, on the
         // last attempt as on any other.
-        let deadline_cut = matches!(outcome, Outcome::TimedOut { by_deadline: true, .. });
+        let deadline_cut = matches!(
+            outcome,
+            Outcome::TimedOut {
+                by_deadline: true,
+                ..
+            }
+        );
         self.last = Some(outcome);
         if deadline_cut {
             return Next::Done(self.deadline_exceeded(None, now));

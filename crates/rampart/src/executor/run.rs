@@ -13,7 +13,7 @@ use crate::classify::{Classify, Verdict};
 use crate::clock::{Clock, Instant, Sleep};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::event::Reported;
+use crate::observe::Reported;
 use crate::outcome::StopReason;
 use crate::timeout::PendingAnswer;
 

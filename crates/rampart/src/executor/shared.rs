@@ -16,11 +16,11 @@ use crate::budget::RetryBudget;
 use crate::clock::Clock;
 use crate::drain::Drain;
 use crate::error::ConfigProblem;
-use crate::event::{Event, Telemetry};
+use crate::event::Event;
 use crate::hedge::Hedge;
 use crate::latency::Latency;
+use crate::observe::Telemetry;
 use crate::outcome::StopReason;
-use crate::policy::PolicySettings;
 use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, TimeoutFn, TimeoutMode};
 
@@ -63,7 +63,7 @@ pub(crate) struct Shared<C, A> {
     pub(crate) breaker: Option<Breaker>,
     /// Where this policy's streams report their ends, made by the first stream opened while
     /// something listens.
-    pub(crate) streams: std::sync::OnceLock<std::sync::Arc<crate::stream::Reporter>>,
+    pub(crate) streams: std::sync::OnceLock<std::sync::Arc<crate::observe::StreamReporter>>,
 }
 
 /// The settings of a policy that [`Policy::reconfigure`](crate::Policy::reconfigure) can
@@ -81,41 +81,6 @@ pub(crate) struct Live {
     pub(crate) reads_clock: bool,
     /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
     pub(crate) pass_through: bool,
-}
-
-impl Live {
-    /// The snapshot of `settings` for a policy whose fixed parts read the clock when
-    /// `fixed_reads_clock`, and whose admission always admits when `always_admits`.
-    pub(crate) fn new(
-        settings: PolicySettings,
-        fixed_reads_clock: bool,
-        always_admits: bool,
-    ) -> Live {
-        let reads_clock =
-            fixed_reads_clock || settings.deadline.is_some() || settings.attempt_timeout.is_some();
-        Live {
-            pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
-            reads_clock,
-            max_attempts: settings.max_attempts,
-            deadline: settings.deadline,
-            attempt_timeout: settings.attempt_timeout,
-            min_attempt_time: settings.min_attempt_time,
-            mode: settings.timeout_mode,
-            backoff: settings.backoff,
-        }
-    }
-
-    /// The settings this snapshot was made of.
-    pub(crate) fn settings(&self) -> PolicySettings {
-        PolicySettings {
-            max_attempts: self.max_attempts,
-            deadline: self.deadline,
-            attempt_timeout: self.attempt_timeout,
-            min_attempt_time: self.min_attempt_time,
-            timeout_mode: self.mode,
-            backoff: self.backoff.clone(),
-        }
-    }
 }
 
 impl<C, A> Shared<C, A> {

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use super::{Bounds, InFlight, MAX_LIMIT, held_retry_after, range_problems};
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::error::{ConfigError, ConfigProblem};
-use crate::event::AttemptOutcome;
 use crate::latency::TypicalLatency;
+use crate::outcome::AttemptOutcome;
 
 /// Fractional bits of the limit.
 const FRAC: u32 = 16;

@@ -8,8 +8,8 @@ use super::aimd::bounds_problems;
 use super::{Bounds, InFlight, held_retry_after};
 use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::error::{ConfigError, ConfigProblem};
-use crate::event::AttemptOutcome;
 use crate::latency::TypicalLatency;
+use crate::outcome::AttemptOutcome;
 
 /// Round trips the long-term latency averages over.
 const LONG_TRIPS: f64 = 600.0;

@@ -265,7 +265,7 @@ impl RateLimit {
         inner
             .rate
             .store(Version { rate, tat })
-            .map_err(|_| ConfigError::new(vec![crate::policy::live::too_many_updates()]))
+            .map_err(|_| ConfigError::new(vec![crate::swap::too_many_updates()]))
     }
 }
 

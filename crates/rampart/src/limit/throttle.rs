@@ -10,7 +10,7 @@ use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem};
-use crate::event::AttemptOutcome;
+use crate::outcome::AttemptOutcome;
 
 /// Buckets in the window.
 const BUCKETS: usize = 12;

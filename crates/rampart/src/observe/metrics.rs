@@ -14,8 +14,8 @@ use super::{Gauges, Parts};
 
 use crate::breaker::StateKind;
 use crate::event::Event;
+use crate::outcome::StreamEnd;
 use crate::outcome::{AttemptOutcome, StopReason};
-use crate::stream::StreamEnd;
 
 const STOPS: [StopReason; 10] = [
     StopReason::Succeeded,

@@ -89,7 +89,7 @@
 //! [`StopReason::as_str`]: crate::StopReason::as_str
 //! [`AttemptOutcome::as_str`]: crate::AttemptOutcome::as_str
 //! [`StateKind::as_str`]: crate::breaker::StateKind::as_str
-//! [`StreamEnd::as_str`]: crate::stream::StreamEnd::as_str
+//! [`StreamEnd::as_str`]: crate::outcome::StreamEnd::as_str
 //! [`Policy::stream`]: crate::Policy::stream
 //! [`RateLimit`]: crate::limit::RateLimit
 //! [`Admit::load`]: crate::admit::Admit::load
@@ -109,6 +109,9 @@ mod metrics;
 #[cfg_attr(not(feature = "tracing"), path = "tracing_off.rs")]
 mod tracing;
 
+mod telemetry;
+
+pub(crate) use self::telemetry::{Reported, StreamReporter, Telemetry};
 pub(crate) use self::tracing::{LastOutcome, Span};
 
 /// The span of one call of policy `policy` (`rampart.call`); nothing without `tracing`.

@@ -15,11 +15,11 @@ use crate::classify::ErrorsAreTransient;
 use crate::clock::Clock;
 use crate::drain::Drain;
 use crate::error::ConfigError;
-use crate::event::{CallbackFailure, Event, RetryInfo, Telemetry, TimeoutInfo};
+use crate::event::{CallbackFailure, Event, RetryInfo, TimeoutInfo};
 use crate::executor::Shared;
-use crate::executor::shared::Live;
 use crate::hedge::Hedge;
 use crate::latency::{Estimate, Latency};
+use crate::observe::Telemetry;
 use crate::swap::Swap;
 use crate::timeout::{AdaptiveTimeout, MaybeAsync, TimeoutContext, TimeoutFn, TimeoutMode};
 
@@ -418,7 +418,7 @@ impl<C, A> PolicyBuilder<C, A> {
             .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
         Ok(Policy {
             shared: Arc::new(Shared {
-                live: Swap::new(Live::new(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
+                live: Swap::new(live::snapshot(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
                 reconfiguring: Mutex::new(()),
                 fixed_reads_clock,
                 lacks_automatic_budget,

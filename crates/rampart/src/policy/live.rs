@@ -123,21 +123,43 @@ pub(super) fn criticality_problem(
     }
 }
 
-/// The problem of an update past the last one a policy or breaker can take.
-pub(crate) fn too_many_updates() -> ConfigProblem {
-    ConfigProblem::new(
-        "reconfigure",
-        format!(
-            "cannot be applied: {} updates were already made, the most one policy or breaker keeps",
-            crate::swap::MAX_STORES
-        ),
-    )
+/// The snapshot calls run with of `settings`, for a policy whose fixed parts read the clock
+/// when `fixed_reads_clock`, and whose admission always admits when `always_admits`.
+pub(super) fn snapshot(
+    settings: PolicySettings,
+    fixed_reads_clock: bool,
+    always_admits: bool,
+) -> Live {
+    let reads_clock =
+        fixed_reads_clock || settings.deadline.is_some() || settings.attempt_timeout.is_some();
+    Live {
+        pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
+        reads_clock,
+        max_attempts: settings.max_attempts,
+        deadline: settings.deadline,
+        attempt_timeout: settings.attempt_timeout,
+        min_attempt_time: settings.min_attempt_time,
+        mode: settings.timeout_mode,
+        backoff: settings.backoff,
+    }
+}
+
+/// The settings the snapshot `live` was made of.
+fn settings_of(live: &Live) -> PolicySettings {
+    PolicySettings {
+        max_attempts: live.max_attempts,
+        deadline: live.deadline,
+        attempt_timeout: live.attempt_timeout,
+        min_attempt_time: live.min_attempt_time,
+        timeout_mode: live.mode,
+        backoff: live.backoff.clone(),
+    }
 }
 
 impl<C, A> Policy<C, A> {
     /// The settings calls starting now run with (see [`reconfigure`](Self::reconfigure)).
     pub fn settings(&self) -> PolicySettings {
-        self.shared.live.load().settings()
+        settings_of(self.shared.live.load())
     }
 
     /// Replaces the policy's [live settings](PolicySettings): `update` edits a copy of the
@@ -193,7 +215,7 @@ impl<C, A> Policy<C, A> {
             .reconfiguring
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut settings = s.live.load().settings();
+        let mut settings = settings_of(s.live.load());
         update(&mut settings);
         let mut problems = Vec::new();
         check(&settings, s.hedge.as_ref(), &mut problems);
@@ -227,9 +249,9 @@ impl<C, A> Policy<C, A> {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        let live = Live::new(settings, s.fixed_reads_clock, A::ALWAYS_ADMITS);
+        let live = snapshot(settings, s.fixed_reads_clock, A::ALWAYS_ADMITS);
         if s.live.store(live).is_err() {
-            return Err(ConfigError::new(vec![too_many_updates()]));
+            return Err(ConfigError::new(vec![crate::swap::too_many_updates()]));
         }
         drop(_one_at_a_time);
         if s.telemetry.is_listened() {

@@ -9,7 +9,7 @@ use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Instant;
+use super::Instant;
 
 /// A scheduled cancellation, to unschedule it.
 #[derive(Debug, Clone, Copy)]

@@ -25,6 +25,8 @@
 //! [`Clock::block_until`] and [`Clock::cancel_at`] need none, and the manual clock needs no
 //! runtime at all.
 
+mod timer;
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -165,7 +167,7 @@ impl Clock {
     /// execution, where nothing polls the attempt.
     pub fn cancel_at(&self, at: Instant, token: CancellationToken) -> CancelGuard {
         match &self.0 {
-            Kind::System => CancelGuard(GuardKind::System(crate::timer::schedule(at, token))),
+            Kind::System => CancelGuard(GuardKind::System(timer::schedule(at, token))),
             Kind::Manual(manual) => match manual.schedule_cancel(at, token) {
                 Some(id) => CancelGuard(GuardKind::Manual(manual.clone(), id)),
                 None => CancelGuard(GuardKind::Fired),
@@ -285,7 +287,7 @@ pub enum Blocked<T> {
 pub struct CancelGuard(GuardKind);
 
 enum GuardKind {
-    System(crate::timer::Entry),
+    System(timer::Entry),
     Manual(ManualClock, u64),
     Fired,
 }
@@ -293,7 +295,7 @@ enum GuardKind {
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         match &self.0 {
-            GuardKind::System(entry) => crate::timer::unschedule(*entry),
+            GuardKind::System(entry) => timer::unschedule(*entry),
             GuardKind::Manual(manual, id) => manual.unschedule_cancel(*id),
             GuardKind::Fired => {}
         }
