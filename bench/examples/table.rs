@@ -235,7 +235,7 @@ fn goals(workloads: &[Rows]) -> String {
             format!("not met (faster: {})", faster.join(", "))
         };
         let _ = writeln!(out, "- {}: rampart faster than every peer: {verdict}", w.id);
-        // DESIGN.md §6: a policy within 15% of a hand-written loop doing the same work,
+        // bench/BUDGETS.md's goals: a policy within 15% of a hand-written loop doing the same work,
         // `Policy::none()` within 5% of calling the callback directly.
         for c in w
             .cells

@@ -1,7 +1,7 @@
 //! The second hand-written floor: the first floor's work ([`crate::floor::retry_loop`]) plus a
 //! hand-written circuit breaker and retry budget, with tokio and `std` atomics alone. It does
 //! the work of a full rampart policy (deadline, attempt timeout, 3 attempts, breaker, budget),
-//! and rampart's "within 15% of a hand-written loop doing the same work" (DESIGN.md §6) is
+//! and rampart's "within 15% of a hand-written loop doing the same work" (`bench/BUDGETS.md`) is
 //! measured against it.
 //!
 //! What [`guarded_loop`] does, in order:

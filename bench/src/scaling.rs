@@ -1,5 +1,5 @@
-//! Throughput of one policy shared by many threads: the measurement behind DESIGN §6's
-//! "shared state must scale across cores".
+//! Throughput of one policy shared by many threads: the measurement behind the goal "shared
+//! state scales across cores" in `bench/BUDGETS.md`.
 //!
 //! Each thread runs its own current-thread runtime and makes successful calls through the
 //! same policy (so the breaker, the retry budget and the latency measurements are shared).

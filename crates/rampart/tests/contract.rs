@@ -123,7 +123,11 @@ async fn caller_cancelled_by_a_retrying_listener_before_a_zero_backoff_starts_no
         })
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)), "got {outcome:?}");
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "no attempt after the cancel");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "no attempt after the cancel"
+    );
 }
 
 #[tokio::test(start_paused = true)]
