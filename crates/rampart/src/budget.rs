@@ -139,15 +139,32 @@ impl RetryBudget {
         }
     }
 
-    /// The budget registered under `name`, created from `builder` if none is; the first
-    /// parameters win. `builder` is validated either way, so an invalid one is always an error.
-    /// Registered budgets live for the rest of the process.
+    /// The budget registered under `name`, created from `builder` if none is. Registered
+    /// budgets live for the rest of the process.
+    ///
+    /// # Errors
+    ///
+    /// Every problem of an invalid `builder` (validated either way), and a `builder` whose
+    /// parameters differ from those `name` was registered with: the one budget cannot have
+    /// both, and keeping the first silently would hide the second's intent.
     pub fn shared(name: &str, builder: RetryBudgetBuilder) -> Result<RetryBudget, ConfigError> {
         static REGISTRY: OnceLock<std::sync::Mutex<HashMap<String, RetryBudget>>> = OnceLock::new();
+        let wanted = (builder.fraction, builder.min_per_sec);
         let budget = builder.build()?;
         let registry = REGISTRY.get_or_init(Default::default);
         let mut map = registry.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(map.entry(name.to_owned()).or_insert(budget).clone())
+        let registered = map.entry(name.to_owned()).or_insert(budget);
+        let (fraction, min_per_sec) = (registered.fraction(), registered.min_per_sec());
+        if (fraction, min_per_sec) != wanted {
+            return Err(ConfigError::new(vec![ConfigProblem::new(
+                "budget.shared",
+                format!(
+                    "`{name}` is registered with fraction {fraction} and min_per_sec {min_per_sec}; it cannot also have fraction {} and min_per_sec {}",
+                    wanted.0, wanted.1
+                ),
+            )]));
+        }
+        Ok(registered.clone())
     }
 
     /// Records one successful call: deposits `fraction` of a token, up to capacity. Into a full

@@ -98,11 +98,23 @@ fn reading_the_balance_changes_nothing() {
 }
 
 #[test]
-fn a_shared_budget_keeps_the_first_parameters_and_clones_share_one_bucket() {
-    let name = "tests/budget: first parameters win";
+fn a_shared_budget_asked_for_again_with_other_parameters_is_refused_naming_both() {
+    let name = "tests/budget: other parameters";
+    RetryBudget::shared(name, RetryBudget::builder().min_per_sec(1.0)).expect("valid");
+    let error = RetryBudget::shared(name, RetryBudget::builder().fraction(0.5).min_per_sec(9.0))
+        .expect_err("other parameters");
+    assert_eq!(
+        error.to_string(),
+        "budget.shared `tests/budget: other parameters` is registered with fraction 0.1 and min_per_sec 1; it cannot also have fraction 0.5 and min_per_sec 9"
+    );
+}
+
+#[test]
+fn a_shared_budget_is_one_bucket_for_every_caller_of_its_name() {
+    let name = "tests/budget: one bucket";
     let first = RetryBudget::shared(name, RetryBudget::builder().min_per_sec(1.0)).expect("valid");
-    let second = RetryBudget::shared(name, RetryBudget::builder().fraction(0.5).min_per_sec(9.0))
-        .expect("valid");
+    let second =
+        RetryBudget::shared(name, RetryBudget::builder().min_per_sec(1.0)).expect("the same");
     assert_eq!(
         (second.fraction(), second.min_per_sec(), second.capacity()),
         (0.1, 1.0, 10.0)
