@@ -1,4 +1,4 @@
-//! A real tonic server-streaming RPC on loopback, consumed through `Policy::stream`: the
+//! A real tonic server-streaming RPC on loopback, consumed through `Call::stream`: the
 //! stream is retried only until its first message arrives; a failure after it reaches the
 //! consumer; a stall ends it with `IdleTimeout`. No codegen: messages are UTF-8 strings
 //! through a hand-written codec.
@@ -162,6 +162,7 @@ async fn open(
     path: &'static str,
 ) -> Result<RampartStream<Streaming<String>, String>, Error<Status>> {
     policy
+        .call()
         .stream(options, async |_attempt| {
             let mut grpc = tonic::client::Grpc::new(channel.clone());
             grpc.ready()

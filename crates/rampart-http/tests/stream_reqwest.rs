@@ -1,5 +1,5 @@
 //! A real reqwest byte stream (`Response::bytes_stream`) from a loopback server, consumed
-//! through `Policy::stream`: a response refused before its body starts is retried; a body
+//! through `Call::stream`: a response refused before its body starts is retried; a body
 //! that breaks after its first chunk reaches the consumer as an error and is not retried; a
 //! body that stalls ends with `IdleTimeout`.
 //!
@@ -122,6 +122,7 @@ async fn open(
         .expect("a reqwest client");
     let url = format!("http://{addr}/{path}");
     policy
+        .call()
         .stream(options, async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             let response = client.get(&url).send().await?.error_for_status()?;

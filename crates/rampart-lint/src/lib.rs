@@ -7,8 +7,8 @@
 //!
 //! | Code | Finds | Why it matters |
 //! |------|-------|----------------|
-//! | R001 | a callback passed to `run`, `try_run`, `run_blocking`, `try_run_blocking` or the deprecated `run_hedged` / `try_run_hedged` that never uses its attempt handle (`_`, `_attempt`, or a name the body never mentions) | in the default abandon mode the ceiling drops the attempt's future, but work that outlives it (a spawned task, a thread), a blocking callback and a cooperative-mode attempt run on |
-//! | R002 | inside such a callback, the token given to `.with_token(..)` earlier in the chain, or a fresh `CancellationToken::new()` | the caller's token does not fire at the attempt's ceiling; a fresh token never fires |
+//! | R001 | a callback passed to `run`, `try_run`, `run_blocking` or `try_run_blocking` that never uses its attempt handle (`_`, `_attempt`, or a name the body never mentions) | in the default abandon mode the ceiling drops the attempt's future, but work that outlives it (a spawned task, a thread), a blocking callback and a cooperative-mode attempt run on |
+//! | R002 | inside such a callback, the token given to `.call().token(..)` earlier in the chain, or a fresh `CancellationToken::new()` | the caller's token does not fire at the attempt's ceiling; a fresh token never fires |
 //! | R003 | `.max_attempts(0)`, or a literal zero `.attempt_timeout(..)` / `.deadline(..)`, unless the chain goes on to `.expect_err(..)`, `.unwrap_err()`, `.is_err()` or `.err()` (a test of the rejection) | `build()` rejects them |
 //! | R004 | a literal attempt timeout longer than the literal deadline in the same builder chain | every attempt is cut to the deadline, so the attempt timeout means nothing |
 //! | R005 | `Policy::builder()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback (not `Policy::none()`, a clone of one shared pass-through policy) | the component's state (budget, breaker, latency estimate) never accumulates across calls |
@@ -36,13 +36,13 @@
 //! ```
 //! let source = r#"
 //!     fn fetch(policy: &rampart::Policy) {
-//!         let _ = policy.run_blocking(|_attempt| std::fs::read("data"));
+//!         let _ = policy.call().run_blocking(|_attempt| std::fs::read("data"));
 //!     }
 //! "#;
 //! let findings = rampart_lint::lint_source("src/fetch.rs", source)?;
 //! assert_eq!(findings.len(), 1);
 //! assert_eq!(findings[0].rule, rampart_lint::Rule::R001);
-//! assert_eq!((findings[0].line, findings[0].column), (3, 37));
+//! assert_eq!((findings[0].line, findings[0].column), (3, 44));
 //! # Ok::<(), rampart_lint::ParseError>(())
 //! ```
 //!

@@ -65,7 +65,7 @@ pub(crate) fn place_key(expr: &Expr) -> Option<String> {
     }
 }
 
-/// The key of the token handed to `.with_token(..)`: borrows, derefs and a
+/// The key of the token handed to `.call().token(..)`: borrows, derefs and a
 /// trailing `.clone()` are peeled off (`&self.token` -> `self.token`).
 pub(crate) fn token_argument_key(expr: &Expr) -> Option<String> {
     match strip(expr) {

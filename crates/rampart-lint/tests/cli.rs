@@ -36,17 +36,17 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn write(path: &Path, contents: &str) {
-    if let Some(parent) = path.parent() {
-        if let Err(error) = fs::create_dir_all(parent) {
-            panic!("cannot create {}: {error}", parent.display());
-        }
+    if let Some(parent) = path.parent()
+        && let Err(error) = fs::create_dir_all(parent)
+    {
+        panic!("cannot create {}: {error}", parent.display());
     }
     if let Err(error) = fs::write(path, contents) {
         panic!("cannot write {}: {error}", path.display());
     }
 }
 
-const DIRTY: &str = "fn f(p: &Policy) { p.run_blocking(|_| work()); }\n";
+const DIRTY: &str = "fn f(p: &Policy) { p.call().run_blocking(|_| work()); }\n";
 
 #[test]
 fn a_clean_file_exits_zero_with_a_one_line_summary() {

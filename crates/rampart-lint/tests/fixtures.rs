@@ -189,12 +189,12 @@ fn weird_input_is_an_error_or_quiet_never_a_panic() {
         "",
         "fn",
         "\u{feff}fn main() {}",
-        "fn main() { policy.run(); policy.with_token().run(|x| x); }",
+        "fn main() { policy.run(); policy.call().token().run(|x| x); }",
         "fn main() { Duration::from_secs(99999999999999999999999999999999999999999) }",
         "fn main() { p.deadline(Duration::from_secs_f64(1e400)).attempt_timeout(Duration::MAX); }",
         "macro_rules! m { ($x:expr) => { policy.run(|_| $x) }; }",
         "fn main() { m!(a b c); vec![Policy::none(); 3]; }",
-        "fn main() { let s = \"ünïcödé\"; policy.run_blocking(|_| s); }",
+        "fn main() { let s = \"ünïcödé\"; policy.call().run_blocking(|_| s); }",
     ] {
         let _ = lint_source("weird.rs", source);
     }

@@ -49,6 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let calls = AtomicU32::new(0);
     let result = policy
+        .call()
         .try_run(async |attempt| flaky_inventory(&calls, attempt.token()).await)
         .await?;
     println!(

@@ -15,7 +15,7 @@
 //!     .attempt_timeout(Duration::from_millis(200))
 //!     .build()
 //!     .expect("valid policy");
-//! let size = policy.run_blocking(|attempt| {
+//! let size = policy.call().run_blocking(|attempt| {
 //!     // Long work checks its attempt between steps.
 //!     if attempt.is_cancelled() {
 //!         return Err(std::io::Error::other("stopped at the ceiling"));
@@ -44,65 +44,80 @@ use crate::classify::Classify;
 use crate::clock::Blocked;
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::error::{ConfigError, ConfigProblem};
 use crate::executor::{
-    Admitted, Call, Machine, Next, Record, Report, Shared, is_cancelled, later, read, waited,
+    Admitted, Call, Machine, Next, Record, Report, Shared, StopOnly, is_cancelled, later, read,
+    waited,
 };
-use crate::policy::Policy;
+use crate::fallback::Ending;
+use crate::outcome::StopReason;
 use crate::result::{CallResult, Cancelled};
-impl<C, A> Policy<C, A> {
-    /// Runs the synchronous `op` under this policy on the calling thread; see
-    /// [`crate::blocking`].
-    pub fn run_blocking<T, E, F>(&self, op: F) -> Result<T, Error<E>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: FnMut(&Attempt) -> Result<T, E>,
-    {
-        execute_blocking(&self.shared, None, None, op, ())
-    }
-
-    /// Like [`run_blocking`](Self::run_blocking), with the stop reason and attempt log.
-    pub fn try_run_blocking<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: FnMut(&Attempt) -> Result<T, E>,
-    {
-        let mut report = Report::default();
-        let outcome = execute_blocking(&self.shared, None, None, op, &mut report);
-        report.into_result(outcome)
-    }
-}
-
-impl<C, A> Call<'_, C, A> {
-    /// Runs the synchronous `op`; see [`Policy::run_blocking`].
+impl<C, A, B> Call<'_, C, A, B> {
+    /// Runs the synchronous `op` on the calling thread and returns its value or why it
+    /// failed; see [`crate::blocking`].
     pub fn run_blocking<T, E, F>(self, op: F) -> Result<T, Error<E>>
     where
         C: Classify<T, E>,
         A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
+        B: Ending<T, E>,
     {
-        execute_blocking(self.shared(), self.caller(), self.deadline(), op, ())
+        let mut stop = StopOnly(StopReason::Succeeded);
+        let (shared, caller, deadline) = (self.shared(), self.caller(), self.given_deadline());
+        let outcome = execute_blocking(shared, caller, deadline, op, &mut stop);
+        end_blocking(self, stop.0, outcome).0
     }
 
-    /// Runs the synchronous `op` and reports how the call went; see
-    /// [`Policy::try_run_blocking`].
+    /// Runs the synchronous `op` on the calling thread and reports how the call went (see
+    /// [`Call::try_run`]).
     pub fn try_run_blocking<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
         A: Admit,
         F: FnMut(&Attempt) -> Result<T, E>,
+        B: Ending<T, E>,
     {
         let mut report = Report::default();
-        let outcome = execute_blocking(
-            self.shared(),
-            self.caller(),
-            self.deadline(),
-            op,
-            &mut report,
-        );
-        report.into_result(outcome)
+        let (shared, caller, deadline) = (self.shared(), self.caller(), self.given_deadline());
+        let outcome = execute_blocking(shared, caller, deadline, op, &mut report);
+        let stop = report.stop;
+        report.into_result(end_blocking(self, stop, outcome))
     }
+}
+
+/// The outcome of `call`, stopped for `stop`, or its fallback's answer polled once (a blocking
+/// call cannot wait for one that is not ready: that ends it with a configuration error); and
+/// whether the fallback answered.
+fn end_blocking<C, A, B, T, E>(
+    call: Call<'_, C, A, B>,
+    stop: StopReason,
+    outcome: Result<T, Error<E>>,
+) -> (Result<T, Error<E>>, bool)
+where
+    B: Ending<T, E>,
+{
+    let name = call.shared().name.clone();
+    let answer = match call.ending(stop, outcome) {
+        Ok(answer) => answer,
+        Err(outcome) => return (outcome, false),
+    };
+    let mut answer = std::pin::pin!(answer);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match answer.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(answer) => (answer, true),
+        std::task::Poll::Pending => (Err(pending_fallback(&name)), false),
+    }
+}
+
+#[cold]
+fn pending_fallback<E>(policy: &str) -> Error<E> {
+    let problem = ConfigProblem::new(
+        "fallback",
+        format!(
+            "of policy `{policy}` answered with a future that is not ready; a blocking call cannot await it: answer with `value`, or run the call with `run`"
+        ),
+    );
+    Error::Config(ConfigError::new(vec![problem]))
 }
 
 /// The blocking driver: waits for what the machine asks by blocking the thread.
@@ -173,6 +188,10 @@ where
                     machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now);
                 span.record_outcome(machine.attempt_outcome());
                 next
+            }
+            // A zero backoff waits for nothing: the caller's token is checked at once.
+            Next::Sleep { from, delay } if delay.is_zero() => {
+                machine.woke(from, is_cancelled(caller))
             }
             Next::Sleep { from, delay } => {
                 let cancelled = clock.block_until(later(clock, from, delay), caller);

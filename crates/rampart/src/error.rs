@@ -97,7 +97,7 @@ pub enum DeadlineSource {
     /// The policy's own `deadline`.
     Policy,
     /// The caller's deadline: the ambient one, or one given to the call with
-    /// [`Call::within`](crate::Call::within); the time the caller upstream was still waiting.
+    /// [`Call::deadline`](crate::Call::deadline); the time the caller upstream was still waiting.
     Inherited,
 }
 

@@ -43,7 +43,7 @@
 //! | `CallEnded` | exactly once per call, with its stop reason |
 //! | `WouldReject` | a dry-run breaker or admission component would have refused an attempt that runs anyway |
 //! | `FallbackUsed` | a [fallback](crate::fallback) answered the call, after its `CallEnded` |
-//! | `StreamEnded` | a stream opened by [`Policy::stream`](crate::Policy::stream) ended (after its call's `CallEnded`), with why and the items it delivered |
+//! | `StreamEnded` | a stream opened by [`Call::stream`](crate::Call::stream) ended (after its call's `CallEnded`), with why and the items it delivered |
 //! | `Reconfigured` | [`Policy::reconfigure`](crate::Policy::reconfigure) replaced the policy's settings (outside any call) |
 //!
 //! [`on_retry`]: crate::PolicyBuilder::on_retry
@@ -202,7 +202,7 @@ pub enum Event<'a> {
         /// Why the call stopped (what the fallback replaced).
         stop: StopReason,
     },
-    /// A stream opened by [`Policy::stream`](crate::Policy::stream) ended: exactly once per
+    /// A stream opened by [`Call::stream`](crate::Call::stream) ended: exactly once per
     /// opened stream, after the `CallEnded` of the call that opened it.
     StreamEnded {
         /// The policy's name.

@@ -16,11 +16,12 @@
 //! let policy = Policy::builder().name("prices").build().expect("valid policy");
 //! let cached = 99;
 //! let price = policy
-//!     .run_with_fallback(
-//!         async |attempt| fetch(attempt).await,
+//!     .call()
+//!     .fallback(
 //!         Fallback::on([StopReason::AttemptsExhausted, StopReason::DependencyUnavailable])
 //!             .value(cached),
 //!     )
+//!     .run(async |attempt| fetch(attempt).await)
 //!     .await?;
 //! assert_eq!(price, 99);
 //! # Ok(()) }
@@ -39,7 +40,7 @@
 //!
 //! When a fallback answers, listeners get [`Event::FallbackUsed`](crate::Event::FallbackUsed)
 //! (with the `metrics` feature, `rampart.fallbacks` moves; with `tracing`, an `INFO` event),
-//! and [`try_run_with_fallback`](crate::Policy::try_run_with_fallback)'s report says so
+//! and [`Call::try_run`](crate::Call::try_run)'s report says so
 //! ([`CallResult::fell_back`](crate::CallResult::fell_back)) while keeping the stop reason
 //! the policy decided.
 
@@ -162,26 +163,49 @@ where
     }
 }
 
-/// A complete fallback: when it answers and with what. Pass it to
-/// [`Policy::run_with_fallback`](crate::Policy::run_with_fallback).
+/// A complete fallback: when it answers and with what. Give it to a call with
+/// [`Call::fallback`](crate::Call::fallback).
 #[derive(Debug, Clone, Copy)]
 pub struct FallbackTo<W, F> {
     when: W,
     answer: F,
 }
 
-impl<W, F> FallbackTo<W, F> {
-    /// The answer for a call that stopped for `stop` with `error`, if this fallback answers
-    /// it; otherwise the error back.
-    pub(crate) fn answer<T, E>(
-        self,
-        stop: StopReason,
-        error: Error<E>,
-    ) -> Result<F::Future, Error<E>>
-    where
-        W: Trigger<E>,
-        F: Answer<T, E>,
-    {
+/// No fallback: the call's outcome is its answer. A [`Call`](crate::Call) has none until
+/// [`Call::fallback`](crate::Call::fallback) sets one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFallback;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::NoFallback {}
+    impl<W, F> Sealed for super::FallbackTo<W, F> {}
+}
+
+/// What a call does with its end: keep it ([`NoFallback`]) or let a fallback answer it
+/// ([`FallbackTo`]). Sealed: those two are all there is.
+pub trait Ending<T, E>: sealed::Sealed {
+    /// The future of the fallback's answer.
+    type Answer: Future<Output = Result<T, Error<E>>>;
+
+    /// The answer for a call that stopped for `stop` with `error`, if there is one for that
+    /// end; otherwise the error back.
+    fn answer(self, stop: StopReason, error: Error<E>) -> Result<Self::Answer, Error<E>>;
+}
+
+impl<T, E> Ending<T, E> for NoFallback {
+    type Answer = Ready<Result<T, Error<E>>>;
+
+    #[inline(always)]
+    fn answer(self, _: StopReason, error: Error<E>) -> Result<Self::Answer, Error<E>> {
+        Err(error)
+    }
+}
+
+impl<T, E, W: Trigger<E>, F: Answer<T, E>> Ending<T, E> for FallbackTo<W, F> {
+    type Answer = F::Future;
+
+    fn answer(self, stop: StopReason, error: Error<E>) -> Result<F::Future, Error<E>> {
         if stop == StopReason::Cancelled || !self.when.fires(stop, &error) {
             return Err(error);
         }

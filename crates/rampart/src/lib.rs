@@ -48,11 +48,12 @@
 //! | [`admit`] | admission: may this attempt start at all |
 //! | [`limit`] | ready-made admission components: limiters |
 //! | [`policy`] | `Policy`, its builder and defaults, and the settings that change at run time |
-//! | [`executor`] | the call state machine and the drivers that run it |
+//! | [`executor`] | `Call` (one call's token, deadline and fallback, and how it runs), the call state machine and the drivers that run it |
 //! | [`hedge`] | hedging: a second attempt when the first is slower than usual |
 //! | [`keyed`] | one policy definition with its own state per tenant, host or route, in a bounded table |
 //! | [`blocking`] | the same policy for a synchronous callback |
 //! | [`stream`] | a call that answers with a stream: retried until its first item, then bounded |
+//! | [`fallback`] | an answer for the ends of a call you name, instead of its error |
 //! | [`attempt`] | the handle a callback receives |
 //! | [`classify`] | verdicts and classifiers |
 //! | [`backoff`] | delay curves and jitter |
@@ -69,7 +70,7 @@
 //! | [`error`] | `Error<E>` and `ConfigError` |
 //! | [`latency`] | latency histograms behind hedging and adaptive ceilings |
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
-//! | [`outcome`] | `StopReason` and `AttemptOutcome`: the vocabulary events and results share |
+//! | [`outcome`] | `StopReason`, `AttemptOutcome` and `StreamEnd`: the vocabulary events and results share |
 //! | [`timeout`] | the per-attempt bound: timeout mode, generated and adaptive timeouts |
 //! | [`testing`] | helpers for tests on a manual clock |
 //! | `tower` | feature `tower`: a tower `Layer` that runs any service's calls under a policy |
@@ -117,7 +118,8 @@ pub use criticality::Criticality;
 pub use deadline::Deadline;
 pub use error::{ConfigError, ConfigProblem, DeadlineSource, Error, RejectReason, Unfit};
 pub use event::Event;
-pub use executor::{Call, Callback};
+pub use executor::Call;
+pub use executor::callback::Callback;
 pub use outcome::{AttemptOutcome, StopReason};
 pub use policy::{Policy, PolicyBuilder, PolicySettings};
 pub use result::{CallResult, Cancelled};

@@ -1,7 +1,7 @@
 //! The vocabulary that events, results and metrics share: why a call stopped
 //! ([`StopReason`]), how one attempt ended ([`AttemptOutcome`]),
 //!
-//! and why a stream opened by [`Policy::stream`](crate::Policy::stream) ended
+//! and why a stream opened by [`Call::stream`](crate::Call::stream) ended
 //! ([`StreamEnd`]). Their one path is this module (the first two are also at the crate root).
 //! Each has a stable lowercase name, [`as_str`](StopReason::as_str), for logs and metric
 //! labels.
@@ -121,7 +121,7 @@ impl fmt::Display for AttemptOutcome {
         f.write_str(self.as_str())
     }
 }
-/// Why a stream opened by [`Policy::stream`](crate::Policy::stream) ended: the `end` of
+/// Why a stream opened by [`Call::stream`](crate::Call::stream) ended: the `end` of
 /// [`Event::StreamEnded`](crate::Event::StreamEnded) and the `reason` of the
 /// `rampart.stream.ended` metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

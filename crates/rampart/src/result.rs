@@ -6,7 +6,7 @@
 //!
 //! let policy = Policy::builder().build().expect("valid policy");
 //! let result = policy
-//!     .try_run(async |_attempt| Ok::<_, std::io::Error>(7))
+//!     .call().try_run(async |_attempt| Ok::<_, std::io::Error>(7))
 //!     .await
 //!     .expect("not cancelled");
 //! assert_eq!(result.stop(), StopReason::Succeeded);

@@ -8,7 +8,7 @@
 //! 1. **Open (retried).** The op opens the stream, and the first item is pulled, as one attempt
 //!    of an ordinary call under the policy: the attempt timeout bounds opening plus the first
 //!    item, and backoff, the breaker, the retry budget, admission and hedging apply exactly as
-//!    for [`Policy::run`] (it is one call of the same state machine, whose effective deadline
+//!    for [`Policy::run`](crate::Policy::run) (it is one call of the same state machine, whose effective deadline
 //!    and attempt count the stream then keeps). The first item decides the attempt: an `Err`
 //!    is a failed attempt (the classifier decides whether it is retried), an `Ok` item or a
 //!    clean end of the stream is a value (the classifier sees it as a [`First`]).
@@ -39,6 +39,7 @@
 //!
 //! // The op opens the stream for each attempt (here, a stream of three prices).
 //! let prices = policy
+//!     .call()
 //!     .stream(options, async |_attempt| {
 //!         Ok::<_, std::io::Error>(futures_util::stream::iter([Ok(101), Ok(102), Ok(103)]))
 //!     })
@@ -71,7 +72,7 @@
 //! - The deadline wins over a ready item: once it has passed, the source is not asked for
 //!   another item (the clock is read each time the consumer asks, so a source that always has
 //!   an item ready is ended too). The first item, pulled before it, is always delivered.
-//! - The caller's cancellation (with [`Policy::with_token`]) wins over both, and ends the
+//! - The caller's cancellation (with [`Call::token`](crate::Call::token)) wins over both, and ends the
 //!   stream at once, even while the consumer waits.
 //! - After the stream ends (an error, or the source's own end), it yields `None` for ever.
 //!
@@ -103,7 +104,7 @@
 //!
 //! # Cancellation
 //!
-//! Dropping the future of [`Policy::stream`] drops the attempt in flight; dropping the
+//! Dropping the future of [`Call::stream`](crate::Call::stream) drops the attempt in flight; dropping the
 //! [`RampartStream`] drops the source stream. Cancelling the caller's token ends the stream
 //! with [`Error::Cancelled`], at once. The attempt's own token
 //! ([`Attempt::token`](crate::Attempt::token)) is not cancelled when the stream ends: work the
@@ -147,6 +148,7 @@
 //!     .build()
 //!     .expect("valid policy");
 //! let stream = policy
+//!     .call()
 //!     .stream(StreamOptions::default(), async |_attempt| {
 //!         Ok::<_, std::io::Error>(futures_util::stream::iter([Ok(1), Ok(2)]))
 //!     })
@@ -179,9 +181,9 @@ use crate::deadline::Effective;
 use crate::error::{ConfigError, ConfigProblem, Error, RejectReason};
 use crate::event::Event;
 use crate::executor::{AttemptFuture, Call, Callback, Record, Settled, Shared, execute};
+use crate::fallback::NoFallback;
 use crate::observe::{Span, StreamReporter};
 use crate::outcome::{StopReason, StreamEnd};
-use crate::policy::Policy;
 use crate::result::AttemptRecord;
 
 /// How a stream call is bounded once its first item has arrived: see the
@@ -289,11 +291,11 @@ impl<S, T: fmt::Debug> fmt::Debug for First<S, T> {
     }
 }
 
-impl<C, A> Policy<C, A> {
-    /// Opens a stream under this policy, retrying until its first item arrives, and returns
+impl<C, A> Call<'_, C, A, NoFallback> {
+    /// Opens a stream under the call's policy, retrying until its first item arrives, and returns
     /// the stream of its items bounded by `options`; see the [module docs](crate::stream).
     ///
-    /// `op` is a callback as for [`run`](Self::run) (an async closure taking the
+    /// `op` is a callback as for [`run`](crate::Policy::run) (an async closure taking the
     /// [`Attempt`]) that opens the stream. The classifier sees each attempt as a
     /// `Result<First<S, T>, E>`: the opened stream's first item, or the error that opening it
     /// or its first item gave. A classifier generic over the value (the default, [`IoErrors`])
@@ -305,27 +307,11 @@ impl<C, A> Policy<C, A> {
     /// # Cancellation
     ///
     /// Dropping the returned future drops the attempt in flight, as for `run`. Dropping the
-    /// stream drops its source.
+    /// stream drops its source. Cancelling the caller's [token](Call::token) also ends the
+    /// stream once it is open, with [`Error::Cancelled`]. A stream has no fallback: this
+    /// finisher is there only while the call has none.
     ///
     /// [`IoErrors`]: crate::IoErrors
-    pub async fn stream<S, T, E, F>(
-        &self,
-        options: StreamOptions,
-        op: F,
-    ) -> Result<RampartStream<S, T>, Error<E>>
-    where
-        C: Classify<First<S, T>, E>,
-        A: Admit,
-        F: Callback<S, E>,
-        S: Stream<Item = Result<T, E>> + Unpin,
-    {
-        Call::new(&self.shared, None).stream(options, op).await
-    }
-}
-
-impl<C, A> Call<'_, C, A> {
-    /// Opens a stream that the caller can cancel; see [`Policy::stream`]. Cancelling the
-    /// caller's token also ends the stream once it is open, with [`Error::Cancelled`].
     pub async fn stream<S, T, E, F>(
         self,
         options: StreamOptions,
@@ -339,7 +325,7 @@ impl<C, A> Call<'_, C, A> {
     {
         let shared = self.shared();
         let caller = self.caller();
-        let deadline = self.deadline();
+        let deadline = self.given_deadline();
         // The open phase is the call itself: the state machine resolves its deadline and
         // counts its attempts, and says what they were when the call settles.
         let mut opening = Opening::default();
@@ -551,7 +537,7 @@ struct Bounds {
 }
 
 pin_project_lite::pin_project! {
-    /// The items of a stream opened by [`Policy::stream`]: the first item, then the rest,
+    /// The items of a stream opened by [`Call::stream`](crate::Call::stream): the first item, then the rest,
     /// ending with an error when a bound fires (see the [module docs](crate::stream)).
     ///
     /// Not `Unpin` (it holds its timer inline): pin it (`std::pin::pin!`, or `Box::pin`)

@@ -56,6 +56,7 @@ async fn refusing_every_attempt_never_runs_the_callback_nor_charges_the_budget()
     let ran = AtomicU32::new(0);
     let start = Instant::now();
     let result = policy
+        .call()
         .try_run(async |_a| {
             ran.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())

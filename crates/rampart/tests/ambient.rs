@@ -154,6 +154,7 @@ async fn a_draining_process_does_not_retry_and_says_so() {
     let policy = draining_policy(&drain);
     drain.begin(Some(5 * SEC));
     let result = policy
+        .call()
         .try_run(async |_attempt| Err::<(), _>(Fail))
         .await
         .expect("not cancelled");
@@ -177,6 +178,7 @@ async fn a_draining_process_clamps_new_calls_to_the_grace_left_then_starts_none(
     tokio::time::sleep(400 * MS).await;
     let start = Instant::now();
     let outcome = policy
+        .call()
         .try_run(async |_attempt| pending::<Result<(), Fail>>().await)
         .await
         .expect("not cancelled");
@@ -188,6 +190,7 @@ async fn a_draining_process_clamps_new_calls_to_the_grace_left_then_starts_none(
     assert_eq!(outcome.stop(), StopReason::Draining);
     let calls = AtomicU32::new(0);
     let late = policy
+        .call()
         .try_run(async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())

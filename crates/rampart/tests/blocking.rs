@@ -46,7 +46,7 @@ fn caller_cancel_during_a_blocking_backoff_returns_at_once() {
     let (seen, caller) = (attempts.clone(), token.clone());
     let start = clock.now();
     let call = std::thread::spawn(move || {
-        policy.with_token(&caller).run_blocking(|attempt| {
+        policy.call().token(&caller).run_blocking(|attempt| {
             seen.fetch_add(1, Ordering::SeqCst);
             Err::<(), _>(Fail(attempt.number()))
         })
@@ -75,7 +75,7 @@ fn the_ceiling_fires_a_blocking_attempts_token() {
     let started = Arc::new(AtomicBool::new(false));
     let flag = started.clone();
     let call = std::thread::spawn(move || {
-        policy.run_blocking(|attempt| {
+        policy.call().run_blocking(|attempt| {
             flag.store(true, Ordering::SeqCst);
             while !attempt.is_cancelled() {
                 std::thread::yield_now();
@@ -113,7 +113,7 @@ fn a_blocking_attempt_that_overruns_its_ceiling_is_awaited_and_reported_as_orpha
     let started = Arc::new(AtomicBool::new(false));
     let flag = started.clone();
     let call = std::thread::spawn(move || {
-        policy.run_blocking(|_attempt| {
+        policy.call().run_blocking(|_attempt| {
             flag.store(true, Ordering::SeqCst);
             // Ignores its token: runs until the clock says three seconds have passed.
             while worker_clock.now() < until {
@@ -140,6 +140,7 @@ fn a_backoff_that_does_not_fit_is_not_slept_in_blocking_execution_either() {
         .build()
         .expect("valid");
     let result = policy
+        .call()
         .try_run_blocking(|attempt| Err::<(), _>(Fail(attempt.number())))
         .expect("not cancelled");
     assert_eq!(result.stop(), StopReason::DeadlineExceeded);
@@ -158,7 +159,7 @@ fn blocking_retries_sleep_on_the_manual_clock_and_succeed() {
         .expect("valid");
     let start = clock.now();
     let call = std::thread::spawn(move || {
-        policy.try_run_blocking(|attempt| {
+        policy.call().try_run_blocking(|attempt| {
             if attempt.number() < 3 {
                 Err(Fail(attempt.number()))
             } else {
@@ -183,7 +184,7 @@ fn the_system_clock_timer_thread_cancels_a_blocking_attempt_at_its_ceiling() {
         .attempt_timeout(Duration::from_millis(5))
         .build()
         .expect("valid");
-    let outcome = policy.run_blocking(|attempt| {
+    let outcome = policy.call().run_blocking(|attempt| {
         while !attempt.is_cancelled() {
             std::thread::yield_now();
         }
@@ -210,7 +211,7 @@ fn a_blocking_attempt_refused_by_admission_never_runs() {
         .expect("valid");
     let ran = AtomicU32::new(0);
     let call = || {
-        policy.run_blocking(|_attempt| {
+        policy.call().run_blocking(|_attempt| {
             ran.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())
         })
@@ -245,7 +246,8 @@ fn a_deadline_given_to_a_blocking_call_bounds_it_and_is_reported_as_inherited() 
         .expect("valid");
     let given = || Deadline::after_from(clock.now(), SEC);
     let left = policy
-        .within(given())
+        .call()
+        .deadline(given())
         .run_blocking(|attempt| Ok::<_, Fail>(attempt.remaining()));
     assert_eq!(
         left.ok(),
@@ -255,7 +257,8 @@ fn a_deadline_given_to_a_blocking_call_bounds_it_and_is_reported_as_inherited() 
     // Nothing advances this clock: the 2 s backoff cannot fit the 1 s given, and the call ends
     // after its first attempt.
     let outcome = policy
-        .within(given())
+        .call()
+        .deadline(given())
         .run_blocking(|attempt| Err::<(), _>(Fail(attempt.number())));
     match outcome {
         Err(Error::DeadlineExceeded {

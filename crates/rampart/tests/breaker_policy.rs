@@ -85,6 +85,7 @@ async fn five_transient_failures_open_the_breaker_and_the_next_call_never_runs()
     tokio::time::sleep(5 * SEC).await;
     let ran = Mutex::new(false);
     let result = policy
+        .call()
         .try_run(async |_a| {
             *ran.lock().expect("ran") = true;
             Ok::<_, Fail>(())

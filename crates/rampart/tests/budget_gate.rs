@@ -45,7 +45,11 @@ fn policy(budget: &RetryBudget) -> Policy {
 async fn attempts_at(level: Criticality, spent: u32) -> (u32, StopReason) {
     let budget = budget_with(spent);
     let result = level
-        .scope(policy(&budget).try_run(async |attempt| Err::<(), _>(Fail(attempt.number()))))
+        .scope(
+            policy(&budget)
+                .call()
+                .try_run(async |attempt| Err::<(), _>(Fail(attempt.number()))),
+        )
         .await
         .expect("not cancelled");
     (result.attempts(), result.stop())
@@ -103,6 +107,7 @@ async fn self_imposed_refusals_are_retried_without_charging_the_budget() {
         .build()
         .expect("valid");
     let result = policy
+        .call()
         .try_run(async |attempt| Err::<(), _>(Fail(attempt.number())))
         .await
         .expect("not cancelled");

@@ -75,6 +75,7 @@ async fn a_fault_at_rate_one_fails_every_attempt_without_running_the_work_and_th
         .expect("valid chaos");
     let worked = AtomicU32::new(0);
     let result = retrying(3)
+        .call()
         .try_run(chaos.wrap(async |_| {
             worked.fetch_add(1, Ordering::SeqCst);
             Ok::<u32, Fail>(7)
@@ -223,7 +224,8 @@ async fn the_caller_cancelling_during_an_injected_delay_ends_the_call_at_once() 
     });
     let began = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(chaos.wrap(async |_| Ok::<_, Fail>(())))
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)));

@@ -64,7 +64,8 @@ async fn caller_token_cancelled_before_the_call_runs_no_attempt() {
     token.cancel();
     let calls = counter();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())
@@ -90,7 +91,8 @@ async fn caller_cancel_during_a_30s_backoff_returns_at_once() {
     let calls = counter();
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Err::<(), _>(Fail(attempt.number()))
@@ -116,7 +118,8 @@ async fn caller_cancelled_by_a_retrying_listener_before_a_zero_backoff_starts_no
         .expect("valid");
     let calls = counter();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Err::<(), _>(Fail(attempt.number()))
@@ -135,7 +138,8 @@ async fn caller_cancel_while_an_attempt_returns_a_value_returns_the_value() {
     let policy = Policy::builder().build().expect("valid");
     let token = CancellationToken::new();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_attempt| {
             tokio::time::sleep(10 * MS).await;
             token.cancel();
@@ -154,7 +158,8 @@ async fn callback_that_cancels_the_caller_and_fails_gets_cancelled_without_retry
     let token = CancellationToken::new();
     let calls = counter();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             token.cancel();
@@ -163,6 +168,76 @@ async fn callback_that_cancels_the_caller_and_fails_gets_cancelled_without_retry
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn caller_cancellation_is_neither_breaker_evidence_nor_charged_to_the_budget() {
+    let policy = Policy::builder()
+        .breaker(
+            rampart::Breaker::builder()
+                .consecutive_failures(1)
+                .build()
+                .expect("valid breaker"),
+        )
+        .build()
+        .expect("valid");
+    let balance = policy.budget_balance();
+    let token = CancellationToken::new();
+    for _ in 0..3 {
+        token.cancel();
+        let outcome = policy
+            .call()
+            .token(&token)
+            .run(async |attempt| Err::<(), _>(Fail(attempt.number())))
+            .await;
+        assert!(matches!(outcome, Err(Error::Cancelled)));
+    }
+    let cancelled_mid_call = CancellationToken::new();
+    let outcome = policy
+        .call()
+        .token(&cancelled_mid_call)
+        .run(async |attempt| {
+            cancelled_mid_call.cancel();
+            Err::<(), _>(Fail(attempt.number()))
+        })
+        .await;
+    assert!(matches!(outcome, Err(Error::Cancelled)));
+    assert_eq!(
+        policy.breaker_state(),
+        Some(rampart::breaker::BreakerState::Closed),
+        "a breaker that opens after one failure saw none"
+    );
+    assert_eq!(policy.budget_balance(), balance, "nothing charged");
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_time_left_after_a_failed_attempt_ends_deadline_exceeded_with_that_failure() {
+    // Cooperative mode: the attempt ignores its ceiling and fails after the deadline passed,
+    // so the ceiling did not decide it; with attempts left, no time is.
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .deadline(100 * MS)
+        .timeout_mode(TimeoutMode::Cooperative)
+        .build()
+        .expect("valid");
+    let outcome = policy
+        .run(async |attempt| {
+            tokio::time::sleep(150 * MS).await;
+            Err::<(), _>(Fail(attempt.number()))
+        })
+        .await;
+    match outcome {
+        Err(Error::DeadlineExceeded {
+            deadline,
+            attempts,
+            last,
+            ..
+        }) => {
+            assert_eq!((deadline, attempts), (100 * MS, 1));
+            assert_eq!(last.and_then(|l| l.into_inner()), Some(Fail(1)));
+        }
+        other => panic!("expected deadline exceeded, got {other:?}"),
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -183,7 +258,8 @@ async fn caller_cancel_during_an_attempt_signals_its_token_and_is_not_a_timeout(
     });
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |attempt| {
             attempt.cancelled().await;
             Err::<(), _>(Fail(attempt.number()))
@@ -204,6 +280,7 @@ async fn attempt_that_honours_its_token_times_out_and_the_retry_gets_a_fresh_tok
     let tokens = Mutex::new(Vec::new());
     let start = Instant::now();
     let result = policy
+        .call()
         .try_run(async |attempt| {
             let token = attempt.token();
             tokens.lock().expect("tokens").push(token.clone());
@@ -413,6 +490,7 @@ async fn a_local_refusal_whose_wait_does_not_fit_ends_with_the_refusal_and_its_r
     let calls = counter();
     let start = Instant::now();
     let outcome = policy
+        .call()
         .try_run(async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())
@@ -498,6 +576,7 @@ async fn typical_latency_counts_against_the_time_left_before_a_backoff() {
         .expect("success");
     let start = Instant::now();
     let result = policy
+        .call()
         .try_run(async |attempt| Err::<(), _>(Fail(attempt.number())))
         .await
         .expect("not cancelled");
@@ -517,6 +596,7 @@ async fn permanent_error_is_returned_unchanged_after_one_attempt() {
         .build()
         .expect("valid");
     let result = policy
+        .call()
         .try_run(async |attempt| Err::<(), _>(Fail(attempt.number())))
         .await
         .expect("not cancelled");
@@ -537,6 +617,7 @@ async fn transient_error_is_retried_until_max_attempts_and_the_last_is_returned_
         .expect("valid");
     let start = Instant::now();
     let result = policy
+        .call()
         .try_run(async |attempt| Err::<(), _>(Fail(attempt.number())))
         .await
         .expect("not cancelled");
@@ -560,6 +641,7 @@ async fn final_value_classified_transient_is_returned_as_the_value() {
         .build()
         .expect("valid");
     let result = policy
+        .call()
         .try_run(async |_attempt| Ok::<u16, Fail>(503))
         .await
         .expect("not cancelled");
@@ -675,7 +757,8 @@ async fn run_nested(outer: &Policy, inner: &Policy) -> Result<(), Error<Error<Fa
         .run(async |attempt| {
             let token = attempt.token();
             inner
-                .with_token(&token)
+                .call()
+                .token(&token)
                 .run(async |inner_attempt| {
                     inner_attempt.cancelled().await;
                     Err::<(), _>(Fail(inner_attempt.number()))
@@ -763,7 +846,8 @@ async fn every_call_emits_exactly_one_terminal_event() {
         .await;
     token.cancel();
     let _ = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_a| Ok::<_, Fail>(()))
         .await;
     assert_eq!(recorder.count("CallEnded"), 4);
@@ -777,7 +861,8 @@ async fn try_run_reports_caller_cancellation_as_an_error() {
     let token = CancellationToken::new();
     token.cancel();
     let result = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .try_run(async |_a| Ok::<_, Fail>(()))
         .await;
     assert!(result.is_err());

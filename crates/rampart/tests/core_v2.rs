@@ -39,7 +39,8 @@ async fn cooperative_err_after_the_caller_cancelled_is_cancelled_and_never_class
         cancel.cancel();
     });
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |attempt| {
             attempt.cancelled().await;
             Err(Fail::Stopped)
@@ -64,6 +65,7 @@ async fn late_permanent_error_after_the_ceiling_comes_back_after_one_attempt() {
         .expect("valid");
     let calls = AtomicU32::new(0);
     let result = policy
+        .call()
         .try_run(async |attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             let _token = attempt.token();
@@ -102,6 +104,7 @@ async fn breaker_opened_by_the_attempt_refuses_the_retry_without_sleeping_or_cha
     let before = budget.balance(tokio::time::Instant::now());
     let start = tokio::time::Instant::now();
     let result = policy
+        .call()
         .try_run(async |_| Err::<(), _>(Fail::Reset))
         .await
         .expect("not cancelled");
@@ -125,7 +128,7 @@ fn blocking_call_checks_the_caller_after_a_zero_backoff() {
         .expect("valid");
     let token = CancellationToken::new();
     let calls = AtomicU32::new(0);
-    let outcome = policy.with_token(&token).run_blocking(|_| {
+    let outcome = policy.call().token(&token).run_blocking(|_| {
         calls.fetch_add(1, Ordering::SeqCst);
         token.cancel();
         Err::<(), _>(Fail::Reset)
@@ -170,6 +173,7 @@ async fn try_run_log_keeps_the_last_attempts() {
         .build()
         .expect("valid");
     let result = policy
+        .call()
         .try_run(async |_| Err::<(), _>(Fail::Reset))
         .await
         .expect("not cancelled");

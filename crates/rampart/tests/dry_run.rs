@@ -59,6 +59,7 @@ async fn a_dry_run_breaker_that_would_be_open_lets_every_attempt_run_and_reports
         .expect("valid policy");
     let ran = AtomicU32::new(0);
     let result = policy
+        .call()
         .try_run(async |_a| {
             ran.fetch_add(1, Ordering::Relaxed);
             Err::<(), _>(Down)

@@ -32,13 +32,12 @@ fn failing(attempts: u32) -> Policy {
 async fn a_call_that_runs_out_of_attempts_answers_with_the_fallback_value_after_every_retry() {
     let calls = AtomicU32::new(0);
     let answer = failing(3)
-        .run_with_fallback(
-            async |_a| {
-                calls.fetch_add(1, Ordering::Relaxed);
-                Err::<u32, _>(Down)
-            },
-            Fallback::on([StopReason::AttemptsExhausted]).value(7),
-        )
+        .call()
+        .fallback(Fallback::on([StopReason::AttemptsExhausted]).value(7))
+        .run(async |_a| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Err::<u32, _>(Down)
+        })
         .await;
     assert_eq!(answer.ok(), Some(7));
     assert_eq!(calls.load(Ordering::Relaxed), 3, "the policy retried first");
@@ -58,10 +57,9 @@ async fn an_open_breaker_is_answered_by_a_fallback_on_dependency_unavailable() {
         .expect("valid policy");
     let _ = policy.run(async |_a| Err::<u32, _>(Down)).await;
     let report = policy
-        .try_run_with_fallback(
-            async |_a| Ok::<u32, Down>(1),
-            Fallback::on([StopReason::DependencyUnavailable]).value(42),
-        )
+        .call()
+        .fallback(Fallback::on([StopReason::DependencyUnavailable]).value(42))
+        .try_run(async |_a| Ok::<u32, Down>(1))
         .await
         .expect("not cancelled");
     assert_eq!(report.value(), Some(&42));
@@ -81,13 +79,12 @@ async fn a_stop_reason_the_fallback_does_not_name_returns_the_error_and_never_ru
         .max_attempts(1)
         .build()
         .expect("valid policy")
-        .try_run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
-            Fallback::on([StopReason::Overloaded]).with(async |error| {
-                ran.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }),
-        )
+        .call()
+        .fallback(Fallback::on([StopReason::Overloaded]).with(async |error| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Err(error)
+        }))
+        .try_run(async |_a| Err::<u32, _>(Down))
         .await
         .expect("not cancelled");
     assert!(matches!(answer.error(), Some(Error::Inner(Down))));
@@ -101,19 +98,17 @@ async fn a_cancelled_call_never_falls_back_even_when_the_predicate_says_yes() {
     token.cancel();
     let policy = failing(3);
     let answer = policy
-        .with_token(&token)
-        .run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
-            Fallback::when(|_stop, _error: &Error<Down>| true).value(1),
-        )
+        .call()
+        .token(&token)
+        .fallback(Fallback::when(|_stop, _error: &Error<Down>| true).value(1))
+        .run(async |_a| Err::<u32, _>(Down))
         .await;
     assert!(matches!(answer, Err(Error::Cancelled)));
     let report = policy
-        .with_token(&token)
-        .try_run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
-            Fallback::when(|_stop, _error: &Error<Down>| true).value(1),
-        )
+        .call()
+        .token(&token)
+        .fallback(Fallback::when(|_stop, _error: &Error<Down>| true).value(1))
+        .try_run(async |_a| Err::<u32, _>(Down))
         .await;
     assert!(
         report.is_err(),
@@ -125,14 +120,15 @@ async fn a_cancelled_call_never_falls_back_even_when_the_predicate_says_yes() {
 async fn a_predicate_fallback_sees_the_stop_reason_and_the_error() {
     let seen = Mutex::new(None);
     let answer = failing(2)
-        .run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
+        .call()
+        .fallback(
             Fallback::when(|stop, error: &Error<Down>| {
                 *seen.lock().expect("seen") = Some((stop, matches!(error, Error::Inner(Down))));
                 true
             })
             .value(5),
         )
+        .run(async |_a| Err::<u32, _>(Down))
         .await;
     assert_eq!(answer.ok(), Some(5));
     assert_eq!(
@@ -144,13 +140,14 @@ async fn a_predicate_fallback_sees_the_stop_reason_and_the_error() {
 #[tokio::test(start_paused = true)]
 async fn a_fallback_that_cannot_help_returns_its_own_error_and_the_report_says_it_answered() {
     let report = failing(1)
-        .try_run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
+        .call()
+        .fallback(
             Fallback::on([StopReason::AttemptsExhausted]).with(async |_error| {
                 tokio::time::sleep(5 * MS).await;
                 Err(Error::Inner(Down))
             }),
         )
+        .try_run(async |_a| Err::<u32, _>(Down))
         .await
         .expect("not cancelled");
     assert!(report.fell_back());
@@ -177,10 +174,9 @@ async fn listeners_hear_fallback_used_after_the_calls_end() {
         .build()
         .expect("valid policy");
     let answer = policy
-        .run_with_fallback(
-            async |_a| Err::<u32, _>(Down),
-            Fallback::on([StopReason::AttemptsExhausted]).value(3),
-        )
+        .call()
+        .fallback(Fallback::on([StopReason::AttemptsExhausted]).value(3))
+        .run(async |_a| Err::<u32, _>(Down))
         .await;
     assert_eq!(answer.ok(), Some(3));
     assert_eq!(
@@ -194,10 +190,9 @@ async fn a_call_with_a_fallback_can_be_spawned() {
     let policy = failing(2);
     let task = tokio::spawn(async move {
         policy
-            .run_with_fallback(
-                async |_a| Err::<String, _>(Down),
-                Fallback::on([StopReason::AttemptsExhausted]).value("cached".to_owned()),
-            )
+            .call()
+            .fallback(Fallback::on([StopReason::AttemptsExhausted]).value("cached".to_owned()))
+            .run(async |_a| Err::<String, _>(Down))
             .await
     });
     assert_eq!(
@@ -224,10 +219,12 @@ fn the_success_path_with_a_fallback_configured_allocates_nothing() {
         .build()
         .expect("valid policy");
     let call = || {
-        ready(policy.run_with_fallback(
-            async |attempt| Ok::<_, Down>(attempt.number()),
-            Fallback::on([StopReason::DependencyUnavailable]).value(0),
-        ))
+        ready(
+            policy
+                .call()
+                .fallback(Fallback::on([StopReason::DependencyUnavailable]).value(0))
+                .run(async |attempt| Ok::<_, Down>(attempt.number())),
+        )
     };
     assert_eq!(call().ok(), Some(1));
     let allocations = allocation_counter::measure(|| {

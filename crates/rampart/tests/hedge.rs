@@ -77,6 +77,7 @@ async fn a_slow_first_leg_gets_a_hedge_after_the_delay_and_the_first_ok_wins() {
     let starts = Mutex::new(Vec::new());
     let t0 = Instant::now();
     let result = policy
+        .call()
         .try_run(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
         .await
         .expect("not cancelled");
@@ -312,7 +313,7 @@ fn a_hedging_policy_refuses_a_blocking_call_naming_the_option() {
         .build()
         .expect("valid");
     let ran = AtomicU32::new(0);
-    let outcome = policy.run_blocking(|_a| {
+    let outcome = policy.call().run_blocking(|_a| {
         ran.fetch_add(1, Ordering::SeqCst);
         Ok::<_, Fail>(())
     });

@@ -233,6 +233,7 @@ async fn a_breaker_opening_moves_its_transition_and_the_retry_it_refuses_is_a_br
             .breaker(breaker),
     );
     let result = policy
+        .call()
         .try_run(async |_a| Err::<(), _>(Fail))
         .await
         .expect("not cancelled");
@@ -263,6 +264,7 @@ async fn a_retry_the_budget_refuses_is_a_budget_rejection() {
             .budget(budget),
     );
     let result = policy
+        .call()
         .try_run(async |_a| Err::<(), _>(Fail))
         .await
         .expect("not cancelled");
@@ -316,6 +318,7 @@ async fn a_request_a_rate_limit_sheds_is_a_rate_rejection_and_the_call_is_overlo
     let first = policy.run(async |_a| Ok::<_, Fail>(())).await;
     assert!(first.is_ok());
     let second = policy
+        .call()
         .try_run(async |_a| Ok::<_, Fail>(()))
         .await
         .expect("not cancelled");
@@ -335,7 +338,7 @@ async fn a_request_a_rate_limit_sheds_is_a_rate_rejection_and_the_call_is_overlo
 #[test]
 fn a_policy_built_without_a_recorder_records_nothing_and_runs() {
     let policy = Policy::builder().name("p").build().expect("valid policy");
-    let outcome = policy.run_blocking(|_a| Ok::<_, Fail>(5));
+    let outcome = policy.call().run_blocking(|_a| Ok::<_, Fail>(5));
     assert_eq!(outcome.ok(), Some(5));
 }
 
@@ -360,6 +363,7 @@ impl rampart::admit::Admit for Closed {
 async fn a_refusal_by_an_admission_component_that_is_not_a_rate_limit_is_overloaded() {
     let (policy, metrics) = observed(Policy::builder().max_attempts(1).admit(Closed));
     let result = policy
+        .call()
         .try_run(async |_a| Ok::<_, Fail>(()))
         .await
         .expect("not cancelled");
@@ -425,6 +429,7 @@ async fn the_breaker_state_and_budget_token_gauges_follow_the_calls() {
     );
     assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
     let result = policy
+        .call()
         .try_run(async |_a| Err::<(), _>(Fail))
         .await
         .expect("not cancelled");
@@ -498,6 +503,7 @@ async fn the_limiter_gauges_count_held_and_queued_attempts_when_a_call_ends() {
     tokio::time::sleep(MS).await;
     // The slot is held and the queue is full: this call is refused, and its end samples both.
     let refused = policy
+        .call()
         .try_run(async |_a| Ok::<_, Fail>(()))
         .await
         .expect("not cancelled");
@@ -525,10 +531,9 @@ async fn a_policy_without_a_breaker_budget_or_limiter_registers_no_gauges() {
 async fn a_fallback_that_answers_moves_fallbacks_by_the_stop_reason_it_replaced() {
     let (policy, metrics) = observed(Policy::builder().max_attempts(1));
     let answer = policy
-        .run_with_fallback(
-            async |_a| Err::<u32, _>(Fail),
-            rampart::fallback::Fallback::on([StopReason::AttemptsExhausted]).value(1),
-        )
+        .call()
+        .fallback(rampart::fallback::Fallback::on([StopReason::AttemptsExhausted]).value(1))
+        .run(async |_a| Err::<u32, _>(Fail))
         .await;
     assert_eq!(answer.ok(), Some(1));
     assert_eq!(
@@ -556,6 +561,7 @@ async fn an_attempt_a_dry_run_breaker_would_have_refused_moves_dry_run_rejection
             .breaker(breaker),
     );
     let result = policy
+        .call()
         .try_run(async |_a| Err::<(), _>(Fail))
         .await
         .expect("not cancelled");

@@ -115,7 +115,10 @@ fn a_blocking_call_runs_in_its_call_span_too() {
         .max_attempts(1)
         .build()
         .expect("valid policy");
-    assert_eq!(policy.run_blocking(|_a| Ok::<_, Fail>(1)).ok(), Some(1));
+    assert_eq!(
+        policy.call().run_blocking(|_a| Ok::<_, Fail>(1)).ok(),
+        Some(1)
+    );
     let lines = capture.lines();
     assert_eq!(
         lines.last().map(String::as_str),

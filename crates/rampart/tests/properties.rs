@@ -121,6 +121,7 @@ fn run(case: &Case) -> Observed {
         let starts = Mutex::new(Vec::new());
         let calls = AtomicU32::new(0);
         let result = policy
+            .call()
             .try_run(async |attempt| {
                 let n = calls.fetch_add(1, Ordering::SeqCst) as usize;
                 starts.lock().expect("starts").push(start.elapsed());

@@ -102,7 +102,8 @@ async fn a_caller_cancel_while_queued_for_admission_is_cancellation_not_a_timeou
     });
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_a| Ok::<_, Fail>(()))
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
@@ -249,7 +250,8 @@ async fn a_caller_cancel_during_the_abandon_grace_ends_the_call_at_once() {
     });
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_a| pending::<Result<(), Fail>>().await)
         .await;
     assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
@@ -264,13 +266,12 @@ fn a_blocking_attempts_cancelled_future_completes_at_its_ceiling() {
         .build()
         .expect("valid");
     let clock = rampart::Clock::system();
-    let result =
-        policy.try_run_blocking(
-            |attempt| match clock.block_on(attempt.cancelled(), None, None) {
-                rampart::clock::Blocked::Ready(()) => Err::<(), _>(Fail),
-                _ => Ok(()),
-            },
-        );
+    let result = policy.call().try_run_blocking(|attempt| {
+        match clock.block_on(attempt.cancelled(), None, None) {
+            rampart::clock::Blocked::Ready(()) => Err::<(), _>(Fail),
+            _ => Ok(()),
+        }
+    });
     let result = result.expect("not cancelled");
     assert_eq!(result.stop(), StopReason::AttemptsExhausted);
     assert!(matches!(
@@ -324,7 +325,7 @@ fn a_queue_timeout_in_blocking_execution_needs_no_tokio_runtime() {
         .admit(limit.clone())
         .build()
         .expect("valid");
-    let call = std::thread::spawn(move || policy.run_blocking(|_a| Ok::<_, Fail>(())));
+    let call = std::thread::spawn(move || policy.call().run_blocking(|_a| Ok::<_, Fail>(())));
     // Queued, and waiting on the manual clock for its queue timeout (or already ended).
     while (limit.queued() == 0 || clock.sleepers() == 0) && !call.is_finished() {
         std::thread::yield_now();
@@ -365,7 +366,7 @@ fn a_queue_timeout_on_the_system_clock_fires_from_the_timer_thread_without_a_run
         .admit(limit.clone())
         .build()
         .expect("valid");
-    let outcome = policy.run_blocking(|_a| Ok::<_, Fail>(()));
+    let outcome = policy.call().run_blocking(|_a| Ok::<_, Fail>(()));
     assert!(
         matches!(
             outcome,
@@ -411,7 +412,7 @@ async fn a_zero_base_exponential_backoff_never_waits_whatever_its_factor() {
         .build()
         .expect("valid");
     let start = Instant::now();
-    let outcome = policy.try_run(async |_a| Err::<(), _>(Fail)).await;
+    let outcome = policy.call().try_run(async |_a| Err::<(), _>(Fail)).await;
     let outcome = outcome.expect("not cancelled");
     assert_eq!(outcome.attempts(), 5);
     assert_eq!(

@@ -61,7 +61,8 @@ impl PriceClient {
         caller: Deadline,
     ) -> Result<u32, Error<PriceError>> {
         self.policy
-            .within(caller)
+            .call()
+            .deadline(caller)
             .run(async |attempt| self.backend.fetch(sku, attempt.token()).await)
             .await
     }
@@ -188,11 +189,12 @@ async fn price_or_cached(
     let cached = sku.len() as u32;
     client
         .policy
-        .run_with_fallback(
-            async |attempt| client.backend.fetch(&sku, attempt.token()).await,
+        .call()
+        .fallback(
             rampart::fallback::Fallback::on([rampart::StopReason::AttemptsExhausted])
                 .with(async |_error| Ok(cached)),
         )
+        .run(async |attempt| client.backend.fetch(&sku, attempt.token()).await)
         .await
         .map(|cents| cents.to_string())
         .map_err(|_| StatusCode::BAD_GATEWAY)

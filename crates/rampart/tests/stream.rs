@@ -92,6 +92,7 @@ where
 {
     let calls = AtomicU32::new(0);
     let opened = policy
+        .call()
         .stream(options, async |_| {
             attempt(calls.fetch_add(1, Ordering::SeqCst))
         })
@@ -295,7 +296,8 @@ async fn caller_cancellation_ends_a_waiting_stream_at_once() {
     });
     let start = Instant::now();
     let stream = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .stream(options(), async |_| Ok::<_, Fail>(ticking(100 * MS)))
         .await
         .expect("opened");
@@ -311,7 +313,8 @@ async fn caller_cancellation_wins_over_a_ready_item() {
     let policy = Policy::builder().build().expect("valid");
     let token = CancellationToken::new();
     let stream = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .stream(options(), async |_| {
             Ok::<_, Fail>(futures_util::stream::iter([Ok(1u32), Ok(2)]))
         })
@@ -404,7 +407,8 @@ async fn a_deadline_given_to_the_call_ends_the_stream_like_an_inherited_one() {
     let policy = Policy::builder().build().expect("valid");
     let start = Instant::now();
     let opened = policy
-        .within(Deadline::after(300 * MS))
+        .call()
+        .deadline(Deadline::after(300 * MS))
         .stream(options(), async |_| Ok(ticking(100 * MS)))
         .await;
     assert_eq!(
@@ -485,6 +489,7 @@ impl Prices {
     async fn watch(&self, sku: &str) -> Result<Vec<u32>, Error<Fail>> {
         let stream = self
             .policy
+            .call()
             .stream(options(), async |_| {
                 let feed = self.feed.iter().map(|p| Ok(p + sku.len() as u32));
                 Ok::<_, Fail>(futures_util::stream::iter(feed.collect::<Vec<_>>()))
@@ -531,6 +536,7 @@ async fn a_source_that_always_has_an_item_ready_is_still_ended_at_the_deadline()
     let policy = Policy::builder().deadline(100 * MS).build().expect("valid");
     let start = Instant::now();
     let stream = policy
+        .call()
         .stream(options(), async |_| Ok::<_, Fail>(Busy(0)))
         .await
         .expect("opened");
@@ -549,6 +555,7 @@ async fn a_stream_on_a_manual_clock_idles_out_only_when_the_clock_reaches_the_id
         .build()
         .expect("valid");
     let stream = policy
+        .call()
         .stream(idle(Duration::from_secs(5)), async |_| {
             let first = futures_util::stream::iter([Ok::<u32, Fail>(1)]);
             Ok::<_, Fail>(first.chain(futures_util::stream::pending()))
@@ -650,7 +657,8 @@ async fn each_way_a_stream_ends_is_its_stream_ended_reason() {
     let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
     drain(opened.expect("opened")).await;
     let cancelled = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .stream(options(), async |_| Ok::<_, Fail>(ticking(100 * MS)))
         .await
         .expect("opened");

@@ -80,7 +80,7 @@ fn open(
         .idle_timeout(Duration::from_secs(5))
         .build()
         .expect("valid options");
-    ready(policy.with_token(token).stream(options, async |_| {
+    ready(policy.call().token(token).stream(options, async |_| {
         Ok::<_, std::io::Error>(Counter {
             next: 0,
             hesitant: waits.clone(),

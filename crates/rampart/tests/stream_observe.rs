@@ -45,6 +45,7 @@ async fn open(
     stall: bool,
 ) -> RampartStream<Source, u32> {
     policy
+        .call()
         .stream(options, async |_| Ok::<_, Fail>(source(items, stall)))
         .await
         .expect("opened")
@@ -130,6 +131,7 @@ async fn streams_that_end_move_stream_ended_by_reason_and_stream_items_by_their_
 async fn a_stream_that_never_opened_moves_no_stream_metric() {
     let (policy, metrics) = observed(Policy::builder().max_attempts(2));
     let opened = policy
+        .call()
         .stream(StreamOptions::default(), async |_| Err::<Source, _>(Fail))
         .await;
     assert!(opened.is_err());

@@ -155,6 +155,7 @@ fn run(config: &Config, plans: &[Plan]) -> Run {
         let delivered = AtomicBool::new(false);
         let start = Instant::now();
         let opened = policy
+            .call()
             .stream(options, async |_| {
                 if delivered.load(Ordering::SeqCst) {
                     late_calls.fetch_add(1, Ordering::SeqCst);
@@ -311,6 +312,7 @@ fn run_schedules(
         let late_calls = AtomicU32::new(0);
         let delivered = AtomicBool::new(false);
         let opened = policy
+            .call()
             .stream(options, async |_| {
                 if delivered.load(Ordering::SeqCst) {
                     late_calls.fetch_add(1, Ordering::SeqCst);

@@ -103,7 +103,8 @@ async fn a_caller_cancel_while_the_generator_runs_starts_no_callback_and_ends_ca
     let calls = counter();
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Fail>(())
@@ -289,7 +290,7 @@ fn a_blocking_call_refuses_a_pending_generator_naming_it() {
         .build()
         .expect("valid");
     let calls = counter();
-    let outcome = policy.run_blocking(|_attempt| {
+    let outcome = policy.call().run_blocking(|_attempt| {
         calls.fetch_add(1, Ordering::SeqCst);
         Ok::<_, Fail>(())
     });
@@ -314,7 +315,7 @@ fn a_blocking_call_refuses_a_pending_on_timeout_hook_naming_it() {
         .build()
         .expect("valid");
     let calls = counter();
-    let outcome = policy.run_blocking(|attempt| {
+    let outcome = policy.call().run_blocking(|attempt| {
         calls.fetch_add(1, Ordering::SeqCst);
         overrun(&clock, attempt)
     });
@@ -345,7 +346,7 @@ fn ready_answers_work_in_a_blocking_call() {
         .build()
         .expect("valid");
     let seen = Mutex::new(None);
-    let outcome = policy.run_blocking(|attempt| {
+    let outcome = policy.call().run_blocking(|attempt| {
         *seen.lock().expect("seen") = attempt.timeout();
         overrun(&clock, attempt)
     });
@@ -459,7 +460,8 @@ async fn a_caller_cancel_during_an_async_hook_stops_the_wait_and_the_outcome_sta
     });
     let start = Instant::now();
     let outcome = policy
-        .with_token(&token)
+        .call()
+        .token(&token)
         .run(async |_attempt| pending::<Result<(), Fail>>().await)
         .await;
     assert!(

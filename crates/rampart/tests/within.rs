@@ -1,4 +1,4 @@
-//! A deadline given to one call (`Policy::within`, `Call::within`): it bounds the call like
+//! A deadline given to one call (`Call::deadline`): it bounds the call like
 //! the ambient deadline does, the earliest bound wins, and nothing is made ambient. All on
 //! tokio's paused time.
 
@@ -54,7 +54,8 @@ async fn a_given_200ms_deadline_cuts_a_30s_policy_that_ignores_the_ambient_one()
     let policy = slow_policy(false);
     let start = Instant::now();
     let outcome = policy
-        .within(Deadline::after(200 * MS))
+        .call()
+        .deadline(Deadline::after(200 * MS))
         .run(async |_attempt| takes_500ms().await)
         .await;
     assert_eq!(exceeded(outcome), (200 * MS, DeadlineSource::Inherited, 1));
@@ -67,7 +68,8 @@ async fn the_earliest_of_the_given_the_ambient_and_the_policys_deadline_applies(
     let given_first = Deadline::after(300 * MS)
         .scope(
             policy
-                .within(Deadline::after(100 * MS))
+                .call()
+                .deadline(Deadline::after(100 * MS))
                 .run(async |_attempt| takes_500ms().await),
         )
         .await;
@@ -79,7 +81,8 @@ async fn the_earliest_of_the_given_the_ambient_and_the_policys_deadline_applies(
     let ambient_first = Deadline::after(100 * MS)
         .scope(
             policy
-                .within(Deadline::after(300 * MS))
+                .call()
+                .deadline(Deadline::after(300 * MS))
                 .run(async |_attempt| takes_500ms().await),
         )
         .await;
@@ -90,7 +93,8 @@ async fn the_earliest_of_the_given_the_ambient_and_the_policys_deadline_applies(
 
     let tight = Policy::builder().deadline(50 * MS).build().expect("valid");
     let policy_first = tight
-        .within(Deadline::after(300 * MS))
+        .call()
+        .deadline(Deadline::after(300 * MS))
         .run(async |_attempt| takes_500ms().await)
         .await;
     assert_eq!(exceeded(policy_first), (50 * MS, DeadlineSource::Policy, 1));
@@ -100,8 +104,9 @@ async fn the_earliest_of_the_given_the_ambient_and_the_policys_deadline_applies(
 async fn within_twice_keeps_the_earlier_deadline() {
     let policy = slow_policy(false);
     let outcome = policy
-        .within(Deadline::after(100 * MS))
-        .within(Deadline::after(300 * MS))
+        .call()
+        .deadline(Deadline::after(100 * MS))
+        .deadline(Deadline::after(300 * MS))
         .run(async |_attempt| takes_500ms().await)
         .await;
     assert_eq!(exceeded(outcome).0, 100 * MS);
@@ -111,7 +116,8 @@ async fn within_twice_keeps_the_earlier_deadline() {
 async fn a_given_deadline_reaches_the_attempt_but_is_not_made_ambient() {
     let policy = slow_policy(false);
     let seen = policy
-        .within(Deadline::after(200 * MS))
+        .call()
+        .deadline(Deadline::after(200 * MS))
         .run(async |attempt| Ok::<_, Fail>((attempt.remaining(), Deadline::current())))
         .await;
     assert_eq!(seen.ok(), Some((Some(200 * MS), None)));
@@ -121,7 +127,8 @@ async fn a_given_deadline_reaches_the_attempt_but_is_not_made_ambient() {
 async fn a_given_deadline_bounds_a_call_of_policy_none() {
     let start = Instant::now();
     let outcome = Policy::none()
-        .within(Deadline::after(100 * MS))
+        .call()
+        .deadline(Deadline::after(100 * MS))
         .run(async |_attempt| takes_500ms().await)
         .await;
     // Its one attempt is cut at the deadline: the deadline ended the call, as it would have
@@ -150,7 +157,8 @@ async fn a_given_deadline_stops_the_retries_of_a_call_and_counts_its_attempts() 
     let calls = AtomicU32::new(0);
     let start = Instant::now();
     let outcome = policy
-        .within(Deadline::after(250 * MS))
+        .call()
+        .deadline(Deadline::after(250 * MS))
         .run(async |_attempt| {
             calls.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(60 * MS).await;
@@ -180,7 +188,7 @@ async fn hedged_within_120ms(given: bool) -> ((Duration, DeadlineSource, u32), u
     let start = Instant::now();
     let deadline = Deadline::after(120 * MS);
     let outcome = if given {
-        policy.within(deadline).run(op).await
+        policy.call().deadline(deadline).run(op).await
     } else {
         deadline.scope(policy.run(op)).await
     };
@@ -214,8 +222,9 @@ async fn a_call_with_a_token_and_a_given_deadline_is_still_cancelled_by_its_call
     let start = Instant::now();
     let (outcome, ()) = tokio::join!(
         policy
-            .with_token(&token)
-            .within(Deadline::after(200 * MS))
+            .call()
+            .token(&token)
+            .deadline(Deadline::after(200 * MS))
             .run(async |_attempt| takes_500ms().await),
         cancel
     );

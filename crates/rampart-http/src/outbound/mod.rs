@@ -882,7 +882,7 @@ fn criticality_value(level: Criticality) -> HeaderValue {
 /// task-local scope around the call would be one more future, moved with it.
 pub(crate) fn within<C, A>(policy: &Policy<C, A>, caller: Option<Deadline>) -> Call<'_, C, A> {
     match caller {
-        Some(deadline) => policy.within(deadline),
+        Some(deadline) => policy.call().deadline(deadline),
         None => policy.call(),
     }
 }

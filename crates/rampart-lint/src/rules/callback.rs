@@ -7,15 +7,8 @@ use syn::{Expr, ExprClosure, ExprPath, Macro, Pat};
 use crate::finding::{Raw, Rule};
 use crate::syntax;
 
-/// The policy's run methods, the deprecated hedged aliases included.
-const RUN_METHODS: [&str; 6] = [
-    "run",
-    "try_run",
-    "run_blocking",
-    "try_run_blocking",
-    "run_hedged",
-    "try_run_hedged",
-];
+/// The finishers that run a callback: `Policy::run` and `Call`'s.
+const RUN_METHODS: [&str; 4] = ["run", "try_run", "run_blocking", "try_run_blocking"];
 
 const R001_HELP: &str =
     "pass `attempt.token()` (or `attempt`) to the work so the ceiling can cancel it";
@@ -36,7 +29,7 @@ pub(crate) fn callback_closure(argument: &Expr) -> Option<&ExprClosure> {
 }
 
 /// Checks one callback passed to `method`. `caller_token` is the key of the
-/// expression given to `.with_token(..)` earlier in the chain, if any.
+/// expression given to `.call().token(..)` earlier in the chain, if any.
 pub(crate) fn check(
     method: &str,
     closure: &ExprClosure,
@@ -144,18 +137,18 @@ struct TokenMisuse<'k, 'o> {
 
 impl<'ast> Visit<'ast> for TokenMisuse<'_, '_> {
     fn visit_expr(&mut self, expr: &'ast Expr) {
-        if let Some(key) = self.caller_token {
-            if syntax::place_key(expr).as_deref() == Some(key) {
-                self.out.push(Raw::at(
-                    expr.span(),
-                    Rule::R002,
-                    format!(
-                        "callback uses the caller's token `{key}` where the attempt's token belongs; it does not fire at the attempt's ceiling"
-                    ),
-                    R002_HELP,
-                ));
-                return;
-            }
+        if let Some(key) = self.caller_token
+            && syntax::place_key(expr).as_deref() == Some(key)
+        {
+            self.out.push(Raw::at(
+                expr.span(),
+                Rule::R002,
+                format!(
+                    "callback uses the caller's token `{key}` where the attempt's token belongs; it does not fire at the attempt's ceiling"
+                ),
+                R002_HELP,
+            ));
+            return;
         }
         if let Expr::Call(call) = expr {
             let fresh = syntax::called_path(call).is_some_and(|path| {

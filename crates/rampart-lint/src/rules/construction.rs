@@ -132,11 +132,17 @@ fn builder_root(expr: &Expr) -> Option<Span> {
     }
 }
 
-/// What a run method is called on, without `.with_token(..)`, `.clone()`
-/// or borrows: `policy.with_token(&t).run(..)` runs `policy`.
+/// What a run method is called on, without the call's setters (`.call()`, `.token(..)`,
+/// `.deadline(..)`, `.fallback(..)`), `.clone()` or borrows:
+/// `policy.call().token(&t).run(..)` runs `policy`.
 fn peel_call(expr: &Expr) -> &Expr {
     match syntax::strip(expr) {
-        Expr::MethodCall(call) if call.method == "with_token" || call.method == "clone" => {
+        Expr::MethodCall(call)
+            if matches!(
+                call.method.to_string().as_str(),
+                "call" | "token" | "deadline" | "fallback" | "clone"
+            ) =>
+        {
             peel_call(&call.receiver)
         }
         Expr::Reference(reference) => peel_call(&reference.expr),

@@ -140,10 +140,10 @@ struct Routes {
 
 impl Routes {
     fn add(&mut self, argument: &Expr) {
-        if let Expr::Path(path) = syntax::strip(argument) {
-            if let Some(last) = path.path.segments.last() {
-                self.names.insert(last.ident.to_string());
-            }
+        if let Expr::Path(path) = syntax::strip(argument)
+            && let Some(last) = path.path.segments.last()
+        {
+            self.names.insert(last.ident.to_string());
         }
     }
 }

@@ -197,7 +197,8 @@ impl<'ast> Visit<'ast> for Linter {
         let routed_chain = handler::starts_with_router(root);
         let mut caller_token: Option<String> = None;
         for call in chain {
-            if call.method == "with_token" {
+            // `Call::token(&t)` gives the caller's token (`attempt.token()` takes none).
+            if call.method == "token" && !call.args.is_empty() {
                 caller_token = call.args.first().and_then(syntax::token_argument_key);
             }
             let method = call.method.to_string();

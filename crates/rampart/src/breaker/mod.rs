@@ -267,9 +267,9 @@ pub struct BreakerPermit<'a> {
     /// Whether taking this permit turned the breaker open → half-open (kept as a flag, not as
     /// the `Transition`, so that the permit a call holds across its attempt stays small).
     opened_probe: bool,
-    /// The break, in nanoseconds, of the re-opening that expired probes caused just before
-    /// this permit was taken (0: none; a break is at least 1 ns).
-    expired_break: u64,
+    /// Whether a re-opening by expired probes came just before `opened_probe` (its break is
+    /// kept by the breaker, under its generation: see [`expired`](Self::expired)).
+    after_expiry: bool,
     settled: bool,
 }
 
@@ -295,10 +295,14 @@ impl BreakerPermit<'_> {
     /// timeout was already over when this permit was asked for (this attempt is the trial
     /// after it). Report it first.
     pub fn expired(&self) -> Option<Transition> {
-        (self.expired_break != 0).then(|| Transition {
+        if !self.after_expiry {
+            return None;
+        }
+        let (generation, nanos) = self.breaker.shared.lock().expired;
+        (generation == self.admitted.generation()).then(|| Transition {
             from: StateKind::HalfOpen,
             to: StateKind::Open,
-            break_duration: Some(Duration::from_nanos(self.expired_break)),
+            break_duration: Some(Duration::from_nanos(nanos)),
         })
     }
 
@@ -405,17 +409,17 @@ impl Breaker {
                         continue;
                     }
                     s.probe_admitted(&mut transitions, t);
+                    if let Some(nanos) = expired.and_then(|t| t.break_duration) {
+                        transitions.expired = (next.generation(), nanos_of(nanos).max(1));
+                    }
                     (next, true)
                 }
             };
-            let expired_break = expired
-                .and_then(|t| t.break_duration)
-                .map_or(0, |d| nanos_of(d).max(1));
             return Ok(BreakerPermit {
                 breaker: self,
                 admitted,
                 opened_probe,
-                expired_break,
+                after_expiry: opened_probe && expired.is_some(),
                 settled: false,
             });
         }

@@ -19,6 +19,10 @@ pub(super) struct Transitions {
     /// Consecutive openings since the last full close.
     pub(super) openings: u32,
     rng: fastrand::Rng,
+    /// The half-open generation whose first probe followed a re-opening by expired probes,
+    /// and that re-opening's break in nanoseconds (see `BreakerPermit::expired`): kept here,
+    /// not in the permit a call holds across its attempt, so that the permit stays small.
+    pub(super) expired: (u32, u64),
 }
 
 impl Transitions {
@@ -117,6 +121,7 @@ impl Shared {
             generation: 0,
             openings: 0,
             rng,
+            expired: (0, 0),
         };
         Shared {
             slow_call: AtomicU64::new(config.slow_call.map_or(0, nanos_of)),

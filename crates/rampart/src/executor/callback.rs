@@ -47,6 +47,33 @@
 //! error: async closure does not implement `FnMut` because it captures state from its environment
 //! ```
 //!
+//! Both forms are refused (these examples must not compile; that error is the only one either
+//! gives):
+//!
+//! ```compile_fail
+//! # async fn demo() {
+//! let policy = rampart::Policy::builder().build().expect("valid policy");
+//! let mut attempts = 0;
+//! // Mutates a captured variable.
+//! let _ = policy
+//!     .run(async |_attempt| {
+//!         attempts += 1;
+//!         Ok::<_, std::io::Error>(attempts)
+//!     })
+//!     .await;
+//! # }
+//! ```
+//!
+//! ```compile_fail
+//! # async fn demo(name: String) {
+//! let policy = rampart::Policy::builder().build().expect("valid policy");
+//! // Owns `name` and uses it by reference.
+//! let _ = policy
+//!     .run(async move |_attempt| Ok::<_, std::io::Error>(name.len()))
+//!     .await;
+//! # }
+//! ```
+//!
 //! Borrow instead (`let client = &*arc;` before the call, then `async |attempt| client.get(..)`),
 //! count with an atomic or a `Cell` declared outside, or, to own what the future uses, return
 //! an `async move` block from a plain closure:

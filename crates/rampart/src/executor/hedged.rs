@@ -191,6 +191,10 @@ where
                     }
                 }
             }
+            // A zero backoff waits for nothing: the caller's token is checked at once.
+            Next::Sleep { from, delay } if delay.is_zero() => {
+                machine.woke(from, is_cancelled(caller))
+            }
             Next::Sleep { from, delay } => {
                 let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
                 machine.woke(read(clock, timed), cancelled)

@@ -159,13 +159,9 @@ enum Generated {
 enum Outcome<T, E> {
     /// The callback returned this.
     Returned(Result<T, E>),
-    /// The executor's own timeout outcome: the ceiling decided the attempt. `by_deadline`:
-    /// the time left set that ceiling (it was not longer than the attempt timeout), so the
-    /// call's deadline is spent and the call ends `DeadlineExceeded`, whichever attempt it was.
-    TimedOut {
-        ceiling: Duration,
-        by_deadline: bool,
-    },
+    /// The executor's own timeout outcome: the ceiling decided the attempt (whether the time
+    /// left set that ceiling is the machine's `cut_by_deadline`).
+    TimedOut { ceiling: Duration },
     /// Admission refused the attempt; the callback did not run.
     Refused(Refusal),
     /// The ceiling passed while the attempt waited for admission; the callback did not run.
@@ -202,6 +198,10 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// Whether the callback ran at least once (a call whose every attempt admission refused
     /// stops `Overloaded`).
     ran: bool,
+    /// Whether the time left set the ceiling of the attempt that timed out last (it was not
+    /// longer than the attempt timeout): its timeout then ends the call `DeadlineExceeded`,
+    /// whichever attempt it was.
+    cut_by_deadline: bool,
     previous_delay: Duration,
     rng: Option<fastrand::Rng>,
     /// The last failed attempt's outcome, kept for the error that ends the call.
@@ -254,7 +254,7 @@ where
 
     /// A call of `shared` with the settings `live`, beginning at `now` (`Some` exactly when
     /// [`timed`](Self::timed)), within the deadline `given` to the call as well
-    /// ([`Call::within`](crate::Call::within)).
+    /// ([`Call::deadline`](crate::Call::deadline)).
     #[inline(always)]
     pub(crate) fn new(
         shared: &'p Shared<C, A>,
@@ -294,6 +294,7 @@ where
             level,
             attempts: 0,
             ran: false,
+            cut_by_deadline: false,
             previous_delay: Duration::ZERO,
             rng: None,
             last: None,
@@ -320,13 +321,13 @@ where
         crate::observe::attempt_span(&self.span, ticket.number, ticket.ceiling, waited)
     }
 
-    /// Whether attempt durations are wanted even for an attempt that finished on its first
     /// What happens to an attempt at its ceiling, in the settings this call started with.
     #[inline(always)]
     pub(crate) fn mode(&self) -> TimeoutMode {
         self.live.mode
     }
 
+    /// Whether attempt durations are wanted even for an attempt that finished on its first
     /// poll (a log or a listener reports them).
     #[inline(always)]
     pub(crate) fn measures(&self) -> bool {
@@ -937,18 +938,15 @@ where
         Next::Done(self.cancelled(now))
     }
 
-    /// The timeout outcome of the attempt of `ticket`, saying whether the time left set its
-    /// ceiling: the ceiling reached the call's deadline.
-    fn timed_out_outcome(&self, ticket: &Ticket<'p, A::Permit>) -> Outcome<T, E> {
+    /// The timeout outcome of the attempt of `ticket`, noting whether the time left set its
+    /// ceiling (the ceiling reached the call's deadline).
+    fn timed_out_outcome(&mut self, ticket: &Ticket<'p, A::Permit>) -> Outcome<T, E> {
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
-        let by_deadline = match (self.deadline, ticket.began) {
+        self.cut_by_deadline = match (self.deadline, ticket.began) {
             (Some(bound), Some(began)) => crate::clock::saturating_add(began, ceiling) >= bound.at,
             _ => false,
         };
-        Outcome::TimedOut {
-            ceiling,
-            by_deadline,
-        }
+        Outcome::TimedOut { ceiling }
     }
 
     /// Reports an awaited attempt that overran its ceiling by more than the orphan threshold.
@@ -974,7 +972,7 @@ where
     /// calls the error permanent; any other result is kept, with a `TimeoutIgnored` event.
     #[cold]
     fn late(
-        &self,
+        &mut self,
         attempt: &Attempt,
         ticket: &Ticket<'p, A::Permit>,
         result: Result<T, E>,
@@ -1039,7 +1037,7 @@ where
         }
         // The ceiling decided the attempt: its hook runs now that the attempt's end is
         // reported and its permits and timer released, before anything else is decided.
-        if let Outcome::TimedOut { ceiling, .. } = outcome
+        if let Outcome::TimedOut { ceiling } = outcome
             && self.shared.telemetry.on_timeout.is_some()
             && let Some(hook) = self.timed_out(ticket.number, ceiling)
         {
@@ -1146,13 +1144,7 @@ where
         self.awaiting = Awaiting::Nothing;
         // The time left set the ceiling that expired: the deadline ended the call, on the
         // last attempt as on any other.
-        let deadline_cut = matches!(
-            outcome,
-            Outcome::TimedOut {
-                by_deadline: true,
-                ..
-            }
-        );
+        let deadline_cut = self.cut_by_deadline && matches!(outcome, Outcome::TimedOut { .. });
         self.last = Some(outcome);
         if deadline_cut {
             return Next::Done(self.deadline_exceeded(None, now));
@@ -1295,7 +1287,7 @@ where
         match outcome {
             Outcome::Returned(Ok(value)) => Ok(value),
             Outcome::Returned(Err(e)) => Err(Error::Inner(e)),
-            Outcome::TimedOut { ceiling, .. } | Outcome::Unadmitted { ceiling } => {
+            Outcome::TimedOut { ceiling } | Outcome::Unadmitted { ceiling } => {
                 Err(Error::AttemptTimeout {
                     timeout: ceiling,
                     attempts: self.attempts,

@@ -13,6 +13,7 @@
 //! | `race.rs` | an attempt raced against its ceiling and its caller's cancellation |
 //! | [`crate::blocking`] | the driver that blocks the calling thread |
 //! | `shared.rs` | the per-policy state every call reads |
+//! | `call.rs` | [`Call`]: one call's options (token, deadline, fallback) and how it runs |
 //! | [`callback`] | the [`Callback`] bound, and why it has the shape it has |
 //!
 //! [`Policy::run`](crate::Policy::run) hedges when the policy was built with
@@ -33,13 +34,15 @@
 //! let token = CancellationToken::new();
 //! token.cancel();
 //! let outcome = policy
-//!     .with_token(&token)
+//!     .call()
+//!     .token(&token)
 //!     .run(async |_attempt| Ok::<_, std::io::Error>("never runs"))
 //!     .await;
 //! assert!(matches!(outcome, Err(Error::Cancelled)));
 //! # }
 //! ```
 
+mod call;
 pub mod callback;
 mod hedged;
 mod machine;
@@ -59,188 +62,17 @@ use crate::classify::Classify;
 use crate::clock::{Clock, Instant};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::fallback::{Answer, FallbackTo, Trigger};
 use crate::outcome::StopReason;
 use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled};
 
-pub use callback::{AttemptFuture, Callback};
+pub use call::Call;
+pub(crate) use callback::{AttemptFuture, Callback};
 pub(crate) use machine::{Machine, Next};
 pub(crate) use race::Admitted;
 pub(crate) use shared::Shared;
 
 /// How far past its ceiling an awaited attempt may return before it is reported as orphaned.
 pub(crate) const ORPHAN_THRESHOLD: Duration = Duration::from_secs(1);
-
-/// A call about to run, with its caller's token: made by
-/// [`Policy::with_token`](crate::Policy::with_token).
-#[must_use = "a call does nothing until run"]
-pub struct Call<'a, C, A> {
-    shared: &'a Shared<C, A>,
-    caller: Option<&'a CancellationToken>,
-    deadline: Option<Deadline>,
-}
-
-impl<C, A> std::fmt::Debug for Call<'_, C, A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Call")
-            .field("policy", &self.shared.name)
-            .field("caller", &self.caller)
-            .field("deadline", &self.deadline)
-            .finish()
-    }
-}
-
-impl<'a, C, A> Call<'a, C, A> {
-    pub(crate) fn new(shared: &'a Shared<C, A>, caller: Option<&'a CancellationToken>) -> Self {
-        Call {
-            shared,
-            caller,
-            deadline: None,
-        }
-    }
-
-    /// Runs the call within `deadline` as well: its effective deadline is the earliest of
-    /// the policy's own, the ambient one (when the policy reads it), and every deadline given
-    /// here. A deadline that ends the call is reported as
-    /// [`DeadlineSource::Inherited`](crate::DeadlineSource::Inherited), like the ambient one.
-    ///
-    /// This is [`Deadline::scope`] for one call, without a task-local scope around it: the
-    /// callback does not see `deadline` as ambient (its attempt's
-    /// [`remaining`](crate::Attempt::remaining) counts it). It applies whether or not the
-    /// policy [reads the ambient deadline](crate::PolicyBuilder::use_ambient_deadline).
-    ///
-    /// ```
-    /// # async fn demo() {
-    /// use std::time::Duration;
-    /// use rampart::{Deadline, Policy};
-    ///
-    /// let policy = Policy::builder().max_attempts(3).build().expect("valid policy");
-    /// let caller = Deadline::after(Duration::from_millis(250));
-    /// let left = policy
-    ///     .within(caller)
-    ///     .run(async |attempt| Ok::<_, std::io::Error>(attempt.remaining()))
-    ///     .await;
-    /// assert_eq!(left.ok().flatten(), Some(Duration::from_millis(250)));
-    /// # }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
-    /// #     .build().expect("runtime").block_on(demo());
-    /// ```
-    pub fn within(mut self, deadline: Deadline) -> Self {
-        self.deadline = Deadline::earliest(self.deadline, Some(deadline));
-        self
-    }
-
-    pub(crate) fn shared(&self) -> &'a Shared<C, A> {
-        self.shared
-    }
-
-    pub(crate) fn caller(&self) -> Option<&'a CancellationToken> {
-        self.caller
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Deadline> {
-        self.deadline
-    }
-
-    /// Runs `op`; see [`Policy::run`](crate::Policy::run).
-    pub fn run<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        execute(self.shared, self.caller, self.deadline, op, ())
-    }
-
-    /// Runs `op` and reports how the call went; see [`Policy::try_run`](crate::Policy::try_run).
-    pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        let mut report = Report::default();
-        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
-        report.into_result(outcome)
-    }
-
-    /// Runs `op`, and `fallback` if the call ends as it names; see
-    /// [`Policy::run_with_fallback`](crate::Policy::run_with_fallback).
-    pub async fn run_with_fallback<T, E, F, W, G>(
-        self,
-        op: F,
-        fallback: FallbackTo<W, G>,
-    ) -> Result<T, Error<E>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-        W: Trigger<E>,
-        G: Answer<T, E>,
-    {
-        let mut stop = StopOnly(StopReason::Succeeded);
-        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut stop).await;
-        fall_back(self.shared, stop.0, outcome, fallback).await.0
-    }
-
-    /// Like [`run_with_fallback`](Self::run_with_fallback), with the report of
-    /// [`try_run`](Self::try_run); see
-    /// [`Policy::try_run_with_fallback`](crate::Policy::try_run_with_fallback).
-    pub async fn try_run_with_fallback<T, E, F, W, G>(
-        self,
-        op: F,
-        fallback: FallbackTo<W, G>,
-    ) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-        W: Trigger<E>,
-        G: Answer<T, E>,
-    {
-        let mut report = Report::default();
-        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
-        let (outcome, fell_back) = fall_back(self.shared, report.stop, outcome, fallback).await;
-        let mut result = report.into_result(outcome)?;
-        result.fell_back = fell_back;
-        Ok(result)
-    }
-
-    /// The same as [`run`](Self::run), which hedges when the policy hedges.
-    #[deprecated(since = "0.2.0", note = "`run` hedges when the policy hedges")]
-    pub fn run_hedged<T, E, F>(self, op: F) -> impl Future<Output = Result<T, Error<E>>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        self.run(op)
-    }
-}
-
-/// The outcome of a call of `shared` that stopped for `stop`, or `fallback`'s answer when it
-/// answers that end (never a cancelled call's); and whether it answered.
-async fn fall_back<C, A, T, E, W, G>(
-    shared: &Shared<C, A>,
-    stop: StopReason,
-    outcome: Result<T, Error<E>>,
-    fallback: FallbackTo<W, G>,
-) -> (Result<T, Error<E>>, bool)
-where
-    W: Trigger<E>,
-    G: Answer<T, E>,
-{
-    match outcome {
-        Err(error) => match fallback.answer(stop, error) {
-            Ok(answer) => {
-                shared.fell_back(stop);
-                (answer.await, true)
-            }
-            Err(error) => (Err(error), false),
-        },
-        ok => (ok, false),
-    }
-}
 
 /// Runs `op` under `shared`: hedged when the policy hedges (its state boxed, so that the
 /// future of a policy that does not hedge stays small), one attempt at a time otherwise.
@@ -326,8 +158,8 @@ impl Record for () {
     fn stop(&mut self, _: StopReason) {}
 }
 
-/// What `run_with_fallback` learns besides the outcome: why the call stopped.
-pub(crate) struct StopOnly(StopReason);
+/// What a call with a fallback learns besides the outcome: why the call stopped.
+pub(crate) struct StopOnly(pub(crate) StopReason);
 
 impl Record for &mut StopOnly {
     const TIMED: bool = false;
@@ -342,7 +174,7 @@ impl Record for &mut StopOnly {
 /// What `try_run` learns besides the outcome.
 pub(crate) struct Report {
     log: AttemptLog,
-    stop: StopReason,
+    pub(crate) stop: StopReason,
 }
 
 impl Default for Report {
@@ -355,10 +187,11 @@ impl Default for Report {
 }
 
 impl Report {
-    /// The `try_run` result: caller cancellation stays an error.
+    /// The `try_run` result, saying whether a fallback answered: caller cancellation stays
+    /// an error.
     pub(crate) fn into_result<T, E>(
         self,
-        outcome: Result<T, Error<E>>,
+        (outcome, fell_back): (Result<T, Error<E>>, bool),
     ) -> Result<CallResult<T, E>, Cancelled> {
         match self.stop {
             StopReason::Cancelled => Err(Cancelled),
@@ -366,7 +199,7 @@ impl Report {
                 outcome,
                 stop,
                 log: self.log,
-                fell_back: false,
+                fell_back,
             }),
         }
     }

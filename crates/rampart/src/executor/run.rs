@@ -88,6 +88,10 @@ where
                     span.record_outcome(machine.attempt_outcome());
                     next
                 }
+                // A zero backoff waits for nothing: the caller's token is checked at once.
+                Next::Sleep { from, delay } if delay.is_zero() => {
+                    machine.woke(from, is_cancelled(caller))
+                }
                 // A backoff or a wait on a pending answer: one await point for all three, so
                 // that the cold steps add nothing to every call's state machine.
                 pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {

@@ -107,9 +107,8 @@
 //!
 //! A capacity of zero is a [`ConfigError`] from [`build`](KeyedPolicyBuilder::build). A
 //! factory's error is returned from [`get`](KeyedPolicy::get) as it is, and from
-//! [`run`](KeyedPolicy::run) as [`Error::Config`] (from [`try_run`](KeyedPolicy::try_run) with
-//! [`StopReason::Config`] and no attempt); nothing is inserted, so the next call for that key
-//! runs the factory again.
+//! [`run`](KeyedPolicy::run) as [`Error::Config`] before any attempt; nothing is inserted, so
+//! the next call for that key runs the factory again.
 
 mod table;
 
@@ -125,9 +124,7 @@ use crate::breaker::{BreakerState, Transition};
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::error::{ConfigError, Error};
 use crate::executor::Callback;
-use crate::outcome::StopReason;
 use crate::policy::Policy;
-use crate::result::{AttemptLog, CallResult, Cancelled};
 
 /// Makes the policy of a key on its first call.
 type Factory<K, C, A> = Box<dyn Fn(&K) -> Result<Policy<C, A>, ConfigError> + Send + Sync>;
@@ -276,8 +273,9 @@ impl<K: Hash + Eq + Clone, C, A> KeyedPolicy<K, C, A> {
     ///
     /// # Cancellation
     ///
-    /// As [`Policy::run`]: dropping the future drops the attempt in flight. For a caller
-    /// token, [`get`](Self::get) the policy and call [`Policy::with_token`].
+    /// As [`Policy::run`]: dropping the future drops the attempt in flight. For anything else
+    /// a call can carry (a caller token, a deadline, a fallback, a report, a blocking call),
+    /// [`get`](Self::get) the key's policy and start the call with [`Policy::call`].
     pub async fn run<Q, T, E, F>(&self, key: &Q, op: F) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
@@ -290,28 +288,6 @@ impl<K: Hash + Eq + Clone, C, A> KeyedPolicy<K, C, A> {
         match self.get(key) {
             Ok(policy) => policy.run(op).await,
             Err(e) => Err(Error::Config(e)),
-        }
-    }
-
-    /// Runs `op` under `key`'s policy, as [`Policy::try_run`] does. A factory error is a
-    /// result with [`StopReason::Config`], [`Error::Config`] and no attempt.
-    pub async fn try_run<Q, T, E, F>(&self, key: &Q, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned + ?Sized,
-        Q::Owned: Into<K>,
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        match self.get(key) {
-            Ok(policy) => policy.try_run(op).await,
-            Err(e) => Ok(CallResult {
-                outcome: Err(Error::Config(e)),
-                stop: StopReason::Config,
-                log: AttemptLog::default(),
-                fell_back: false,
-            }),
         }
     }
 }

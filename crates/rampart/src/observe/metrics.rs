@@ -429,7 +429,7 @@ fn describe() {
     metrics::describe_counter!(
         "rampart.stream.ended",
         Unit::Count,
-        "Streams opened by Policy::stream that ended, by why they ended."
+        "Streams opened by Call::stream that ended, by why they ended."
     );
     metrics::describe_counter!(
         "rampart.stream.items",

@@ -39,7 +39,7 @@
 //! | `rampart.hedges` | counter | `{hedge}` | `policy`, `event`: `started` \| `won` \| `discarded` \| `suppressed` | a hedged call's legs |
 //! | `rampart.dry_run.rejections` | counter | `{attempt}` | `policy`, `reason`: `breaker` \| `overloaded` \| `rate` | a [dry-run](crate::breaker::BreakerBuilder::dry_run) breaker or [`DryRun`](crate::limit::DryRun) limiter would have refused an attempt, which ran |
 //! | `rampart.fallbacks` | counter | `{call}` | `policy`, `stop_reason` | a [fallback](crate::fallback) answered a call that stopped for `stop_reason` |
-//! | `rampart.stream.ended` | counter | `{stream}` | `policy`, `reason` ([`StreamEnd::as_str`]) | once per stream a [`Policy::stream`] call opened, when it ends |
+//! | `rampart.stream.ended` | counter | `{stream}` | `policy`, `reason` ([`StreamEnd::as_str`]) | once per stream a [`Call::stream`](crate::Call::stream) call opened, when it ends |
 //! | `rampart.stream.items` | counter | `{item}` | `policy` | when a stream ends, by the items it delivered |
 //! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends, and when the policy's own breaker methods (`reset_breaker`, `isolate_breaker`, `force_breaker_closed`, `release_breaker`) change its state: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
 //! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |
@@ -90,7 +90,7 @@
 //! [`AttemptOutcome::as_str`]: crate::AttemptOutcome::as_str
 //! [`StateKind::as_str`]: crate::breaker::StateKind::as_str
 //! [`StreamEnd::as_str`]: crate::outcome::StreamEnd::as_str
-//! [`Policy::stream`]: crate::Policy::stream
+//! [`Call::stream`]: crate::Call::stream
 //! [`RateLimit`]: crate::limit::RateLimit
 //! [`Admit::load`]: crate::admit::Admit::load
 //! [`Ambient::spawn`]: crate::Ambient::spawn

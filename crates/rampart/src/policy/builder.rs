@@ -162,7 +162,7 @@ impl<C, A> PolicyBuilder<C, A> {
     ///     .attempt_timeout_fn(|cx| cx.default.unwrap_or(Duration::from_secs(1)) * cx.attempt)
     ///     .build()
     ///     .expect("valid policy");
-    /// let ceiling = policy.run_blocking(|attempt| Ok::<_, std::io::Error>(attempt.timeout()));
+    /// let ceiling = policy.call().run_blocking(|attempt| Ok::<_, std::io::Error>(attempt.timeout()));
     /// assert_eq!(ceiling.unwrap(), Some(Duration::from_secs(1)));
     /// ```
     pub fn attempt_timeout_fn<R>(

@@ -103,21 +103,16 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::admit::{Admit, Unlimited};
 use crate::backoff::Backoff;
 use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::budget::RetryBudget;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::clock::Clock;
-use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::event::Event;
-use crate::executor::{Call, Callback, Shared};
-use crate::fallback::{Answer, FallbackTo, Trigger};
-use crate::result::{CallResult, Cancelled};
-pub use crate::timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
+use crate::executor::{Call, Callback, Shared, execute};
+use crate::timeout::TimeoutMode;
 
 mod builder;
 pub(crate) mod live;
@@ -293,28 +288,52 @@ impl<C, A> Policy<C, A> {
         Some(transition)
     }
 
-    /// The policy in one line, e.g.
-    /// `payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter`.
+    /// The policy in one line: its name, attempts, bounds, backoff, then each component it
+    /// has (budget, breaker, hedge).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let policy = rampart::Policy::builder()
+    ///     .name("payments")
+    ///     .deadline(Duration::from_secs(2))
+    ///     .attempt_timeout(Duration::from_millis(500))
+    ///     .build()
+    ///     .expect("valid policy");
+    /// assert_eq!(
+    ///     policy.explain(),
+    ///     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
+    /// );
+    /// ```
     pub fn explain(&self) -> String {
         self.to_string()
     }
 
-    /// Starts a call, to be given its caller's deadline ([`Call::within`]) before it runs.
-    /// `policy.call().run(op)` is `policy.run(op)`.
+    /// Starts a call that carries more than `op`: the caller's [token](Call::token), a
+    /// [deadline](Call::deadline) of its own, a [fallback](Call::fallback), in any order;
+    /// then one finisher runs it ([`run`](Call::run), [`try_run`](Call::try_run),
+    /// [`run_blocking`](Call::run_blocking), [`try_run_blocking`](Call::try_run_blocking),
+    /// [`stream`](Call::stream)). `policy.call().run(op)` does what `policy.run(op)` does.
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// use rampart::{CancellationToken, Error, Policy};
+    ///
+    /// let policy = Policy::builder().build().expect("valid policy");
+    /// let token = CancellationToken::new();
+    /// token.cancel();
+    /// let outcome = policy
+    ///     .call()
+    ///     .token(&token)
+    ///     .run(async |_attempt| Ok::<_, std::io::Error>("never runs"))
+    ///     .await;
+    /// assert!(matches!(outcome, Err(Error::Cancelled)));
+    /// # }
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build()
+    /// #     .expect("runtime").block_on(demo());
+    /// ```
     pub fn call(&self) -> Call<'_, C, A> {
-        Call::new(&self.shared, None)
-    }
-
-    /// Starts a call within `deadline` as well as the policy's own bounds: see
-    /// [`Call::within`].
-    pub fn within(&self, deadline: Deadline) -> Call<'_, C, A> {
-        Call::new(&self.shared, None).within(deadline)
-    }
-
-    /// Starts a call that the caller can cancel with `token`. Cancelling it ends the call
-    /// with [`Error::Cancelled`] at the next check (at once during a backoff).
-    pub fn with_token<'a>(&'a self, token: &'a CancellationToken) -> Call<'a, C, A> {
-        Call::new(&self.shared, Some(token))
+        Call::new(&self.shared)
     }
 
     /// Runs `op` under this policy and returns its value or why it failed.
@@ -353,98 +372,23 @@ impl<C, A> Policy<C, A> {
     ///
     /// # Cancellation
     ///
-    /// Dropping the returned future drops the attempt in flight. Use
-    /// [`with_token`](Self::with_token) to cancel through a token instead.
+    /// Dropping the returned future drops the attempt in flight. Give the call a token with
+    /// [`call`](Self::call)`().`[`token`](Call::token) to cancel through it instead.
+    ///
+    /// # Panics
+    ///
+    /// A policy that reads time (a deadline, an attempt timeout, a backoff, a listener) on
+    /// the system clock needs a tokio runtime with time enabled: polling its call outside
+    /// one panics, as any tokio timer does ("there is no reactor running" or "A Tokio 1.x
+    /// context was found, but timers are disabled"). A policy on a
+    /// [`ManualClock`](crate::ManualClock) needs no runtime.
     pub fn run<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
     where
         C: Classify<T, E>,
         A: Admit,
         F: Callback<T, E>,
     {
-        Call::new(&self.shared, None).run(op)
-    }
-
-    /// Like [`run`](Self::run), but returns a [`CallResult`] with the stop reason and the
-    /// attempt log. Caller cancellation is still an error.
-    pub async fn try_run<T, E, F>(&self, op: F) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        Call::new(&self.shared, None).try_run(op).await
-    }
-
-    /// Like [`run`](Self::run), but a call that ends as `fallback` names (by stop reason or
-    /// by a predicate on the error) returns the fallback's answer instead of its error. The
-    /// policy decides the call first: retries, timeouts and refusals all happen before the
-    /// fallback runs, once. A call the caller cancelled never falls back. See
-    /// [`fallback`](crate::fallback).
-    ///
-    /// ```
-    /// use rampart::{Policy, StopReason};
-    /// use rampart::fallback::Fallback;
-    ///
-    /// # async fn demo() {
-    /// let policy = Policy::builder().max_attempts(2).build().expect("valid policy");
-    /// let answer = policy
-    ///     .run_with_fallback(
-    ///         async |_attempt| Err::<Vec<u32>, _>(std::io::Error::other("unavailable")),
-    ///         Fallback::on([StopReason::AttemptsExhausted]).with(async |error| {
-    ///             eprintln!("recommendations degraded: {error}");
-    ///             Ok(Vec::new())
-    ///         }),
-    ///     )
-    ///     .await;
-    /// assert_eq!(answer.ok(), Some(Vec::new()));
-    /// # }
-    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
-    /// #     .build().expect("runtime").block_on(demo());
-    /// ```
-    pub fn run_with_fallback<T, E, F, W, G>(
-        &self,
-        op: F,
-        fallback: FallbackTo<W, G>,
-    ) -> impl Future<Output = Result<T, Error<E>>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-        W: Trigger<E>,
-        G: Answer<T, E>,
-    {
-        Call::new(&self.shared, None).run_with_fallback(op, fallback)
-    }
-
-    /// Like [`run_with_fallback`](Self::run_with_fallback), but returns the report of
-    /// [`try_run`](Self::try_run): the stop reason the policy decided, the attempts, and
-    /// whether the fallback answered ([`CallResult::fell_back`]).
-    pub async fn try_run_with_fallback<T, E, F, W, G>(
-        &self,
-        op: F,
-        fallback: FallbackTo<W, G>,
-    ) -> Result<CallResult<T, E>, Cancelled>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-        W: Trigger<E>,
-        G: Answer<T, E>,
-    {
-        Call::new(&self.shared, None)
-            .try_run_with_fallback(op, fallback)
-            .await
-    }
-
-    /// The same as [`run`](Self::run), which hedges when the policy hedges.
-    #[deprecated(since = "0.2.0", note = "`run` hedges when the policy hedges")]
-    pub fn run_hedged<T, E, F>(&self, op: F) -> impl Future<Output = Result<T, Error<E>>>
-    where
-        C: Classify<T, E>,
-        A: Admit,
-        F: Callback<T, E>,
-    {
-        self.run(op)
+        execute(&self.shared, None, None, op, ())
     }
 }
 
