@@ -193,6 +193,7 @@ mod tests {
             reason: rampart::RejectReason::DependencyUnavailable,
             retry_after: Some(Duration::from_secs(9)),
             attempts: 0,
+            refused: 0,
             last: None,
         }
         .into();

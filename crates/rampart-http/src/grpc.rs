@@ -322,6 +322,7 @@ mod tests {
             reason,
             retry_after: after,
             attempts: 1,
+            refused: 0,
             last: None,
         }
     }

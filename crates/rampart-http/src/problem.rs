@@ -37,6 +37,7 @@
 //!     reason: rampart::RejectReason::DependencyUnavailable,
 //!     retry_after: Some(Duration::from_millis(14_200)),
 //!     attempts: 0,
+//!     refused: 0,
 //!     last: None,
 //! };
 //! let problem = Problem::from_error(&error);
@@ -408,6 +409,7 @@ mod tests {
             reason: RejectReason::BudgetExhausted,
             retry_after: None,
             attempts: 2,
+            refused: 0,
             last: None,
         };
         let response = Problem::from_error(&budget).into_http_response();

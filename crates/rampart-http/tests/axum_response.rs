@@ -15,6 +15,7 @@ async fn overloaded() -> Result<&'static str, ClientError<std::io::Error>> {
         reason: rampart::RejectReason::BudgetExhausted,
         retry_after: Some(Duration::from_millis(2500)),
         attempts: 2,
+        refused: 0,
         last: None,
     }))
 }

@@ -162,8 +162,10 @@ impl Attempt {
         self.ceiling
     }
 
-    /// The instant of the attempt's ceiling; `None` when unbounded.
-    pub fn deadline(&self) -> Option<Instant> {
+    /// The instant of the attempt's ceiling, `min(attempt timeout, time left)` after its
+    /// start; `None` when unbounded. (The call's deadline, the instant its caller stops
+    /// waiting, is the [`Deadline`](crate::Deadline) the call was given or inherited.)
+    pub fn ceiling(&self) -> Option<Instant> {
         match (self.ceiling, self.began) {
             (Some(ceiling), Some(began)) => began.checked_add(ceiling),
             _ => None,
@@ -172,7 +174,7 @@ impl Attempt {
 
     /// Time left before the ceiling; `None` when unbounded, zero once it has passed.
     pub fn remaining(&self) -> Option<Duration> {
-        self.deadline()
+        self.ceiling()
             .map(|d| d.saturating_duration_since(self.clock.now()))
     }
 

@@ -55,6 +55,11 @@ use crate::result::{CallResult, Cancelled};
 impl<C, A, B> Call<'_, C, A, B> {
     /// Runs the synchronous `op` on the calling thread and returns its value or why it
     /// failed; see [`crate::blocking`].
+    ///
+    /// # Errors
+    ///
+    /// The callback's own error unchanged ([`Error::Inner`]), or what the policy decided: see
+    /// [`Error`] (and [`Call::run`] for the finishers' common contract).
     pub fn run_blocking<T, E, F>(self, op: F) -> Result<T, Error<E>>
     where
         C: Classify<T, E>,
@@ -70,6 +75,10 @@ impl<C, A, B> Call<'_, C, A, B> {
 
     /// Runs the synchronous `op` on the calling thread and reports how the call went (see
     /// [`Call::try_run`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`] when the caller cancelled; every other end is in the [`CallResult`].
     pub fn try_run_blocking<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,
@@ -151,7 +160,7 @@ where
                     (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, &attempt);
-                    let deadline = attempt.deadline();
+                    let deadline = attempt.ceiling();
                     let answer = match clock.block_on(shared.admit.acquire(&cx), deadline, caller) {
                         Blocked::Ready(Ok(permit)) => Admitted::Permit(Some(permit)),
                         Blocked::Ready(Err(refusal)) => Admitted::Refused(refusal),
@@ -168,7 +177,7 @@ where
                 // The attempt is always awaited; its token fires at the ceiling from the shared
                 // timer thread (or the manual clock).
                 let timer = attempt
-                    .deadline()
+                    .ceiling()
                     .map(|at| clock.cancel_at(at, attempt.arm_token()));
                 let span = machine.attempt_span(&ticket, waited);
                 let result = span.in_scope(|| op(&attempt));
@@ -178,7 +187,7 @@ where
                     if is_cancelled(caller) {
                         attempt.fire(Fired::Caller);
                     } else if attempt
-                        .deadline()
+                        .ceiling()
                         .is_some_and(|at| now.is_some_and(|n| n >= at))
                     {
                         attempt.fire(Fired::Ceiling);

@@ -200,6 +200,11 @@ impl RetryBudget {
     /// counting as 0. A refusal carries the time until the `min_per_sec` refill alone would fund
     /// this spend, or `None` when it never would (`min_per_sec` 0, or a reserve the capacity
     /// cannot leave).
+    ///
+    /// # Errors
+    ///
+    /// The time until the `min_per_sec` refill alone would fund this spend, or `None` when it never
+    /// would: the bucket stays as it was.
     pub fn try_spend(&self, now: Instant, reserve: f64) -> Result<(), Option<Duration>> {
         let inner = &*self.inner;
         let reserve = if reserve.is_nan() {
@@ -281,6 +286,11 @@ impl RetryBudgetBuilder {
     }
 
     /// The budget, full; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once (`budget.fraction`,
+    /// `budget.min_per_sec`), each with its value.
     pub fn build(self) -> Result<RetryBudget, ConfigError> {
         let RetryBudgetBuilder {
             fraction,

@@ -70,8 +70,11 @@ pub enum Error<E> {
         reason: RejectReason,
         /// When it expects to have room again, if it knows.
         retry_after: Option<Duration>,
-        /// Attempts made before the refusal.
+        /// Attempts made before the refusal, the ones admission refused included.
         attempts: u32,
+        /// Of `attempts`, those that admission refused before the callback ran: nothing was
+        /// sent for them. `attempts - refused` attempts reached the dependency.
+        refused: u32,
         /// The last attempt's failure, if an attempt ran (also [`source`](StdError::source)).
         last: Option<Box<Error<E>>>,
     },
@@ -272,9 +275,23 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 reason,
                 retry_after,
                 attempts,
+                refused,
                 ..
             } => {
-                write!(f, "rejected: {reason} after {}", Attempts(*attempts))?;
+                let sent = attempts.saturating_sub(*refused);
+                match (*attempts, *refused) {
+                    (0, _) => write!(f, "rejected: {reason} before the first attempt")?,
+                    (_, 0) => write!(f, "rejected: {reason} after {} sent", Attempts(sent))?,
+                    (n, r) if r == n => {
+                        write!(f, "rejected: {reason}; nothing sent, {} refused", Attempts(r))?;
+                    }
+                    (_, r) => write!(
+                        f,
+                        "rejected: {reason} after {} sent and {} refused",
+                        Attempts(sent),
+                        Attempts(r)
+                    )?,
+                }
                 match retry_after {
                     Some(after) => write!(f, "; retry after {after:?}"),
                     None => Ok(()),
@@ -422,14 +439,47 @@ mod tests {
             reason: RejectReason::BudgetExhausted,
             retry_after: Some(Duration::from_millis(300)),
             attempts: 2,
+            refused: 0,
             last: None,
         };
         assert_eq!(
             e.to_string(),
-            "rejected: retry budget exhausted after 2 attempts; retry after 300ms"
+            "rejected: retry budget exhausted after 2 attempts sent; retry after 300ms"
         );
         assert!(e.is_rejected());
         assert_eq!(e.retry_after(), Some(Duration::from_millis(300)));
+    }
+
+    #[test]
+    fn rejection_message_says_what_was_sent_and_what_was_refused() {
+        let rejected = |reason, attempts, refused| {
+            Error::<&str>::Rejected {
+                reason,
+                retry_after: None,
+                attempts,
+                refused,
+                last: None,
+            }
+            .to_string()
+        };
+        let open = RejectReason::DependencyUnavailable;
+        let overloaded = RejectReason::Overloaded;
+        assert_eq!(
+            rejected(open, 0, 0),
+            "rejected: circuit breaker open before the first attempt"
+        );
+        assert_eq!(
+            rejected(overloaded, 1, 1),
+            "rejected: admission refused; nothing sent, 1 attempt refused"
+        );
+        assert_eq!(
+            rejected(overloaded, 3, 2),
+            "rejected: admission refused after 1 attempt sent and 2 attempts refused"
+        );
+        assert_eq!(
+            rejected(open, 2, 0),
+            "rejected: circuit breaker open after 2 attempts sent"
+        );
     }
 
     #[test]

@@ -172,6 +172,10 @@ impl<T, E> CallResult<T, E> {
     }
 
     /// The outcome, as `run` would have returned it.
+    ///
+    /// # Errors
+    ///
+    /// The call's [`Error`], as `run` would have returned it.
     pub fn into_result(self) -> Result<T, Error<E>> {
         self.outcome
     }

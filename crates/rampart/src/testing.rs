@@ -110,6 +110,11 @@ async fn settle(condition: &mut impl FnMut() -> bool) -> bool {
 ///
 /// Checks the condition before the first advance too. Works on current-thread and
 /// multi-threaded runtimes.
+///
+/// # Errors
+///
+/// [`Stalled`] saying `what` did not happen within `max_advances` steps of `step`, with the
+/// virtual time that passed.
 pub async fn advance_until(
     clock: &ManualClock,
     step: Duration,
@@ -138,6 +143,11 @@ pub async fn advance_until(
 /// is still pending, without moving time.
 ///
 /// Fails if the call completes first: the state the test wanted to observe was skipped.
+///
+/// # Errors
+///
+/// [`Stalled`] when the call completed before `condition` held, saying `what` was
+/// skipped.
 pub async fn wait_for_pending<F>(
     call: &mut F,
     mut condition: impl FnMut() -> bool,

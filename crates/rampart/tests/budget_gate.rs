@@ -83,10 +83,11 @@ async fn an_empty_budget_ends_the_call_with_the_last_error_and_a_retry_after() {
             reason: RejectReason::BudgetExhausted,
             retry_after,
             attempts,
+            refused,
             last,
         }) => {
             assert_eq!(retry_after, Some(Duration::from_millis(500)));
-            assert_eq!(attempts, 1);
+            assert_eq!((attempts, refused), (1, 0), "one attempt, sent");
             assert_eq!(last.and_then(|l| l.into_inner()), Some(Fail(1)));
         }
         other => panic!("expected a budget rejection, got {other:?}"),

@@ -501,11 +501,22 @@ async fn a_local_refusal_whose_wait_does_not_fit_ends_with_the_refusal_and_its_r
     assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing was sent");
     assert_eq!(outcome.stop(), StopReason::Overloaded);
     match outcome.into_result() {
-        Err(Error::Rejected {
-            reason: rampart::RejectReason::Overloaded,
-            retry_after,
-            ..
-        }) => assert_eq!(retry_after, Some(SEC)),
+        Err(
+            error @ Error::Rejected {
+                reason: rampart::RejectReason::Overloaded,
+                retry_after: Some(retry_after),
+                attempts: 1,
+                refused: 1,
+                ..
+            },
+        ) => {
+            assert_eq!(retry_after, SEC);
+            assert_eq!(
+                error.to_string(),
+                "rejected: admission refused; nothing sent, 1 attempt refused; retry after 1s",
+                "the message says nothing reached the dependency"
+            );
+        }
         other => panic!("expected the refusal, got {other:?}"),
     }
 }

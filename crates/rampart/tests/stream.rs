@@ -433,7 +433,7 @@ async fn a_drains_grace_ends_the_stream_with_the_drains_rejection() {
     let (opened, _) = open(&policy, options(), |_| Ok(ticking(100 * MS))).await;
     assert_eq!(
         drain(opened.expect("opened")).await,
-        ["1", "2", "rejected: process draining after 1 attempt"]
+        ["1", "2", "rejected: process draining after 1 attempt sent"]
     );
 }
 

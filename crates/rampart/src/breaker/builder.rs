@@ -175,6 +175,10 @@ impl BreakerBuilder {
     }
 
     /// The breaker, closed; or every invalid setting at once, each named `breaker.<setter>`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<Breaker, ConfigError> {
         let problems = self.config.problems();
         if problems.is_empty() {

@@ -355,6 +355,11 @@ impl Breaker {
     /// (see [`BreakerPermit::transition`]); half-open admits only free probe slots, and
     /// re-opens when the probes holding them have outlived the
     /// [`probe_timeout`](BreakerBuilder::probe_timeout) (see [`Rejected::transition`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Rejected`] while the breaker is open (with the time left of the break), isolated, or
+    /// half-open with every probe slot taken; it carries the transition the refusal caused, if any.
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
         let s = &*self.shared;
         // A re-opening by expired probes, reported with whatever this acquire ends in.
@@ -566,6 +571,11 @@ impl Breaker {
     /// assert_eq!(refused.to_string(), "breaker.consecutive_failures must be at least 1 (was 0)");
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting of the update (the breaker keeps its
+    /// settings), or `reconfigure` after the most updates a breaker keeps.
     pub fn reconfigure(
         &self,
         update: impl FnOnce(BreakerBuilder) -> BreakerBuilder,

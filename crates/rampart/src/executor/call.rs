@@ -165,6 +165,12 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
 
     /// Runs `op` and returns its value or why it failed; see
     /// [`Policy::run`](crate::Policy::run) for the callback and the cancellation contract.
+    ///
+    /// # Errors
+    ///
+    /// The callback's own error unchanged ([`Error::Inner`]), or what the policy decided (cancelled,
+    /// attempt timeout, deadline, a rejection, a configuration error): see [`Error`]. A fallback
+    /// answers the ends it names instead.
     pub async fn run<T, E, F>(self, op: F) -> Result<T, Error<E>>
     where
         C: Classify<T, E>,
@@ -180,6 +186,10 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
     /// Runs `op` and reports how the call went: a [`CallResult`] with the outcome, the stop
     /// reason the policy decided, the attempt log and whether a fallback answered. Caller
     /// cancellation is still an error ([`Cancelled`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`] when the caller cancelled; every other end is in the [`CallResult`].
     pub async fn try_run<T, E, F>(self, op: F) -> Result<CallResult<T, E>, Cancelled>
     where
         C: Classify<T, E>,

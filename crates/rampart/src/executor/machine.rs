@@ -195,6 +195,10 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     deadline: Option<Effective>,
     level: Criticality,
     attempts: u32,
+    /// Attempts that admission refused (or that outwaited their ceiling in its queue): the
+    /// callback did not run for them, nothing was sent. A call whose every attempt admission
+    /// refused stops `Overloaded`.
+    refused: u32,
     /// Whether the callback ran at least once (a call whose every attempt admission refused
     /// stops `Overloaded`).
     ran: bool,
@@ -294,6 +298,7 @@ where
             level,
             attempts: 0,
             ran: false,
+            refused: 0,
             cut_by_deadline: false,
             previous_delay: Duration::ZERO,
             rng: None,
@@ -389,6 +394,7 @@ where
                 (Outcome::Unadmitted { ceiling }, None)
             }
         };
+        self.refused += 1;
         Err(self.ended(None, ticket, outcome, Verdict::Refused { retry_after }, now))
     }
 
@@ -640,7 +646,7 @@ where
         ticket: &Ticket<'p, A::Permit>,
         attempt: &Attempt,
     ) -> AdmitContext<'p> {
-        self.admit_context(ticket.number, attempt.deadline(), ticket.began)
+        self.admit_context(ticket.number, attempt.ceiling(), ticket.began)
     }
 
     /// What an admission component is told about attempt `number` with ceiling `deadline`.
@@ -1297,6 +1303,7 @@ where
                 reason: RejectReason::Overloaded,
                 retry_after: refusal.retry_after,
                 attempts: self.attempts,
+                refused: self.refused,
                 last: None,
             }),
         }
@@ -1331,6 +1338,7 @@ where
                 reason,
                 retry_after,
                 attempts: self.attempts,
+                refused: self.refused,
                 last: last.and_then(Result::err).map(Box::new),
             }),
         };

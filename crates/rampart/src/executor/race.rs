@@ -77,7 +77,7 @@ impl<W: Future> Future for Race<'_, W> {
                     // Cancelled before it started: it gets its grace, no more.
                     fired(&mut this, why);
                 } else {
-                    if let Some(at) = this.attempt.deadline() {
+                    if let Some(at) = this.attempt.ceiling() {
                         this.timer.set(Some(this.clock.sleep_until(at)));
                     }
                     if let Some(caller) = *this.caller {
@@ -153,7 +153,7 @@ fn fired<W>(this: &mut RaceProj<'_, '_, W>, why: Fired) {
         }
         TimeoutMode::Abandon { grace } => {
             let from = match why {
-                Fired::Ceiling => this.attempt.deadline(),
+                Fired::Ceiling => this.attempt.ceiling(),
                 Fired::Caller => None,
             }
             .unwrap_or_else(|| this.clock.now());

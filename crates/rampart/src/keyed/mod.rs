@@ -158,6 +158,10 @@ impl<K, C, A> Clone for KeyedPolicy<K, C, A> {
 impl<K, C, A> KeyedPolicy<K, C, A> {
     /// A builder whose `factory` makes the policy of each new key (called with the key, on
     /// its first call, and again after it was evicted or removed).
+    ///
+    /// # Errors
+    ///
+    /// None here: the builder's [`build`](KeyedPolicyBuilder::build) checks the capacity.
     pub fn builder(
         factory: impl Fn(&K) -> Result<Policy<C, A>, ConfigError> + Send + Sync + 'static,
     ) -> KeyedPolicyBuilder<K, C, A> {
@@ -191,6 +195,10 @@ impl<K, C, A> KeyedPolicy<K, C, A> {
 impl<K: Hash + Eq + Clone, C, A> KeyedPolicy<K, C, A> {
     /// The policy of `key` (a clone sharing the key's state), made by the factory if the key
     /// has none; the factory's error otherwise. A known key costs no allocation.
+    ///
+    /// # Errors
+    ///
+    /// The factory's [`ConfigError`] for a new key, as it returned it (nothing is inserted).
     #[inline]
     pub fn get<Q>(&self, key: &Q) -> Result<Policy<C, A>, ConfigError>
     where
@@ -276,6 +284,11 @@ impl<K: Hash + Eq + Clone, C, A> KeyedPolicy<K, C, A> {
     /// As [`Policy::run`]: dropping the future drops the attempt in flight. For anything else
     /// a call can carry (a caller token, a deadline, a fallback, a report, a blocking call),
     /// [`get`](Self::get) the key's policy and start the call with [`Policy::call`].
+    ///
+    /// # Errors
+    ///
+    /// The call's [`Error`], as [`Policy::run`] returns it; a factory error as [`Error::Config`]
+    /// before any attempt.
     pub async fn run<Q, T, E, F>(&self, key: &Q, op: F) -> Result<T, Error<E>>
     where
         K: Borrow<Q>,
@@ -311,6 +324,10 @@ impl<K, C, A> KeyedPolicyBuilder<K, C, A> {
 
     /// The keyed policy, or the problem with its settings (a capacity of zero, named
     /// `capacity`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] for a capacity of zero (`keyed.capacity`).
     pub fn build(self) -> Result<KeyedPolicy<K, C, A>, ConfigError> {
         Ok(KeyedPolicy {
             inner: Arc::new(Inner {

@@ -197,6 +197,11 @@ impl Aimd {
     /// assert_eq!(limit.bounds(), (2, 10));
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field and value when `min` is 0 or `max` is below `min`; the
+    /// limit keeps its range.
     pub fn set_bounds(&self, min: usize, max: usize) -> Result<(), ConfigError> {
         let inner = &*self.inner;
         inner.bounds.set(["aimd.min", "aimd.max"], min, max)?;
@@ -302,6 +307,10 @@ impl AimdBuilder {
     }
 
     /// The limit; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<Aimd, ConfigError> {
         let mut problems = Vec::new();
         let fields = ["aimd.initial", "aimd.min", "aimd.max"];

@@ -213,6 +213,10 @@ pub struct CriticalityLimitBuilder {
 
 impl CriticalityLimit {
     /// `capacity` in flight, with the default queue and hold.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when `capacity` is 0.
     pub fn new(capacity: usize) -> Result<CriticalityLimit, ConfigError> {
         CriticalityLimit::builder(capacity).build()
     }
@@ -263,6 +267,10 @@ impl CriticalityLimit {
     /// assert_eq!(limit.capacity(), 16);
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when `capacity` is 0; the limit keeps its capacity.
     pub fn set_capacity(&self, capacity: usize) -> Result<(), ConfigError> {
         if capacity == 0 {
             return Err(ConfigError::new(vec![zero_capacity()]));
@@ -689,6 +697,10 @@ impl CriticalityLimitBuilder {
     }
 
     /// The limit; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<CriticalityLimit, ConfigError> {
         let mut problems = Vec::new();
         if self.capacity == 0 {

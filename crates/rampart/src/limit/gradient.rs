@@ -211,6 +211,11 @@ impl Gradient {
     /// assert_eq!(refused.to_string(), "gradient.min must be at least 1 (was 0)");
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field and value when `min` is 0 or `max` is below `min`; the
+    /// limit keeps its range.
     pub fn set_bounds(&self, min: usize, max: usize) -> Result<(), ConfigError> {
         let inner = &*self.inner;
         inner
@@ -336,6 +341,10 @@ impl GradientBuilder {
     }
 
     /// The limit; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<Gradient, ConfigError> {
         let mut problems = Vec::new();
         let fields = ["gradient.initial", "gradient.min", "gradient.max"];

@@ -149,6 +149,10 @@ pub struct RateLimitBuilder {
 
 impl RateLimit {
     /// `permits` every `per`, with a burst of `permits`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when `permits` or `per` is zero (each named with its value).
     pub fn new(permits: u32, per: Duration) -> Result<RateLimit, ConfigError> {
         RateLimit::builder(permits, per).build()
     }
@@ -163,6 +167,10 @@ impl RateLimit {
     }
 
     /// Takes a permit at `now`, or says how long until the next one is due.
+    ///
+    /// # Errors
+    ///
+    /// The time until the next permit is due, when none is due at `now`; nothing is taken.
     pub fn try_acquire(&self, now: Instant) -> Result<(), Duration> {
         let inner = &*self.inner;
         let now = inner.base.nanos(now).min(MAX_TAT);
@@ -234,6 +242,11 @@ impl RateLimit {
     /// assert_eq!(limit.burst(), 10);
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting of the update (the limit keeps its
+    /// settings), or `reconfigure` after the most updates a limit keeps.
     pub fn reconfigure(
         &self,
         update: impl FnOnce(RateLimitBuilder) -> RateLimitBuilder,
@@ -290,6 +303,10 @@ impl RateLimitBuilder {
     }
 
     /// The limit; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<RateLimit, ConfigError> {
         let rate = self.checked()?;
         let tat = Arc::new(Tat {

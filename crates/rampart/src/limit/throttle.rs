@@ -192,6 +192,10 @@ impl Throttle {
     /// assert_eq!(throttle.k(), 1.5);
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when `k` is not finite or below 1; the throttle keeps its multiplier.
     pub fn set_k(&self, k: f64) -> Result<(), ConfigError> {
         if let Some(problem) = k_problem(k) {
             return Err(ConfigError::new(vec![problem]));
@@ -296,6 +300,10 @@ impl ThrottleBuilder {
     }
 
     /// The throttle; or every invalid setting at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
     pub fn build(self) -> Result<Throttle, ConfigError> {
         let mut problems: Vec<_> = k_problem(self.k).into_iter().collect();
         if self.window < Duration::from_nanos(BUCKETS as u64)

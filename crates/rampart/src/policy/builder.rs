@@ -349,6 +349,11 @@ impl<C, A> PolicyBuilder<C, A> {
     }
 
     /// Validates every setting and builds the policy, or lists every problem.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every problem at once, each naming its field and value
+    /// ("attempt_timeout must be positive (was 0ns)").
     pub fn build(self) -> Result<Policy<C, A>, ConfigError>
     where
         A: Admit,

@@ -200,6 +200,11 @@ impl<C, A> Policy<C, A> {
     /// (under 200 bytes, about twice that with the blocks they are kept in) until the last clone of the policy is dropped, since a running call
     /// may still read them: meant for an operator's or a config file's pace, not for every
     /// request. After 2^31 - 1 updates a policy refuses more (field `reconfigure`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every problem of the updated settings, checked as `build()`
+    /// checks them (the policy keeps its settings), or `reconfigure` after 2^31 - 1 updates.
     pub fn reconfigure(&self, update: impl FnOnce(&mut PolicySettings)) -> Result<(), ConfigError>
     where
         A: Admit,
