@@ -102,33 +102,32 @@
 //! `RetriesSuppressed`, `NotReplayable` and `QuotaRefused` (see [`crate::event`]); the
 //! policies' own events through listeners added in [`policy`](OutboundBuilder::policy).
 
+mod builder;
 mod hosts;
 mod service;
+mod stamp;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use http::header::CONTENT_TYPE;
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::Method;
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
-use rampart::budget::{RetryBudget, RetryBudgetBuilder};
+use rampart::budget::RetryBudgetBuilder;
 use rampart::hedge::Hedge;
-use rampart::{Ambient, Attempt, Call, ConfigError, Criticality, Deadline, Policy, PolicyBuilder};
+use rampart::{Ambient, ConfigError, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
 use crate::classify::HttpClassifier;
 use crate::event::{EdgeEvent, Listeners};
-use crate::header::{
-    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc_content_type,
-    parse_deadline_ms, parse_grpc_timeout,
-};
+use crate::header::Names;
 use crate::quota::QuotaState;
 
+pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
 pub use service::{Outbound, ResponseFuture};
+pub(crate) use stamp::{Stamp, within};
 
 /// Marks a request as safe to send more than once although its method is not replayable
 /// (a `POST` with an idempotency key, say): insert it into the request's extensions.
@@ -174,21 +173,7 @@ impl OutboundLayer {
 
     /// A builder with the defaults of the [module table](self).
     pub fn builder() -> OutboundBuilder {
-        OutboundBuilder {
-            name: "outbound".to_owned(),
-            max_attempts: 3,
-            breaker: Some(Breaker::builder()),
-            budget: Some(RetryBudget::builder()),
-            hedge: None,
-            admit: Unlimited,
-            configure: None,
-            hosts: Vec::new(),
-            max_hosts: rampart::keyed::DEFAULT_CAPACITY,
-            replay_limit: 64 * 1024,
-            quota: Quotas::default(),
-            names: Names::default(),
-            listeners: Listeners::new(crate::observe::Side::Outbound),
-        }
+        OutboundBuilder::new()
     }
 }
 
@@ -279,279 +264,6 @@ impl<S, A> Layer<S> for OutboundLayer<A> {
 }
 
 type Configure = Arc<dyn Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync>;
-
-/// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
-#[must_use = "a builder does nothing until built"]
-pub struct OutboundBuilder<A = Unlimited> {
-    name: String,
-    max_attempts: u32,
-    breaker: Option<BreakerBuilder>,
-    budget: Option<RetryBudgetBuilder>,
-    hedge: Option<Hedge>,
-    admit: A,
-    configure: Option<Configure>,
-    hosts: Vec<(Box<str>, Configure)>,
-    max_hosts: usize,
-    replay_limit: usize,
-    quota: Quotas,
-    names: Names,
-    listeners: Listeners,
-}
-
-impl<A> OutboundBuilder<A> {
-    /// The name of the layer's policies, followed by the host: `"outbound 10.0.0.7:8080"`
-    /// (default `"outbound"`).
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
-    }
-
-    /// Attempts per replayable request, the first included (default 3; at least 1).
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts;
-        self
-    }
-
-    /// The settings of each host's own breaker (default: rampart's defaults).
-    pub fn breaker(mut self, breaker: BreakerBuilder) -> Self {
-        self.breaker = Some(breaker);
-        self
-    }
-
-    /// No circuit breaker.
-    pub fn no_breaker(mut self) -> Self {
-        self.breaker = None;
-        self
-    }
-
-    /// The settings of each host's own retry budget (default: rampart's defaults).
-    pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
-        self.budget = Some(budget);
-        self
-    }
-
-    /// No retry budget: retries are limited by `max_attempts` alone.
-    pub fn no_budget(mut self) -> Self {
-        self.budget = None;
-        self
-    }
-
-    /// Hedges replayable requests: a second attempt when the first is slower than usual (see
-    /// [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
-    /// Set the hedge here: one set in [`policy`](Self::policy) is not used.
-    pub fn hedge(mut self, hedge: Hedge) -> Self {
-        self.hedge = Some(hedge);
-        self
-    }
-
-    /// Asks `admit` before every attempt, to every host (the ready-made limiters share their
-    /// state across clones). Calls that make one attempt (see the [module docs](self)) are
-    /// admitted at `Critical`, since their policy does not read the ambient level.
-    pub fn admit<A2: Admit + Clone>(self, admit: A2) -> OutboundBuilder<A2> {
-        OutboundBuilder {
-            name: self.name,
-            max_attempts: self.max_attempts,
-            breaker: self.breaker,
-            budget: self.budget,
-            hedge: self.hedge,
-            admit,
-            configure: self.configure,
-            hosts: self.hosts,
-            max_hosts: self.max_hosts,
-            replay_limit: self.replay_limit,
-            quota: self.quota,
-            names: self.names,
-            listeners: self.listeners,
-        }
-    }
-
-    /// Everything else about the policies: deadline, attempt timeout, timeout mode, backoff,
-    /// adaptive ceiling, clock, drain, rampart listeners and hooks. The layer then sets the
-    /// name, classifier, attempts, breaker, budget, hedge and admission itself, and turns on
-    /// the ambient deadline and criticality.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rampart_http::OutboundLayer;
-    ///
-    /// let layer = OutboundLayer::builder()
-    ///     .policy(|p| p.deadline(Duration::from_secs(5)).attempt_timeout(Duration::from_secs(1)))
-    ///     .build()
-    ///     .expect("valid policy");
-    /// # drop(layer);
-    /// ```
-    pub fn policy(
-        mut self,
-        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
-    ) -> Self {
-        self.configure = Some(Arc::new(configure));
-        self
-    }
-
-    /// Settings for one host's policies, applied after [`policy`](Self::policy)'s for the
-    /// host whose key is `key` (`host:port`, as the [module docs](self#host-keys) make it,
-    /// or a key named with [`OutboundLayer::layer_for`]). The same settings can be changed as
-    /// in `policy`. A later call for the same key replaces an earlier one.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use rampart_http::OutboundLayer;
-    ///
-    /// let layer = OutboundLayer::builder()
-    ///     .policy(|p| p.deadline(Duration::from_secs(2)))
-    ///     .host("reports.internal:80", |p| p.deadline(Duration::from_secs(30)))
-    ///     .build()
-    ///     .expect("valid policies");
-    /// # drop(layer);
-    /// ```
-    pub fn host(
-        mut self,
-        key: &str,
-        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
-    ) -> Self {
-        let key = HostKey::named(key);
-        self.hosts.retain(|(k, _)| **k != *key);
-        self.hosts.push((key.into_boxed_str(), Arc::new(configure)));
-        self
-    }
-
-    /// At most this many hosts keep a breaker and budget (default 1024,
-    /// [`rampart::keyed::DEFAULT_CAPACITY`]; at least 1). A new host at a full table evicts
-    /// one not seen lately, by CLOCK as a [`KeyedTable`](rampart::keyed::KeyedTable) does
-    /// (a host seen once goes before the hosts in steady use), and its breaker and budget go
-    /// with it: its next request starts it afresh, breaker closed. Set it above the number
-    /// of hosts the client really calls; the bound is there for a client whose URIs come
-    /// from outside.
-    pub fn max_hosts(mut self, hosts: usize) -> Self {
-        self.max_hosts = hosts;
-        self
-    }
-
-    /// The largest body kept in memory for replay (default 64 KiB). A replayable request with
-    /// a larger body is streamed once and gets one attempt.
-    pub fn replay_limit(mut self, bytes: usize) -> Self {
-        self.replay_limit = bytes;
-        self
-    }
-
-    /// Whether responses' quota headers are read, and a host whose quota is spent refused
-    /// locally until its reset (default off; see [`crate::quota`] for the headers, the rules
-    /// and why it is off). [`host_quota`](Self::host_quota) overrides it for one host.
-    ///
-    /// ```
-    /// use rampart_http::OutboundLayer;
-    ///
-    /// let layer = OutboundLayer::builder().quota(true).build().expect("valid policy");
-    /// # drop(layer);
-    /// ```
-    pub fn quota(mut self, on: bool) -> Self {
-        self.quota.all = on;
-        self
-    }
-
-    /// [`quota`](Self::quota) for the host whose key is `key` alone (`host:port`, read as
-    /// [`host`](Self::host) reads it), whatever `quota` says for the others. A later call for
-    /// the same key replaces an earlier one.
-    ///
-    /// ```
-    /// use rampart_http::OutboundLayer;
-    ///
-    /// // One credential per process for this API: its quota is the client's own.
-    /// let layer = OutboundLayer::builder()
-    ///     .host_quota("api.example.com:443", true)
-    ///     .build()
-    ///     .expect("valid policy");
-    /// # drop(layer);
-    /// ```
-    pub fn host_quota(mut self, key: &str, on: bool) -> Self {
-        let key = HostKey::named(key);
-        self.quota.hosts.retain(|(k, _)| **k != *key);
-        self.quota.hosts.push((key.into_boxed_str(), on));
-        self
-    }
-
-    /// The deadline header written on non-gRPC requests (default `x-deadline-ms`).
-    pub fn deadline_header(mut self, name: HeaderName) -> Self {
-        self.names.deadline = name;
-        self
-    }
-
-    /// The criticality header (default `x-criticality`).
-    pub fn criticality_header(mut self, name: HeaderName) -> Self {
-        self.names.criticality = name;
-        self
-    }
-
-    /// The retry-mark header (default `x-rampart-retry`).
-    pub fn retry_header(mut self, name: HeaderName) -> Self {
-        self.names.retry = name;
-        self
-    }
-
-    /// Adds a listener for the layer's [`EdgeEvent`]s.
-    pub fn listener(mut self, listener: impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static) -> Self {
-        self.listeners.push(listener);
-        self
-    }
-
-    /// Builds the layer, checking the policy settings once (as a host's policies would be
-    /// built) and reporting every problem.
-    pub fn build(self) -> Result<OutboundLayer<A>, ConfigError>
-    where
-        A: Admit + Clone,
-    {
-        let factory = Factory {
-            name: self.name,
-            max_attempts: self.max_attempts,
-            breaker: self.breaker,
-            budget: self.budget,
-            hedge: self.hedge,
-            admit: self.admit,
-            configure: self.configure,
-            hosts: self.hosts,
-            quota: self.quota,
-        };
-        let edge = Arc::new(Edge {
-            names: self.names,
-            replay_limit: self.replay_limit,
-            listeners: self.listeners,
-        });
-        factory.build("validation:0", &edge)?;
-        for (key, _) in &factory.hosts {
-            factory
-                .build(key, &edge)
-                .map_err(|error| for_host(&error, key))?;
-        }
-        Ok(OutboundLayer {
-            engine: Arc::new(Engine {
-                edge,
-                max_hosts: self.max_hosts.max(1),
-                hosts: Hosts::new(self.max_hosts),
-                factory,
-            }),
-        })
-    }
-}
-
-impl<A> fmt::Debug for OutboundBuilder<A> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OutboundBuilder")
-            .field("name", &self.name)
-            .field("max_attempts", &self.max_attempts)
-            .field("max_hosts", &self.max_hosts)
-            .field("replay_limit", &self.replay_limit)
-            .finish_non_exhaustive()
-    }
-}
-
-/// `error` of the settings of host `key`, each field named `host(key).field`.
-fn for_host(error: &ConfigError, key: &str) -> ConfigError {
-    let problems = error.problems().iter().map(|problem| {
-        let field = format!("host({key}).{}", problem.field());
-        rampart::ConfigProblem::new(field, problem.message().to_owned())
-    });
-    ConfigError::new(problems.collect())
-}
 
 /// Builds a host's policies.
 struct Factory<A> {
@@ -739,150 +451,5 @@ impl<A> Host<A> {
             host: &self.key,
             limit: self.edge.replay_limit,
         });
-    }
-}
-
-/// How a request's attempts are stamped: read once per request, written once per attempt.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stamp {
-    pub(crate) grpc: bool,
-}
-
-/// What a request's headers hold, found in one pass by [`Stamp::prepare`].
-#[derive(Default)]
-struct Held<'a> {
-    content_type: Option<&'a HeaderValue>,
-    retry: bool,
-    /// The last value of each encoding of the deadline.
-    deadline: Option<&'a HeaderValue>,
-    grpc_timeout: Option<&'a HeaderValue>,
-}
-
-/// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
-/// transport's own timer, armed from the `grpc-timeout` the attempt carried (written floored,
-/// in units down to a millisecond): the attempt waits for rampart's timer, a moment away.
-pub(crate) const TRANSPORT_TIMER_SLACK: Duration = Duration::from_millis(1);
-
-impl Stamp {
-    /// Reads whether the request is gRPC and the deadline its caller wrote (`grpc-timeout`
-    /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
-    /// out what the caller wrote that a first attempt must not carry (a retry mark, a
-    /// deadline in the other encoding).
-    ///
-    /// The caller's deadline and criticality are left in place: every attempt's
-    /// [`write`](Self::write) replaces them.
-    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
-        // One pass over the headers finds the content type, the caller's deadline and which
-        // of the headers the stamp owns the caller wrote (most requests carry few or none of
-        // them): a lookup or a removal hashes its name even when the map does not hold it,
-        // and a pass over a small map costs less than the lookups it saves.
-        let mut held = Held::default();
-        for (name, value) in headers.iter() {
-            if *name == CONTENT_TYPE {
-                held.content_type = held.content_type.or(Some(value));
-                continue;
-            }
-            if *name == GRPC_TIMEOUT {
-                held.grpc_timeout = Some(value);
-            }
-            if *name == names.deadline {
-                held.deadline = Some(value);
-            }
-            held.retry |= *name == names.retry;
-        }
-        let grpc = held.content_type.is_some_and(is_grpc_content_type);
-        let caller = if grpc {
-            held.grpc_timeout
-                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
-        } else {
-            held.deadline
-                .and_then(|value| parse_deadline_ms(value.as_bytes()))
-        };
-        // A gRPC request's deadline is `grpc-timeout`: the other encoding is not carried.
-        let other = grpc && held.deadline.is_some();
-        if held.retry {
-            headers.remove(&names.retry);
-        }
-        if other {
-            headers.remove(&names.deadline);
-        }
-        (Stamp { grpc }, caller.map(Deadline::after))
-    }
-
-    /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
-    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
-    ///
-    /// The deadline written is never later than the caller's own: the call runs within it
-    /// (see [`within`]), so the attempt's time left already counts it.
-    pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
-        // A bounded attempt always says so, even in its last nanosecond.
-        let left = attempt
-            .remaining()
-            .map(|d| d.max(std::time::Duration::from_nanos(1)));
-        // `insert` replaces every value the caller wrote; `remove` only where nothing is
-        // written.
-        let (name, value) = if self.grpc {
-            (&GRPC_TIMEOUT, format_grpc_timeout(left))
-        } else {
-            (&names.deadline, format_deadline_ms(left))
-        };
-        match value {
-            Some(value) => headers.insert(name, value),
-            None => headers.remove(name),
-        };
-        headers.insert(
-            &names.criticality,
-            criticality_value(Criticality::current()),
-        );
-        if attempt.is_retry() {
-            const RETRY: HeaderValue = HeaderValue::from_static("1");
-            headers.insert(&names.retry, RETRY);
-        }
-    }
-
-    /// Whether every attempt's [`write`](Self::write) replaces the header `name`: the
-    /// deadline in the encoding this request carries, and the criticality.
-    pub(crate) fn replaces(self, names: &Names, name: &HeaderName) -> bool {
-        let deadline = match self.grpc {
-            true => &GRPC_TIMEOUT,
-            false => &names.deadline,
-        };
-        name == deadline || *name == names.criticality
-    }
-
-    /// Whether an attempt's transport error came when its ceiling was (all but) reached, on
-    /// a gRPC request: then it is the transport's timer, armed from the header this attempt
-    /// wrote, and rampart's own timer decides the outcome instead.
-    pub(crate) fn is_transport_timer(self, attempt: &Attempt) -> bool {
-        self.grpc
-            && attempt
-                .remaining()
-                .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
-    }
-}
-
-/// `level`'s wire name as a header value, made when the crate is compiled: `from_static`
-/// called at run time checks every byte of its string again.
-fn criticality_value(level: Criticality) -> HeaderValue {
-    const SHEDDABLE: HeaderValue = HeaderValue::from_static(Criticality::Sheddable.as_str());
-    const SHEDDABLE_PLUS: HeaderValue =
-        HeaderValue::from_static(Criticality::SheddablePlus.as_str());
-    const CRITICAL: HeaderValue = HeaderValue::from_static(Criticality::Critical.as_str());
-    const CRITICAL_PLUS: HeaderValue = HeaderValue::from_static(Criticality::CriticalPlus.as_str());
-    match level {
-        Criticality::Sheddable => SHEDDABLE,
-        Criticality::SheddablePlus => SHEDDABLE_PLUS,
-        Criticality::Critical => CRITICAL,
-        Criticality::CriticalPlus => CRITICAL_PLUS,
-    }
-}
-
-/// A call of `policy` within the deadline its caller wrote, if any, so that the call's
-/// deadline is never later than the caller's. Given to the call, not made ambient: a
-/// task-local scope around the call would be one more future, moved with it.
-pub(crate) fn within<C, A>(policy: &Policy<C, A>, caller: Option<Deadline>) -> Call<'_, C, A> {
-    match caller {
-        Some(deadline) => policy.call().deadline(deadline),
-        None => policy.call(),
     }
 }

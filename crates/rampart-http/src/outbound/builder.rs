@@ -1,0 +1,311 @@
+//! [`OutboundBuilder`]: the layer's settings, checked once when built (each host's policies
+//! built as they would be on its first request, every problem reported).
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderName;
+use rampart::admit::{Admit, Unlimited};
+use rampart::breaker::{Breaker, BreakerBuilder};
+use rampart::budget::{RetryBudget, RetryBudgetBuilder};
+use rampart::hedge::Hedge;
+use rampart::{ConfigError, PolicyBuilder};
+
+use super::hosts::{HostKey, Hosts};
+use super::{Configure, Edge, Engine, Factory, OutboundLayer, Quotas};
+use crate::event::{EdgeEvent, Listeners};
+use crate::header::Names;
+
+/// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
+#[must_use = "a builder does nothing until built"]
+pub struct OutboundBuilder<A = Unlimited> {
+    name: String,
+    max_attempts: u32,
+    breaker: Option<BreakerBuilder>,
+    budget: Option<RetryBudgetBuilder>,
+    hedge: Option<Hedge>,
+    admit: A,
+    configure: Option<Configure>,
+    hosts: Vec<(Box<str>, Configure)>,
+    max_hosts: usize,
+    replay_limit: usize,
+    quota: Quotas,
+    names: Names,
+    listeners: Listeners,
+}
+
+impl OutboundBuilder {
+    /// The defaults of the [module table](super), as [`OutboundLayer::builder`] gives them.
+    pub(super) fn new() -> Self {
+        OutboundBuilder {
+            name: "outbound".to_owned(),
+            max_attempts: 3,
+            breaker: Some(Breaker::builder()),
+            budget: Some(RetryBudget::builder()),
+            hedge: None,
+            admit: Unlimited,
+            configure: None,
+            hosts: Vec::new(),
+            max_hosts: rampart::keyed::DEFAULT_CAPACITY,
+            replay_limit: 64 * 1024,
+            quota: Quotas::default(),
+            names: Names::default(),
+            listeners: Listeners::new(crate::observe::Side::Outbound),
+        }
+    }
+}
+
+impl<A> OutboundBuilder<A> {
+    /// The name of the layer's policies, followed by the host: `"outbound 10.0.0.7:8080"`
+    /// (default `"outbound"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Attempts per replayable request, the first included (default 3; at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// The settings of each host's own breaker (default: rampart's defaults).
+    pub fn breaker(mut self, breaker: BreakerBuilder) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// No circuit breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
+        self
+    }
+
+    /// The settings of each host's own retry budget (default: rampart's defaults).
+    pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget: retries are limited by `max_attempts` alone.
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// Hedges replayable requests: a second attempt when the first is slower than usual (see
+    /// [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
+    /// Set the hedge here: one set in [`policy`](Self::policy) is not used.
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
+    }
+
+    /// Asks `admit` before every attempt, to every host (the ready-made limiters share their
+    /// state across clones). Calls that make one attempt (see the [module docs](super)) are
+    /// admitted at `Critical`, since their policy does not read the ambient level.
+    pub fn admit<A2: Admit + Clone>(self, admit: A2) -> OutboundBuilder<A2> {
+        OutboundBuilder {
+            name: self.name,
+            max_attempts: self.max_attempts,
+            breaker: self.breaker,
+            budget: self.budget,
+            hedge: self.hedge,
+            admit,
+            configure: self.configure,
+            hosts: self.hosts,
+            max_hosts: self.max_hosts,
+            replay_limit: self.replay_limit,
+            quota: self.quota,
+            names: self.names,
+            listeners: self.listeners,
+        }
+    }
+
+    /// Everything else about the policies: deadline, attempt timeout, timeout mode, backoff,
+    /// adaptive ceiling, clock, drain, rampart listeners and hooks. The layer then sets the
+    /// name, classifier, attempts, breaker, budget, hedge and admission itself, and turns on
+    /// the ambient deadline and criticality.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .policy(|p| p.deadline(Duration::from_secs(5)).attempt_timeout(Duration::from_secs(1)))
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn policy(
+        mut self,
+        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.configure = Some(Arc::new(configure));
+        self
+    }
+
+    /// Settings for one host's policies, applied after [`policy`](Self::policy)'s for the
+    /// host whose key is `key` (`host:port`, as the [module docs](super#host-keys) make it,
+    /// or a key named with [`OutboundLayer::layer_for`]). The same settings can be changed as
+    /// in `policy`. A later call for the same key replaces an earlier one.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .policy(|p| p.deadline(Duration::from_secs(2)))
+    ///     .host("reports.internal:80", |p| p.deadline(Duration::from_secs(30)))
+    ///     .build()
+    ///     .expect("valid policies");
+    /// # drop(layer);
+    /// ```
+    pub fn host(
+        mut self,
+        key: &str,
+        configure: impl Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync + 'static,
+    ) -> Self {
+        let key = HostKey::named(key);
+        self.hosts.retain(|(k, _)| **k != *key);
+        self.hosts.push((key.into_boxed_str(), Arc::new(configure)));
+        self
+    }
+
+    /// At most this many hosts keep a breaker and budget (default 1024,
+    /// [`rampart::keyed::DEFAULT_CAPACITY`]; at least 1). A new host at a full table evicts
+    /// one not seen lately, by CLOCK as a [`KeyedTable`](rampart::keyed::KeyedTable) does
+    /// (a host seen once goes before the hosts in steady use), and its breaker and budget go
+    /// with it: its next request starts it afresh, breaker closed. Set it above the number
+    /// of hosts the client really calls; the bound is there for a client whose URIs come
+    /// from outside.
+    pub fn max_hosts(mut self, hosts: usize) -> Self {
+        self.max_hosts = hosts;
+        self
+    }
+
+    /// The largest body kept in memory for replay (default 64 KiB). A replayable request with
+    /// a larger body is streamed once and gets one attempt.
+    pub fn replay_limit(mut self, bytes: usize) -> Self {
+        self.replay_limit = bytes;
+        self
+    }
+
+    /// Whether responses' quota headers are read, and a host whose quota is spent refused
+    /// locally until its reset (default off; see [`crate::quota`] for the headers, the rules
+    /// and why it is off). [`host_quota`](Self::host_quota) overrides it for one host.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder().quota(true).build().expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn quota(mut self, on: bool) -> Self {
+        self.quota.all = on;
+        self
+    }
+
+    /// [`quota`](Self::quota) for the host whose key is `key` alone (`host:port`, read as
+    /// [`host`](Self::host) reads it), whatever `quota` says for the others. A later call for
+    /// the same key replaces an earlier one.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// // One credential per process for this API: its quota is the client's own.
+    /// let layer = OutboundLayer::builder()
+    ///     .host_quota("api.example.com:443", true)
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn host_quota(mut self, key: &str, on: bool) -> Self {
+        let key = HostKey::named(key);
+        self.quota.hosts.retain(|(k, _)| **k != *key);
+        self.quota.hosts.push((key.into_boxed_str(), on));
+        self
+    }
+
+    /// The deadline header written on non-gRPC requests (default `x-deadline-ms`).
+    pub fn deadline_header(mut self, name: HeaderName) -> Self {
+        self.names.deadline = name;
+        self
+    }
+
+    /// The criticality header (default `x-criticality`).
+    pub fn criticality_header(mut self, name: HeaderName) -> Self {
+        self.names.criticality = name;
+        self
+    }
+
+    /// The retry-mark header (default `x-rampart-retry`).
+    pub fn retry_header(mut self, name: HeaderName) -> Self {
+        self.names.retry = name;
+        self
+    }
+
+    /// Adds a listener for the layer's [`EdgeEvent`]s.
+    pub fn listener(mut self, listener: impl Fn(&EdgeEvent<'_>) + Send + Sync + 'static) -> Self {
+        self.listeners.push(listener);
+        self
+    }
+
+    /// Builds the layer, checking the policy settings once (as a host's policies would be
+    /// built) and reporting every problem.
+    pub fn build(self) -> Result<OutboundLayer<A>, ConfigError>
+    where
+        A: Admit + Clone,
+    {
+        let factory = Factory {
+            name: self.name,
+            max_attempts: self.max_attempts,
+            breaker: self.breaker,
+            budget: self.budget,
+            hedge: self.hedge,
+            admit: self.admit,
+            configure: self.configure,
+            hosts: self.hosts,
+            quota: self.quota,
+        };
+        let edge = Arc::new(Edge {
+            names: self.names,
+            replay_limit: self.replay_limit,
+            listeners: self.listeners,
+        });
+        factory.build("validation:0", &edge)?;
+        for (key, _) in &factory.hosts {
+            factory
+                .build(key, &edge)
+                .map_err(|error| for_host(&error, key))?;
+        }
+        Ok(OutboundLayer {
+            engine: Arc::new(Engine {
+                edge,
+                max_hosts: self.max_hosts.max(1),
+                hosts: Hosts::new(self.max_hosts),
+                factory,
+            }),
+        })
+    }
+}
+
+impl<A> fmt::Debug for OutboundBuilder<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OutboundBuilder")
+            .field("name", &self.name)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_hosts", &self.max_hosts)
+            .field("replay_limit", &self.replay_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `error` of the settings of host `key`, each field named `host(key).field`.
+fn for_host(error: &ConfigError, key: &str) -> ConfigError {
+    let problems = error.problems().iter().map(|problem| {
+        let field = format!("host({key}).{}", problem.field());
+        rampart::ConfigProblem::new(field, problem.message().to_owned())
+    });
+    ConfigError::new(problems.collect())
+}

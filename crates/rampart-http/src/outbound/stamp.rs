@@ -1,0 +1,159 @@
+//! The headers the layer owns on each attempt (deadline, criticality, retry mark): read from
+//! the request once ([`Stamp::prepare`]), written on every attempt ([`Stamp::write`]), and
+//! the call held within the deadline its caller wrote ([`within`]).
+
+use std::time::Duration;
+
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use rampart::{Attempt, Call, Criticality, Deadline, Policy};
+
+use crate::header::{
+    GRPC_TIMEOUT, Names, format_deadline_ms, format_grpc_timeout, is_grpc_content_type,
+    parse_deadline_ms, parse_grpc_timeout,
+};
+
+/// How a request's attempts are stamped: read once per request, written once per attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    pub(crate) grpc: bool,
+}
+
+/// What a request's headers hold, found in one pass by [`Stamp::prepare`].
+#[derive(Default)]
+struct Held<'a> {
+    content_type: Option<&'a HeaderValue>,
+    retry: bool,
+    /// The last value of each encoding of the deadline.
+    deadline: Option<&'a HeaderValue>,
+    grpc_timeout: Option<&'a HeaderValue>,
+}
+
+/// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
+/// transport's own timer, armed from the `grpc-timeout` the attempt carried (written floored,
+/// in units down to a millisecond): the attempt waits for rampart's timer, a moment away.
+pub(crate) const TRANSPORT_TIMER_SLACK: Duration = Duration::from_millis(1);
+
+impl Stamp {
+    /// Reads whether the request is gRPC and the deadline its caller wrote (`grpc-timeout`
+    /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
+    /// out what the caller wrote that a first attempt must not carry (a retry mark, a
+    /// deadline in the other encoding).
+    ///
+    /// The caller's deadline and criticality are left in place: every attempt's
+    /// [`write`](Self::write) replaces them.
+    pub(crate) fn prepare(names: &Names, headers: &mut HeaderMap) -> (Stamp, Option<Deadline>) {
+        // One pass over the headers finds the content type, the caller's deadline and which
+        // of the headers the stamp owns the caller wrote (most requests carry few or none of
+        // them): a lookup or a removal hashes its name even when the map does not hold it,
+        // and a pass over a small map costs less than the lookups it saves.
+        let mut held = Held::default();
+        for (name, value) in headers.iter() {
+            if *name == CONTENT_TYPE {
+                held.content_type = held.content_type.or(Some(value));
+                continue;
+            }
+            if *name == GRPC_TIMEOUT {
+                held.grpc_timeout = Some(value);
+            }
+            if *name == names.deadline {
+                held.deadline = Some(value);
+            }
+            held.retry |= *name == names.retry;
+        }
+        let grpc = held.content_type.is_some_and(is_grpc_content_type);
+        let caller = if grpc {
+            held.grpc_timeout
+                .and_then(|value| parse_grpc_timeout(value.as_bytes()))
+        } else {
+            held.deadline
+                .and_then(|value| parse_deadline_ms(value.as_bytes()))
+        };
+        // A gRPC request's deadline is `grpc-timeout`: the other encoding is not carried.
+        let other = grpc && held.deadline.is_some();
+        if held.retry {
+            headers.remove(&names.retry);
+        }
+        if other {
+            headers.remove(&names.deadline);
+        }
+        (Stamp { grpc }, caller.map(Deadline::after))
+    }
+
+    /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
+    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    ///
+    /// The deadline written is never later than the caller's own: the call runs within it
+    /// (see [`within`]), so the attempt's time left already counts it.
+    pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
+        // A bounded attempt always says so, even in its last nanosecond.
+        let left = attempt
+            .remaining()
+            .map(|d| d.max(std::time::Duration::from_nanos(1)));
+        // `insert` replaces every value the caller wrote; `remove` only where nothing is
+        // written.
+        let (name, value) = if self.grpc {
+            (&GRPC_TIMEOUT, format_grpc_timeout(left))
+        } else {
+            (&names.deadline, format_deadline_ms(left))
+        };
+        match value {
+            Some(value) => headers.insert(name, value),
+            None => headers.remove(name),
+        };
+        headers.insert(
+            &names.criticality,
+            criticality_value(Criticality::current()),
+        );
+        if attempt.is_retry() {
+            const RETRY: HeaderValue = HeaderValue::from_static("1");
+            headers.insert(&names.retry, RETRY);
+        }
+    }
+
+    /// Whether every attempt's [`write`](Self::write) replaces the header `name`: the
+    /// deadline in the encoding this request carries, and the criticality.
+    pub(crate) fn replaces(self, names: &Names, name: &HeaderName) -> bool {
+        let deadline = match self.grpc {
+            true => &GRPC_TIMEOUT,
+            false => &names.deadline,
+        };
+        name == deadline || *name == names.criticality
+    }
+
+    /// Whether an attempt's transport error came when its ceiling was (all but) reached, on
+    /// a gRPC request: then it is the transport's timer, armed from the header this attempt
+    /// wrote, and rampart's own timer decides the outcome instead.
+    pub(crate) fn is_transport_timer(self, attempt: &Attempt) -> bool {
+        self.grpc
+            && attempt
+                .remaining()
+                .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
+    }
+}
+
+/// `level`'s wire name as a header value, made when the crate is compiled: `from_static`
+/// called at run time checks every byte of its string again.
+fn criticality_value(level: Criticality) -> HeaderValue {
+    const SHEDDABLE: HeaderValue = HeaderValue::from_static(Criticality::Sheddable.as_str());
+    const SHEDDABLE_PLUS: HeaderValue =
+        HeaderValue::from_static(Criticality::SheddablePlus.as_str());
+    const CRITICAL: HeaderValue = HeaderValue::from_static(Criticality::Critical.as_str());
+    const CRITICAL_PLUS: HeaderValue = HeaderValue::from_static(Criticality::CriticalPlus.as_str());
+    match level {
+        Criticality::Sheddable => SHEDDABLE,
+        Criticality::SheddablePlus => SHEDDABLE_PLUS,
+        Criticality::Critical => CRITICAL,
+        Criticality::CriticalPlus => CRITICAL_PLUS,
+    }
+}
+
+/// A call of `policy` within the deadline its caller wrote, if any, so that the call's
+/// deadline is never later than the caller's. Given to the call, not made ambient: a
+/// task-local scope around the call would be one more future, moved with it.
+pub(crate) fn within<C, A>(policy: &Policy<C, A>, caller: Option<Deadline>) -> Call<'_, C, A> {
+    match caller {
+        Some(deadline) => policy.call().deadline(deadline),
+        None => policy.call(),
+    }
+}
