@@ -69,6 +69,8 @@ fn exceeded<E>(bound: Effective, attempts: u32) -> (Error<E>, StreamEnd) {
                 reason: RejectReason::Draining,
                 retry_after: None,
                 attempts,
+                // The stream opened: its delivery is what the drain ended.
+                refused: 0,
                 last: None,
             },
             StreamEnd::Draining,
