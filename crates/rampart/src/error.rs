@@ -283,7 +283,11 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     (0, _) => write!(f, "rejected: {reason} before the first attempt")?,
                     (_, 0) => write!(f, "rejected: {reason} after {} sent", Attempts(sent))?,
                     (n, r) if r == n => {
-                        write!(f, "rejected: {reason}; nothing sent, {} refused", Attempts(r))?;
+                        write!(
+                            f,
+                            "rejected: {reason}; nothing sent, {} refused",
+                            Attempts(r)
+                        )?;
                     }
                     (_, r) => write!(
                         f,

@@ -307,20 +307,32 @@ async fn a_policys_forced_breaker_is_reported_and_obeyed() {
             .run(async |_| Err::<(), _>(std::io::Error::other("down")))
             .await
     };
-    policy.force_breaker_closed().expect("a transition");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .force_closed(policy.clock().now())
+        .expect("a transition");
     for _ in 0..3 {
         assert!(
             matches!(fail().await, Err(Error::Inner(_))),
             "runs while forced closed"
         );
     }
-    policy.release_breaker().expect("a transition");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .release(policy.clock().now())
+        .expect("a transition");
     assert!(matches!(fail().await, Err(Error::Inner(_))));
     assert_eq!(
         policy.breaker_state().map(|s| s.kind()),
         Some(StateKind::Open)
     );
-    policy.isolate_breaker().expect("a transition");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .isolate(policy.clock().now())
+        .expect("a transition");
     assert!(matches!(
         fail().await,
         Err(Error::Rejected {
@@ -330,7 +342,11 @@ async fn a_policys_forced_breaker_is_reported_and_obeyed() {
         })
     ));
     assert_eq!(
-        policy.release_breaker().map(|t| t.to),
+        policy
+            .breaker()
+            .expect("a breaker")
+            .release(policy.clock().now())
+            .map(|t| t.to),
         Some(StateKind::Closed)
     );
     use StateKind::*;
@@ -517,4 +533,38 @@ fn a_failure_admitted_while_forced_closed_and_recorded_after_a_reset_counts_agai
         Some(StateKind::Open),
         "the late failure counted"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manual_change_of_a_shared_breaker_is_reported_by_every_policy_built_with_it() {
+    let breaker = consecutive(1);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let built = |name: &'static str| {
+        let events = seen.clone();
+        Policy::builder()
+            .name(name)
+            .breaker(breaker.clone())
+            .listener(move |event| {
+                if let Event::BreakerTransition { policy, to, .. } = event {
+                    events.lock().expect("events").push((policy.to_string(), *to));
+                }
+            })
+            .build()
+            .expect("valid")
+    };
+    let (reads, writes) = (built("reads"), built("writes"));
+    let gone = built("gone");
+    drop(gone);
+    breaker.isolate(reads.clock().now()).expect("a transition");
+    let mut events = seen.lock().expect("events").clone();
+    events.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        events,
+        [
+            ("reads".to_owned(), StateKind::Isolated),
+            ("writes".to_owned(), StateKind::Isolated),
+        ],
+        "each live policy reports it once; a dropped one is not told"
+    );
+    drop(writes);
 }

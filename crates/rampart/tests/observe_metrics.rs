@@ -458,8 +458,16 @@ async fn forcing_the_breaker_through_the_policy_moves_its_state_gauge_and_counts
             .breaker(breaker),
     );
     assert!(policy.run(async |_a| Ok::<_, Fail>(())).await.is_ok());
-    policy.isolate_breaker().expect("a transition");
-    policy.force_breaker_closed().expect("a transition");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .isolate(policy.clock().now())
+        .expect("a transition");
+    policy
+        .breaker()
+        .expect("a breaker")
+        .force_closed(policy.clock().now())
+        .expect("a transition");
     assert_eq!(
         metrics.gauges(),
         [

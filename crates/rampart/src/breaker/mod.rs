@@ -86,13 +86,10 @@
 //! failures, the ratio window), and the attempts in flight across it still count when they
 //! finish, by the rule of the state they finish in. A release never opens the breaker by
 //! itself: if the failures it carries back reach the threshold, the next failure opens it.
-//! Every other way into either state counts from zero. [`Policy`](crate::Policy) has the same
-//! four as
-//! [`isolate_breaker`](crate::Policy::isolate_breaker),
-//! [`force_breaker_closed`](crate::Policy::force_breaker_closed),
-//! [`release_breaker`](crate::Policy::release_breaker) and
-//! [`reset_breaker`](crate::Policy::reset_breaker), which also report the transition to the
-//! policy's listeners, metrics and traces. The thresholds themselves change at run time with
+//! Every other way into either state counts from zero. These four are the only manual
+//! control: every policy built with the breaker reports each change they make to its own
+//! listeners ([`Event::BreakerTransition`](crate::Event::BreakerTransition)), metrics and
+//! traces, as it reports a change a call caused. The thresholds themselves change at run time with
 //! [`reconfigure`](Breaker::reconfigure), which keeps the state.
 //!
 //! The breaker emits nothing itself. Every change of state is handed to whoever caused it as a
@@ -209,6 +206,15 @@ impl BreakerState {
             BreakerState::ForcedClosed => StateKind::ForcedClosed,
         }
     }
+}
+
+/// What is told of a manual change of a breaker's state ([`reset`](Breaker::reset),
+/// [`isolate`](Breaker::isolate), [`force_closed`](Breaker::force_closed),
+/// [`release`](Breaker::release)): each policy built with the breaker registers one, which
+/// reports the change to that policy's listeners, metrics and traces.
+pub(crate) trait Watcher: Send + Sync {
+    /// `breaker` changed as `transition` says, at `now`.
+    fn moved(&self, breaker: &Breaker, transition: Transition, now: Instant);
 }
 
 /// A change of state, for the caller to report (the breaker emits nothing itself).
@@ -462,7 +468,7 @@ impl Breaker {
     /// release, and the counts are not carried through it.
     #[doc(alias = "force_open")]
     pub fn isolate(&self, now: Instant) -> Option<Transition> {
-        self.force(now, StateKind::Isolated)
+        self.told(self.force(now, StateKind::Isolated), now)
     }
 
     /// Forces the breaker closed (Hystrix's *force closed*) until [`release`](Self::release)
@@ -479,7 +485,7 @@ impl Breaker {
     /// starts from zero (no failures, an empty window), and the attempts and probes admitted
     /// before it count for nothing.
     pub fn force_closed(&self, now: Instant) -> Option<Transition> {
-        self.force(now, StateKind::ForcedClosed)
+        self.told(self.force(now, StateKind::ForcedClosed), now)
     }
 
     /// Ends a forced state ([`isolate`](Self::isolate) or
@@ -513,6 +519,10 @@ impl Breaker {
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
     pub fn release(&self, now: Instant) -> Option<Transition> {
+        self.told(self.released(now), now)
+    }
+
+    fn released(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
         let mut transitions = s.lock();
@@ -595,6 +605,31 @@ impl Breaker {
     }
 
     /// Moves to the forced state `to` (isolated or forced closed), from whatever state.
+    /// Tells every live [`Watcher`] of a manual change (outside the transition lock, so that
+    /// a listener may look at the breaker), and hands the change back.
+    fn told(&self, transition: Option<Transition>, now: Instant) -> Option<Transition> {
+        let transition = transition?;
+        let watchers: Vec<std::sync::Arc<dyn Watcher>> = {
+            let mut watchers = self.shared.watchers();
+            watchers.retain(|w| w.strong_count() > 0);
+            watchers
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .collect()
+        };
+        for watcher in watchers {
+            watcher.moved(self, transition, now);
+        }
+        Some(transition)
+    }
+
+    /// Registers `watcher` to be told of every manual change of state, as long as it lives.
+    pub(crate) fn watch(&self, watcher: &std::sync::Arc<dyn Watcher>) {
+        self.shared
+            .watchers()
+            .push(std::sync::Arc::downgrade(watcher));
+    }
+
     fn force(&self, now: Instant, to: StateKind) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
@@ -631,6 +666,10 @@ impl Breaker {
     /// they finish, against the cleared counts; from open, half-open or isolated they count
     /// for nothing.
     pub fn reset(&self, now: Instant) -> Option<Transition> {
+        self.told(self.cleared(now), now)
+    }
+
+    fn cleared(&self, now: Instant) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);
         let mut transitions = s.lock();

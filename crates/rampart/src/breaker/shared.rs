@@ -49,6 +49,8 @@ pub(super) struct Shared {
     /// to take the lock.
     probe_since: AtomicU64,
     transitions: Mutex<Transitions>,
+    /// Who is told of manual changes (the policies built with this breaker, while they live).
+    watchers: std::sync::Mutex<Vec<std::sync::Weak<dyn super::Watcher>>>,
 }
 
 /// One version of the settings, with what is derived from them.
@@ -132,6 +134,7 @@ impl Shared {
             window,
             probe_since: AtomicU64::new(0),
             transitions: Mutex::new(transitions),
+            watchers: std::sync::Mutex::default(),
         }
     }
 
@@ -156,6 +159,13 @@ impl Shared {
         self.slow_call.store(slow_call, Ordering::Relaxed);
         self.dry_run.store(dry_run, Ordering::Relaxed);
         true
+    }
+
+    /// The watchers of manual changes, locked.
+    pub(super) fn watchers(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<dyn super::Watcher>>> {
+        self.watchers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(super) fn load(&self) -> Word {

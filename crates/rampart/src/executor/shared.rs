@@ -61,6 +61,13 @@ pub(crate) struct Shared<C, A> {
     pub(crate) budget: Option<RetryBudget>,
     /// The circuit breaker every attempt of this policy asks first.
     pub(crate) breaker: Option<Breaker>,
+    /// What reports the breaker's manual changes to this policy's listeners, metrics and
+    /// traces: the breaker holds it weakly, this field keeps it alive as long as the policy.
+    #[allow(
+        dead_code,
+        reason = "held, never read: the breaker reads it through a Weak"
+    )]
+    pub(crate) breaker_reports: Option<std::sync::Arc<dyn crate::breaker::Watcher>>,
     /// Where this policy's streams report their ends, made by the first stream opened while
     /// something listens.
     pub(crate) streams: std::sync::OnceLock<std::sync::Arc<crate::observe::StreamReporter>>,

@@ -56,9 +56,10 @@
 //! registry is process-wide and is not bounded by this table.
 //!
 //! A key's state can be read and reset without a call: [`breaker_state`](KeyedPolicy::breaker_state),
-//! [`budget_balance`](KeyedPolicy::budget_balance), [`reset`](KeyedPolicy::reset) (closes its
-//! breaker), [`remove`](KeyedPolicy::remove) (forgets it), and [`peek`](KeyedPolicy::peek) for
-//! anything else a [`Policy`] exposes. None of these creates a key or marks it used.
+//! [`budget_balance`](KeyedPolicy::budget_balance), [`remove`](KeyedPolicy::remove) (forgets
+//! it), and [`peek`](KeyedPolicy::peek) for anything else a [`Policy`] exposes (its breaker's
+//! manual control among them: `keyed.peek(&key)?.breaker()?.reset(now)`, reported to the
+//! key's policy's listeners). None of these creates a key or marks it used.
 //!
 //! # Eviction
 //!
@@ -120,7 +121,7 @@ use std::sync::Arc;
 pub use table::{DEFAULT_CAPACITY, KeyedTable, KeyedTableBuilder};
 
 use crate::admit::{Admit, Unlimited};
-use crate::breaker::{BreakerState, Transition};
+use crate::breaker::BreakerState;
 use crate::classify::{Classify, ErrorsAreTransient};
 use crate::error::{ConfigError, Error};
 use crate::executor::Callback;
@@ -251,19 +252,6 @@ impl<K: Hash + Eq + Clone, C, A> KeyedPolicy<K, C, A> {
         Q: Hash + Eq + ?Sized,
     {
         self.peek(key)?.budget_balance()
-    }
-
-    /// Closes `key`'s breaker and clears its counts, reported to its policy's listeners as
-    /// [`Event::BreakerTransition`](crate::Event::BreakerTransition); see
-    /// [`Policy::reset_breaker`]. `None` if the key has no policy, its policy no breaker, or
-    /// the breaker was closed already. The rest of the key's state is kept; to forget all of
-    /// it, [`remove`](Self::remove) the key.
-    pub fn reset<Q>(&self, key: &Q) -> Option<Transition>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.peek(key)?.reset_breaker()
     }
 
     /// Forgets `key` and its state (no eviction hook is called): its next call builds a fresh

@@ -408,6 +408,16 @@ impl<C, A> PolicyBuilder<C, A> {
                 load: self.admit.load(),
             },
         );
+        let breaker_reports = s.breaker.as_ref().map(|breaker| {
+            let reports: std::sync::Arc<dyn crate::breaker::Watcher> =
+                std::sync::Arc::new(super::BreakerReports {
+                    name: s.name.clone().into_boxed_str(),
+                    telemetry: telemetry.clone(),
+                    budget: budget.clone(),
+                });
+            breaker.watch(&reports);
+            reports
+        });
         let now = s.clock.now();
         let hedge_estimate = s.hedge.and_then(|hedge| match hedge.delay {
             crate::hedge::Delay::Adaptive {
@@ -438,6 +448,7 @@ impl<C, A> PolicyBuilder<C, A> {
                 drain: s.drain,
                 budget,
                 breaker: s.breaker,
+                breaker_reports,
                 latency: Latency::new(hedge_estimate, ceiling_estimate),
                 hedge: s.hedge,
                 adaptive: s.adaptive,

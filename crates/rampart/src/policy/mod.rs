@@ -55,10 +55,10 @@
 //! numbers are kept. The parts a policy is made of change through their own handles:
 //! [`Breaker::reconfigure`] for the breaker's thresholds (its state kept),
 //! [`ConcurrencyLimit::set_limit`](crate::limit::ConcurrencyLimit::set_limit) for a
-//! limiter's size; and the breaker can be forced open or closed by hand
-//! ([`isolate_breaker`](Policy::isolate_breaker),
-//! [`force_breaker_closed`](Policy::force_breaker_closed),
-//! [`release_breaker`](Policy::release_breaker)).
+//! limiter's size; and the breaker can be forced open or closed by hand with its own
+//! methods ([`Breaker::isolate`], [`Breaker::force_closed`], [`Breaker::release`],
+//! [`Breaker::reset`]), which report the change to every policy built with it (listeners,
+//! metrics and traces).
 //!
 //! ```
 //! use std::time::Duration;
@@ -88,8 +88,8 @@
 //!
 //! // An operator keeps the traffic flowing whatever the breaker would decide, then hands
 //! // control back.
-//! assert_eq!(policy.force_breaker_closed().map(|t| t.to), Some(StateKind::ForcedClosed));
-//! assert_eq!(policy.release_breaker().map(|t| t.to), Some(StateKind::Closed));
+//! assert_eq!(policy.breaker().expect("a breaker").force_closed(policy.clock().now()).map(|t| t.to), Some(StateKind::ForcedClosed));
+//! assert_eq!(policy.breaker().expect("a breaker").release(policy.clock().now()).map(|t| t.to), Some(StateKind::Closed));
 //! # Ok::<(), rampart::ConfigError>(())
 //! ```
 //!
@@ -226,68 +226,6 @@ impl<C, A> Policy<C, A> {
         Some(budget.balance(self.shared.clock.now()))
     }
 
-    /// Closes the policy's breaker and clears its counts (see [`Breaker::reset`]). A change of
-    /// state is reported to the policy's listeners (and metrics and traces) as
-    /// [`Event::BreakerTransition`], as if a call had caused it, and returned. `None` without a
-    /// breaker or when it was already closed.
-    pub fn reset_breaker(&self) -> Option<Transition> {
-        self.manual(Breaker::reset)
-    }
-
-    /// Forces the policy's breaker open until [`release_breaker`](Self::release_breaker): every
-    /// call is rejected ([`Error::Rejected`] with
-    /// [`DependencyUnavailable`](crate::RejectReason::DependencyUnavailable)); see
-    /// [`Breaker::isolate`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
-    /// `None` without a breaker or when it was already isolated.
-    #[doc(alias = "force_breaker_open")]
-    pub fn isolate_breaker(&self) -> Option<Transition> {
-        self.manual(Breaker::isolate)
-    }
-
-    /// Forces the policy's breaker closed until [`release_breaker`](Self::release_breaker):
-    /// every call goes through and its outcomes are recorded, but never open it; see
-    /// [`Breaker::force_closed`]. Reported as [`reset_breaker`](Self::reset_breaker) reports.
-    /// `None` without a breaker or when it was already forced closed.
-    pub fn force_breaker_closed(&self) -> Option<Transition> {
-        self.manual(Breaker::force_closed)
-    }
-
-    /// Ends the forced state of the policy's breaker ([`isolate_breaker`](Self::isolate_breaker)
-    /// or [`force_breaker_closed`](Self::force_breaker_closed)): it is closed and runs normally
-    /// again; see [`Breaker::release`]. Reported as [`reset_breaker`](Self::reset_breaker)
-    /// reports. `None` without a breaker or when it was not forced.
-    pub fn release_breaker(&self) -> Option<Transition> {
-        self.manual(Breaker::release)
-    }
-
-    /// Applies a manual change to the breaker, then reports its transition (and the
-    /// `rampart.breaker.state` gauge) as a call would.
-    fn manual(
-        &self,
-        change: fn(&Breaker, crate::clock::Instant) -> Option<Transition>,
-    ) -> Option<Transition> {
-        let s = &*self.shared;
-        let breaker = s.breaker.as_ref()?;
-        let now = s.clock.now();
-        let transition = change(breaker, now)?;
-        let event = Event::BreakerTransition {
-            policy: &s.name,
-            from: transition.from,
-            to: transition.to,
-            break_duration: transition.break_duration,
-        };
-        s.telemetry.emit(&crate::observe::current_span(), event);
-        // The breaker's and the budget's gauges; admission's are left to the next call's end
-        // (`Unlimited` reports no load).
-        s.telemetry.observer.sample(&crate::observe::Gauges {
-            breaker: Some(breaker),
-            budget: s.budget.as_ref(),
-            admit: &Unlimited,
-            now: Some(now),
-        });
-        Some(transition)
-    }
-
     /// The policy in one line: its name, attempts, bounds, backoff, then each component it
     /// has (budget, breaker, hedge).
     ///
@@ -392,6 +330,36 @@ impl<C, A> Policy<C, A> {
     }
 }
 
+/// Reports the manual changes of a policy's breaker ([`Breaker::reset`],
+/// [`Breaker::isolate`], [`Breaker::force_closed`], [`Breaker::release`]) to the policy's
+/// listeners as [`Event::BreakerTransition`], and to its metrics and traces, as a call's
+/// change would be (with the `rampart.breaker.state` gauge).
+pub(crate) struct BreakerReports {
+    pub(crate) name: Box<str>,
+    pub(crate) telemetry: crate::observe::Telemetry,
+    pub(crate) budget: Option<RetryBudget>,
+}
+
+impl crate::breaker::Watcher for BreakerReports {
+    fn moved(&self, breaker: &Breaker, transition: Transition, now: crate::clock::Instant) {
+        let event = Event::BreakerTransition {
+            policy: &self.name,
+            from: transition.from,
+            to: transition.to,
+            break_duration: transition.break_duration,
+        };
+        self.telemetry.emit(&crate::observe::current_span(), event);
+        // The breaker's and the budget's gauges; admission's are left to the next call's end
+        // (`Unlimited` reports no load).
+        self.telemetry.observer.sample(&crate::observe::Gauges {
+            breaker: Some(breaker),
+            budget: self.budget.as_ref(),
+            admit: &Unlimited,
+            now: Some(now),
+        });
+    }
+}
+
 impl<C, A> fmt::Display for Policy<C, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared;
@@ -482,7 +450,6 @@ mod tests {
         assert!(p.breaker().is_none() && p.budget().is_none());
         assert_eq!(p.breaker_state(), None);
         assert_eq!(p.budget_balance(), None);
-        assert_eq!(p.reset_breaker(), None);
     }
 
     #[test]
@@ -509,7 +476,11 @@ mod tests {
             })
         );
         assert_eq!(p.budget_balance(), p.budget().map(RetryBudget::capacity));
-        let closed = p.reset_breaker().expect("it was open");
+        let closed = p
+            .breaker()
+            .expect("a breaker")
+            .reset(p.clock().now())
+            .expect("it was open");
         assert_eq!(closed.to, crate::breaker::StateKind::Closed);
         assert_eq!(p.breaker_state(), Some(BreakerState::Closed));
     }
