@@ -1427,6 +1427,39 @@ impl<T, E, C, A, L: Record> Machine<'_, T, E, C, A, L> {
     }
 }
 
+/// The end of a call with one attempt and nothing that reads the clock, fires, retries or
+/// listens (the pass-through driver's, for `Policy::none()`): the attempt returned `result`.
+/// Rule 5 for a single attempt: Ok → `Succeeded`, Permanent → `Permanent`, anything else →
+/// `AttemptsExhausted`, the callback's own outcome returned unchanged. No breaker, budget or
+/// latency estimate is consulted: a policy with any of them reads the clock and never gets
+/// here.
+#[inline(always)]
+pub(crate) fn untimed<T, E, C, A, L>(
+    shared: &Shared<C, A>,
+    attempt: &Attempt,
+    result: Result<T, E>,
+    log: &mut L,
+) -> Result<T, Error<E>>
+where
+    C: Classify<T, E>,
+    L: Record,
+{
+    let verdict = shared.classifier.classify(&result);
+    attempt.end(verdict.is_ok());
+    log.stop(match verdict {
+        Verdict::Ok => StopReason::Succeeded,
+        Verdict::Permanent => StopReason::Permanent,
+        _ => StopReason::AttemptsExhausted,
+    });
+    log.settled(super::Settled {
+        attempts: 1,
+        start: None,
+        deadline: None,
+        span: None,
+    });
+    result.map_err(Error::Inner)
+}
+
 /// Time from `began` to `now`, when both were read.
 #[inline(always)]
 fn elapsed_since(began: Option<Instant>, now: Option<Instant>) -> Duration {

@@ -9,15 +9,14 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::admit::Admit;
 use crate::attempt::Attempt;
-use crate::classify::{Classify, Verdict};
+use crate::classify::Classify;
 use crate::clock::{Clock, Instant, Sleep};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::observe::Reported;
-use crate::outcome::StopReason;
 use crate::timeout::PendingAnswer;
 
-use super::machine::Bounded;
+use super::machine::{Bounded, untimed};
 use super::race::{Race, admission};
 use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
 
@@ -112,7 +111,7 @@ where
 
 /// The driver for a policy with one attempt, no bound, no listener and no caller token
 /// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply
-/// runs. The outcome and stop reason are the ones the machine would give.
+/// runs, and the machine's [`untimed`] says what its outcome means.
 #[inline(always)]
 async fn pass_through<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
@@ -127,20 +126,7 @@ where
 {
     let attempt = Attempt::numbered(shared.clock.clone(), None, 1);
     let result = op(&attempt).await;
-    let verdict = shared.classifier.classify(&result);
-    attempt.end(verdict.is_ok());
-    log.stop(match verdict {
-        Verdict::Ok => StopReason::Succeeded,
-        Verdict::Permanent => StopReason::Permanent,
-        _ => StopReason::AttemptsExhausted,
-    });
-    log.settled(super::Settled {
-        attempts: 1,
-        start: None,
-        deadline: None,
-        span: None,
-    });
-    result.map_err(Error::Inner)
+    untimed(shared, &attempt, result, log)
 }
 
 pin_project_lite::pin_project! {
