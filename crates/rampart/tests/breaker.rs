@@ -560,11 +560,9 @@ fn a_probe_that_never_finishes_counts_as_failed_after_the_probe_timeout() {
     assert_eq!(t.to, StateKind::Closed);
 }
 
-#[test]
-fn the_break_after_a_hung_probe_runs_from_its_timeout_so_a_later_caller_is_a_trial() {
-    // A 5 s break, a 15 s probe timeout: the probe hangs at 5 s and times out at 20 s; the
-    // re-opened break (10 s, doubled) ends at 30 s. A caller arriving at 65 s is the trial,
-    // not refused for 10 more seconds from its own arrival.
+/// A breaker with a 5 s break and a 15 s probe timeout, opened at 0; its first probe is let
+/// in at 5 s and never settles (its permit is leaked, as a hung attempt holds it).
+fn a_probe_hangs_at_5s_with_a_15s_probe_timeout() -> (rampart::ManualClock, Breaker) {
     let clock = rampart::ManualClock::new();
     let b = exact()
         .break_duration(5 * SEC)
@@ -575,6 +573,16 @@ fn the_break_after_a_hung_probe_runs_from_its_timeout_so_a_later_caller_is_a_tri
     clock.advance(5 * SEC);
     let hung = b.try_acquire(clock.now()).expect("the first probe");
     assert!(hung.is_probe());
+    std::mem::forget(hung);
+    (clock, b)
+}
+
+#[test]
+fn the_break_after_a_hung_probe_runs_from_its_timeout_so_a_later_caller_is_a_trial() {
+    // A 5 s break, a 15 s probe timeout: the probe hangs at 5 s and times out at 20 s; the
+    // re-opened break (10 s, doubled) ends at 30 s. A caller arriving at 65 s is the trial,
+    // not refused for 10 more seconds from its own arrival.
+    let (clock, b) = a_probe_hangs_at_5s_with_a_15s_probe_timeout();
     clock.advance(60 * SEC);
     let trial = b
         .try_acquire(clock.now())
@@ -590,20 +598,11 @@ fn the_break_after_a_hung_probe_runs_from_its_timeout_so_a_later_caller_is_a_tri
         (half_open.from, half_open.to),
         (StateKind::Open, StateKind::HalfOpen)
     );
-    drop(hung);
 }
 
 #[test]
 fn a_caller_inside_the_break_after_a_hung_probe_waits_only_for_what_is_left_of_it() {
-    let clock = rampart::ManualClock::new();
-    let b = exact()
-        .break_duration(5 * SEC)
-        .probe_timeout(15 * SEC)
-        .build()
-        .unwrap();
-    open_at(&b, clock.now());
-    clock.advance(5 * SEC);
-    let _hung = b.try_acquire(clock.now()).expect("the first probe");
+    let (clock, b) = a_probe_hangs_at_5s_with_a_15s_probe_timeout();
     // The probe timed out at 20 s; its 10 s break ends at 30 s. At 24 s, 6 s are left.
     clock.advance(19 * SEC);
     let refused = b.try_acquire(clock.now()).unwrap_err();

@@ -546,7 +546,10 @@ async fn a_manual_change_of_a_shared_breaker_is_reported_by_every_policy_built_w
             .breaker(breaker.clone())
             .listener(move |event| {
                 if let Event::BreakerTransition { policy, to, .. } = event {
-                    events.lock().expect("events").push((policy.to_string(), *to));
+                    events
+                        .lock()
+                        .expect("events")
+                        .push((policy.to_string(), *to));
                 }
             })
             .build()

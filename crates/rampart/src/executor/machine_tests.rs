@@ -334,8 +334,9 @@ fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
     assert_eq!(error.problems()[0].field(), "min_attempt_time");
 }
 
-#[test]
-fn zero_backoff_is_a_sleep_of_zero_after_which_the_caller_is_checked() {
+/// A policy with no backoff, its first attempt failed: the machine answers a sleep of zero,
+/// then `check` is given the machine and `woke`'s answer for a caller `cancelled` or not.
+fn after_a_zero_backoff(cancelled: bool, check: impl FnOnce(u32, Next<'_, u32, &'static str, ()>)) {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
@@ -350,32 +351,28 @@ fn zero_backoff_is_a_sleep_of_zero_after_which_the_caller_is_checked() {
     let a = handle(&policy, &ticket);
     let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
     assert_eq!(slept, Duration::ZERO, "a zero backoff is still a backoff");
-    let next = attempt(machine.woke(Some(clock.now()), false));
-    assert_eq!(next.number, 2, "no time passes before the next attempt");
+    let next = machine.woke(Some(clock.now()), cancelled);
+    check(machine.attempts, next);
+}
+
+#[test]
+fn zero_backoff_is_a_sleep_of_zero_after_which_the_caller_is_checked() {
+    after_a_zero_backoff(false, |_, next| {
+        assert_eq!(
+            attempt(next).number,
+            2,
+            "no time passes before the next attempt"
+        );
+    });
 }
 
 #[test]
 fn caller_cancelled_during_a_zero_backoff_starts_no_further_attempt() {
-    let clock = ManualClock::new();
-    let policy = Policy::builder()
-        .clock(clock.clone())
-        .backoff(Backoff::none())
-        .build()
-        .expect("valid");
-    let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
-    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
-    assert_eq!(slept, Duration::ZERO);
     // A `Retrying` listener cancelled the caller: the driver reports it after the zero sleep.
-    assert!(matches!(
-        done(machine.woke(Some(clock.now()), true)),
-        Err(Error::Cancelled)
-    ));
-    assert_eq!(machine.attempts, 1);
+    after_a_zero_backoff(true, |attempts, next| {
+        assert!(matches!(done(next), Err(Error::Cancelled)));
+        assert_eq!(attempts, 1);
+    });
 }
 
 #[test]
