@@ -46,8 +46,8 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::executor::{
-    Admitted, Call, Machine, Next, Record, Report, Shared, StopOnly, is_cancelled, later, read,
-    waited,
+    Admitted, Call, Next, Record, Report, Shared, StopOnly, begin, is_cancelled, later, read,
+    settle_admission,
 };
 use crate::fallback::Ending;
 use crate::outcome::StopReason;
@@ -145,8 +145,7 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
+    let (mut machine, timed) = begin(shared, live, log, deadline, true);
     if let Some(problem) = shared.needs_async() {
         return machine.config_error(problem, read(clock, timed)).outcome;
     }
@@ -167,10 +166,8 @@ where
                         Blocked::TimedOut => Admitted::TimedOut,
                         Blocked::Cancelled => Admitted::Cancelled,
                     };
-                    let now = read(clock, timed);
-                    let waited = waited(ticket.began, now);
-                    match machine.admitted(ticket, answer, now) {
-                        Ok(ticket) => (ticket, waited),
+                    match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                        Ok(admitted) => admitted,
                         Err(next) => break 'attempt next,
                     }
                 };

@@ -34,7 +34,7 @@ use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
 use super::run::{Bounding, sleep_or_cancel};
-use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
+use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission};
 
 /// What woke the driver while legs were in flight.
 enum Wake<O> {
@@ -62,8 +62,7 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let timed = Machine::<T, E, C, A, L>::timed(shared, live, true);
-    let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
+    let (mut machine, timed) = begin(shared, live, log, deadline, true);
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);
@@ -93,10 +92,8 @@ where
                 } else {
                     let cx = machine.ticket_context(&ticket, attempt);
                     let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
-                    let now = read(clock, timed);
-                    let waited = waited(ticket.began, now);
-                    match machine.admitted(ticket, answer, now) {
-                        Ok(ticket) => (ticket, waited),
+                    match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                        Ok(admitted) => admitted,
                         Err(next) => break 'attempt next,
                     }
                 };

@@ -215,6 +215,48 @@ impl Record for &mut Report {
     }
 }
 
+/// A call's machine with the settings `live`, begun at a reading of `shared`'s clock when the
+/// call takes readings (the machine says when; `wanted`: the driver needs them regardless),
+/// and whether it does: the setup every driver shares.
+#[inline(always)]
+pub(crate) fn begin<'p, T, E, C, A, L>(
+    shared: &'p Shared<C, A>,
+    live: &'p shared::Live,
+    log: L,
+    deadline: Option<Deadline>,
+    wanted: bool,
+) -> (Machine<'p, T, E, C, A, L>, bool)
+where
+    C: Classify<T, E>,
+    A: Admit,
+    L: Record,
+{
+    let timed = Machine::<T, E, C, A, L>::timed(shared, live, wanted);
+    let machine = Machine::new(shared, live, log, read(&shared.clock, timed), deadline);
+    (machine, timed)
+}
+
+/// Hands the machine admission's `answer` for `ticket`, with a fresh reading of `clock`: the
+/// ticket to run the callback with and how long admission took, or what comes instead. The
+/// step after admission every driver shares (each waits for the answer its own way).
+pub(crate) fn settle_admission<'p, T, E, C, A, L>(
+    machine: &mut Machine<'p, T, E, C, A, L>,
+    ticket: machine::Ticket<'p, A::Permit>,
+    answer: Admitted<A::Permit>,
+    clock: &Clock,
+    timed: bool,
+) -> Result<(machine::Ticket<'p, A::Permit>, Option<Duration>), Next<'p, T, E, A::Permit>>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    L: Record,
+{
+    let began = ticket.began;
+    let now = read(clock, timed);
+    let ticket = machine.admitted(ticket, answer, now)?;
+    Ok((ticket, waited(began, now)))
+}
+
 /// A clock reading, when the call takes them.
 #[inline(always)]
 pub(crate) fn read(clock: &Clock, timed: bool) -> Option<Instant> {

@@ -18,7 +18,7 @@ use crate::timeout::PendingAnswer;
 
 use super::machine::{Bounded, untimed};
 use super::race::{Race, admission};
-use super::{Callback, Machine, Next, Record, Shared, is_cancelled, later, read, waited};
+use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission};
 
 /// Runs `op` under `shared`, one attempt at a time.
 ///
@@ -50,8 +50,7 @@ where
             return pass_through(shared, op, &mut log).await;
         }
         let clock = &shared.clock;
-        let timed = Machine::<T, E, C, A, L>::timed(shared, live, deadline.is_some());
-        let mut machine = Machine::new(shared, live, log, read(clock, timed), deadline);
+        let (mut machine, timed) = begin(shared, live, log, deadline, deadline.is_some());
         let mut attempt = Attempt::new(clock.clone(), caller);
         let mut next = machine.start(is_cancelled(caller));
         loop {
@@ -63,10 +62,8 @@ where
                     } else {
                         let cx = machine.ticket_context(&ticket, &attempt);
                         let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                        let now = read(clock, timed);
-                        let waited = waited(ticket.began, now);
-                        match machine.admitted(ticket, answer, now) {
-                            Ok(ticket) => (ticket, waited),
+                        match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                            Ok(admitted) => admitted,
                             Err(next) => break 'attempt next,
                         }
                     };
