@@ -246,7 +246,11 @@ where
     A: Admit,
     L: Record,
 {
-    /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them).
+    /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them):
+    /// the one place that decides it. A policy with a breaker, a budget, hedging, an adaptive
+    /// or generated timeout, a listener or an admission component reads the clock
+    /// (`live.reads_clock`, fixed when the policy is built), so every rule that consults one
+    /// of them has a reading (asserted where they are consulted).
     #[inline(always)]
     pub(crate) fn timed(shared: &Shared<C, A>, live: &Live, wanted: bool) -> bool {
         wanted
@@ -833,6 +837,10 @@ where
         &self,
         now: Option<Instant>,
     ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
+        debug_assert!(
+            now.is_some() || self.shared.breaker.is_none(),
+            "a policy with a breaker reads the clock (Machine::timed)"
+        );
         let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
             return Ok(None);
         };
@@ -1235,6 +1243,10 @@ where
 
     /// Charges one retry (or hedge) to the budget. A `Sheddable` call must leave half of it.
     fn spend_budget(&self, now: Option<Instant>) -> Result<(), Option<Duration>> {
+        debug_assert!(
+            now.is_some() || self.shared.budget.is_none(),
+            "a policy with a budget reads the clock (Machine::timed)"
+        );
         match (&self.shared.budget, now) {
             (Some(budget), Some(now)) => {
                 let reserve = if self.level.is_sheddable() { 0.5 } else { 0.0 };

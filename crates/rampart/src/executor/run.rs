@@ -18,7 +18,9 @@ use crate::timeout::PendingAnswer;
 
 use super::machine::{Bounded, untimed};
 use super::race::{Race, admission};
-use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission};
+use super::{
+    Callback, Machine, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission,
+};
 
 /// Runs `op` under `shared`, one attempt at a time.
 ///
@@ -40,12 +42,11 @@ where
 {
     async move {
         let live = shared.snapshot();
+        // One attempt that nothing can bound, cancel or report: the machine says whether the
+        // call reads the clock, and one that does not needs no machine.
         if live.pass_through
             && caller.is_none()
-            && deadline.is_none()
-            && !L::TIMED
-            && !shared.drain.is_draining()
-            && !shared.telemetry.observer.is_active()
+            && !Machine::<T, E, C, A, L>::timed(shared, live, deadline.is_some())
         {
             return pass_through(shared, op, &mut log).await;
         }
