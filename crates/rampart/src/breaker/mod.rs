@@ -300,10 +300,18 @@ impl BreakerPermit<'_> {
     /// [`probe_timeout`](BreakerBuilder::probe_timeout) and the break that followed their
     /// timeout was already over when this permit was asked for (this attempt is the trial
     /// after it). Report it first.
+    #[inline]
     pub fn expired(&self) -> Option<Transition> {
         if !self.after_expiry {
             return None;
         }
+        self.expired_transition()
+    }
+
+    /// [`expired`](Self::expired) for a permit taken after probes expired: what the lock
+    /// holds. Out of line, so that every call's check of the flag stays small.
+    #[cold]
+    fn expired_transition(&self) -> Option<Transition> {
         let (generation, nanos) = self.breaker.shared.lock().expired;
         (generation == self.admitted.generation()).then(|| Transition {
             from: StateKind::HalfOpen,

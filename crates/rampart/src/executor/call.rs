@@ -41,10 +41,15 @@ use super::{Callback, Report, Shared, StopOnly, execute};
 /// ```
 /// # async fn demo() {
 /// use std::time::Duration;
+/// use rampart::backoff::Backoff;
 /// use rampart::fallback::Fallback;
 /// use rampart::{CancellationToken, Deadline, Policy, StopReason};
 ///
-/// let policy = Policy::builder().max_attempts(3).build().expect("valid policy");
+/// let policy = Policy::builder()
+///     .max_attempts(3)
+///     .backoff(Backoff::none())
+///     .build()
+///     .expect("valid policy");
 /// let token = CancellationToken::new();
 /// let report = policy
 ///     .call()

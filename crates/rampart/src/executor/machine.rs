@@ -1145,6 +1145,20 @@ where
             }
             _ => {}
         }
+        self.retry_or_stop(outcome, verdict, kind, now)
+    }
+
+    /// Rule 5 after a failed attempt: retry, hedge, or stop. Out of line, so that the cold
+    /// decisions do not weigh on the register allocation of the success path it is inlined
+    /// into (every call's state machine).
+    #[inline(never)]
+    fn retry_or_stop(
+        &mut self,
+        outcome: Outcome<T, E>,
+        verdict: Verdict,
+        kind: AttemptOutcome,
+        now: Option<Instant>,
+    ) -> Next<'p, T, E, A::Permit> {
         if self.legs.in_flight > 0 {
             // Other legs are running. A transient failure is replaced at once, as a hedge; a
             // dependency that asked to slow down (or a local refusal) is not.
