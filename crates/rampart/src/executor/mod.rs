@@ -236,6 +236,11 @@ where
     (machine, timed)
 }
 
+/// What follows admission's answer: the ticket to run the callback with and how long
+/// admission took, or what the machine does instead.
+pub(crate) type Admission<'p, T, E, P> =
+    Result<(machine::Ticket<'p, P>, Option<Duration>), Next<'p, T, E, P>>;
+
 /// Hands the machine admission's `answer` for `ticket`, with a fresh reading of `clock`: the
 /// ticket to run the callback with and how long admission took, or what comes instead. The
 /// step after admission every driver shares (each waits for the answer its own way).
@@ -245,7 +250,7 @@ pub(crate) fn settle_admission<'p, T, E, C, A, L>(
     answer: Admitted<A::Permit>,
     clock: &Clock,
     timed: bool,
-) -> Result<(machine::Ticket<'p, A::Permit>, Option<Duration>), Next<'p, T, E, A::Permit>>
+) -> Admission<'p, T, E, A::Permit>
 where
     C: Classify<T, E>,
     A: Admit,
