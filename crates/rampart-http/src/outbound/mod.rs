@@ -127,6 +127,7 @@ pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
 pub use service::{Outbound, ResponseFuture};
+pub use stamp::stamp;
 pub(crate) use stamp::{Stamp, within};
 
 /// Marks a request as safe to send more than once although its method is not replayable

@@ -86,10 +86,19 @@ impl Stamp {
     /// The deadline written is never later than the caller's own: the call runs within it
     /// (see [`within`]), so the attempt's time left already counts it.
     pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
+        self.write_left(names, headers, attempt, attempt.remaining());
+    }
+
+    /// [`write`](Self::write) with the time `left` to write as the deadline.
+    fn write_left(
+        self,
+        names: &Names,
+        headers: &mut HeaderMap,
+        attempt: &Attempt,
+        left: Option<Duration>,
+    ) {
         // A bounded attempt always says so, even in its last nanosecond.
-        let left = attempt
-            .remaining()
-            .map(|d| d.max(std::time::Duration::from_nanos(1)));
+        let left = left.map(|d| d.max(std::time::Duration::from_nanos(1)));
         // `insert` replaces every value the caller wrote; `remove` only where nothing is
         // written.
         let (name, value) = if self.grpc {
@@ -130,6 +139,53 @@ impl Stamp {
                 .remaining()
                 .is_some_and(|left| left <= TRANSPORT_TIMER_SLACK)
     }
+}
+
+/// Writes, for one attempt of a call made with any client, the headers that carry the call to
+/// the next hop: its deadline (the smaller of the attempt's time left and a deadline the
+/// caller already wrote in `headers`: a caller's own deadline is never extended), in the
+/// encoding the request uses (`grpc-timeout` on a gRPC request, else `names.deadline`); the
+/// ambient [`Criticality`]; and, on a retry or a hedge, the retry mark. What the caller wrote
+/// that an attempt must not carry (a retry mark on a first attempt, the deadline in the other
+/// encoding) is taken out. The layers and the reqwest client do this on every attempt; call
+/// it from the callback of a plain policy around any other client.
+///
+/// ```
+/// # async fn demo() {
+/// use std::time::Duration;
+/// use http::HeaderMap;
+/// use rampart::Policy;
+/// use rampart_http::header::Names;
+/// use rampart_http::outbound::stamp;
+///
+/// let policy = Policy::builder()
+///     .attempt_timeout(Duration::from_millis(300))
+///     .build()
+///     .expect("valid policy");
+/// let names = Names::default();
+/// let sent = policy
+///     .run(async |attempt| {
+///         let mut headers = HeaderMap::new();
+///         stamp(&mut headers, &names, attempt);
+///         // ... send a request with `headers` through any client ...
+///         Ok::<_, std::io::Error>(headers)
+///     })
+///     .await
+///     .expect("sent");
+/// assert_eq!(sent["x-deadline-ms"], "300");
+/// assert_eq!(sent["x-criticality"], "Critical");
+/// assert!(sent.get("x-rampart-retry").is_none(), "a first attempt");
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
+/// #     .build().expect("runtime").block_on(demo());
+/// ```
+pub fn stamp(headers: &mut HeaderMap, names: &Names, attempt: &Attempt) {
+    let (stamp, caller) = Stamp::prepare(names, headers);
+    let left = match (attempt.remaining(), caller.map(|d| d.remaining())) {
+        (Some(attempt), Some(caller)) => Some(attempt.min(caller)),
+        (attempt, caller) => attempt.or(caller),
+    };
+    stamp.write_left(names, headers, attempt, left);
 }
 
 /// `level`'s wire name as a header value, made when the crate is compiled: `from_static`
