@@ -59,6 +59,8 @@ pub(crate) enum Fired {
 /// The handle a callback receives for one attempt.
 pub struct Attempt {
     number: u32,
+    /// Whether an earlier attempt of the call reached its callback.
+    retry: bool,
     ceiling: Option<Duration>,
     /// When the attempt began, if the call reads the clock: the ceiling's instant is computed
     /// from it when asked for (most attempts finish without anyone asking).
@@ -82,6 +84,7 @@ impl Attempt {
     pub(crate) fn numbered(clock: Clock, caller: Option<&CancellationToken>, number: u32) -> Self {
         Attempt {
             number,
+            retry: false,
             ceiling: None,
             began: None,
             clock,
@@ -93,9 +96,17 @@ impl Attempt {
     }
 
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
-    /// owned token (a new one is made if the next attempt asks).
-    pub(crate) fn begin(&mut self, number: u32, ceiling: Option<Duration>, now: Option<Instant>) {
+    /// owned token (a new one is made if the next attempt asks); `retry`: an earlier attempt
+    /// reached its callback.
+    pub(crate) fn begin(
+        &mut self,
+        number: u32,
+        ceiling: Option<Duration>,
+        now: Option<Instant>,
+        retry: bool,
+    ) {
         self.number = number;
+        self.retry = retry;
         self.ceiling = ceiling;
         self.began = now;
         *self.state.get_mut() = 0;
@@ -151,9 +162,12 @@ impl Attempt {
         self.number
     }
 
-    /// Whether this attempt is a retry (or a hedge): its number is above 1.
+    /// Whether an earlier attempt of this call reached its callback (was sent): this is a
+    /// retry or a hedge. An attempt after attempts that admission refused, none of which the
+    /// dependency saw, is not a retry, whatever its [`number`](Self::number): the retry mark
+    /// rampart-http writes follows this.
     pub fn is_retry(&self) -> bool {
-        self.number > 1
+        self.retry
     }
 
     /// The attempt's ceiling as a span, `min(attempt timeout, time left)`; `None` when
@@ -266,11 +280,11 @@ mod tests {
     #[test]
     fn owned_token_is_fresh_for_each_attempt() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()));
+        attempt.begin(1, None, Some(Instant::now()), false);
         let first = attempt.token();
         attempt.fire(Fired::Ceiling);
         assert!(first.is_cancelled());
-        attempt.begin(2, None, Some(Instant::now()));
+        attempt.begin(2, None, Some(Instant::now()), true);
         let second = attempt.token();
         assert!(!second.is_cancelled());
         attempt.fire(Fired::Ceiling);
@@ -280,7 +294,7 @@ mod tests {
     #[test]
     fn token_asked_for_after_the_fire_is_already_cancelled() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()));
+        attempt.begin(1, None, Some(Instant::now()), false);
         attempt.fire(Fired::Ceiling);
         assert!(attempt.token().is_cancelled());
     }
@@ -289,7 +303,7 @@ mod tests {
     fn owned_token_follows_the_caller_token() {
         let caller = CancellationToken::new();
         let mut attempt = Attempt::new(Clock::system(), Some(&caller));
-        attempt.begin(1, None, Some(Instant::now()));
+        attempt.begin(1, None, Some(Instant::now()), false);
         let token = attempt.token();
         caller.cancel();
         assert!(token.is_cancelled());
@@ -298,7 +312,7 @@ mod tests {
     #[test]
     fn caller_wins_over_ceiling_when_both_fired() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()));
+        attempt.begin(1, None, Some(Instant::now()), false);
         attempt.fire(Fired::Ceiling);
         attempt.fire(Fired::Caller);
         assert_eq!(attempt.fired(), Some(Fired::Caller));

@@ -301,3 +301,36 @@ async fn a_pair_asks_both_and_a_refusal_by_the_second_gives_the_first_permit_bac
         "the first component's permit came back"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_first_attempt_sent_after_refused_ones_is_not_a_retry() {
+    // One permit per 100 ms, taken before the call: attempt 1 is refused (nothing sent), and
+    // attempt 2, after the refusal's retry-after, is the first the dependency sees; it fails,
+    // attempt 3 is refused again, and attempt 4 follows a sent one.
+    let limit = rampart::limit::RateLimit::new(1, 100 * MS).expect("valid limit");
+    limit.try_acquire(Instant::now()).expect("the one permit");
+    let policy = Policy::builder()
+        .max_attempts(4)
+        .backoff(Backoff::none())
+        .admit(limit)
+        .build()
+        .expect("valid");
+    let seen = Mutex::new(Vec::new());
+    let outcome = policy
+        .run(async |attempt| {
+            seen.lock()
+                .expect("seen")
+                .push((attempt.number(), attempt.is_retry()));
+            match attempt.number() {
+                2 => Err(Fail),
+                _ => Ok(()),
+            }
+        })
+        .await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        [(2, false), (4, true)],
+        "attempt 2 was the first sent; attempt 4 followed a sent one"
+    );
+}

@@ -122,6 +122,9 @@ pub(crate) struct Ticket<'p, P> {
     pub(crate) began: Option<Instant>,
     /// Whether admission has answered already (nothing to ask, or a hedge admitted at once).
     pub(crate) admitted: bool,
+    /// Whether an earlier attempt of the call reached its callback (it was not refused by
+    /// admission): this one is a retry or a hedge ([`Attempt::is_retry`]).
+    pub(crate) retry: bool,
     breaker: Option<BreakerPermit<'p>>,
     permit: Option<P>,
 }
@@ -734,6 +737,7 @@ where
         admitted: bool,
         permit: Option<A::Permit>,
     ) -> Ticket<'p, A::Permit> {
+        let retry = self.attempts > self.refused;
         self.attempts += 1;
         let legs = &mut self.legs;
         legs.launched += 1;
@@ -748,6 +752,7 @@ where
             ceiling,
             began: now,
             admitted,
+            retry,
             breaker,
             permit,
         }

@@ -57,7 +57,7 @@ where
         loop {
             next = match next {
                 Next::Attempt(ticket) => 'attempt: {
-                    attempt.begin(ticket.number, ticket.ceiling, ticket.began);
+                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
                     let (ticket, waited) = if ticket.admitted {
                         (ticket, None)
                     } else {
