@@ -206,6 +206,39 @@ fn admitted_calls_through_a_limiter_allocate_nothing() {
     );
 }
 
+/// Every finisher of `Call` ends through the fallback step, with or without a fallback: on
+/// success it allocates nothing (it once cloned the policy's name at the end of every
+/// blocking call).
+#[test]
+fn call_finishers_with_a_fallback_allocate_nothing_on_success() {
+    use rampart::StopReason;
+    use rampart::fallback::Fallback;
+    let policy = Policy::builder()
+        .no_deadline()
+        .no_attempt_timeout()
+        .build()
+        .expect("valid policy");
+    let fallback = || Fallback::on([StopReason::AttemptsExhausted]).value(0);
+    let blocking = || {
+        policy
+            .call()
+            .fallback(fallback())
+            .run_blocking(|attempt| Ok::<_, std::io::Error>(attempt.number()))
+            .expect("success");
+    };
+    assert_eq!(allocations_of(1_000, blocking), 0, "run_blocking");
+    let run = || {
+        ready(
+            policy
+                .call()
+                .fallback(fallback())
+                .run(async |attempt| Ok::<_, std::io::Error>(attempt.number())),
+        )
+        .expect("success");
+    };
+    assert_eq!(allocations_of(1_000, run), 0, "run");
+}
+
 #[test]
 fn policy_none_success_path_allocates_nothing() {
     assert_eq!(allocations_per_success(&Policy::none(), 1_000), 0);

@@ -105,7 +105,7 @@ fn end_blocking<C, A, B, T, E>(
 where
     B: Ending<T, E>,
 {
-    let name = call.shared().name.clone();
+    let shared = call.shared();
     let answer = match call.ending(stop, outcome) {
         Ok(answer) => answer,
         Err(outcome) => return (outcome, false),
@@ -113,8 +113,11 @@ where
     let mut answer = std::pin::pin!(answer);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match answer.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(answer) => (answer, true),
-        std::task::Poll::Pending => (Err(pending_fallback(&name)), false),
+        std::task::Poll::Ready(answer) => {
+            shared.fell_back(stop);
+            (answer, true)
+        }
+        std::task::Poll::Pending => (Err(pending_fallback(&shared.name)), false),
     }
 }
 

@@ -83,7 +83,8 @@ async fn the_earliest_of_two_given_deadlines_applies() {
 
 #[test]
 fn a_blocking_call_falls_back_to_a_value_and_reports_it() {
-    let policy = failing_policy();
+    let (policy, used) =
+        fallbacks_counted(Policy::builder().max_attempts(2).backoff(Backoff::none()));
     let attempts = AtomicU32::new(0);
     let report = policy
         .call()
@@ -97,15 +98,46 @@ fn a_blocking_call_falls_back_to_a_value_and_reports_it() {
     assert_eq!(report.value(), Some(&7));
     assert_eq!(report.stop(), StopReason::AttemptsExhausted);
     assert!(report.fell_back());
+    assert_eq!(used.load(Ordering::SeqCst), 1, "one FallbackUsed event");
+}
+
+#[test]
+fn a_blocking_call_cancelled_by_an_on_retry_hook_before_a_zero_backoff_sends_no_retry() {
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    let policy = Policy::builder()
+        .backoff(Backoff::none())
+        .on_retry(move |_retry| canceller.cancel())
+        .build()
+        .expect("valid policy");
+    let attempts = AtomicU32::new(0);
+    let outcome = policy.call().token(&token).run_blocking(|_attempt| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        Err::<u32, _>(Down)
+    });
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+}
+
+/// Counts the `FallbackUsed` events a policy emits.
+fn fallbacks_counted(builder: rampart::PolicyBuilder) -> (Policy, Arc<AtomicU32>) {
+    let used = Arc::new(AtomicU32::new(0));
+    let seen = used.clone();
+    let policy = builder
+        .listener(move |event| {
+            if let rampart::Event::FallbackUsed { .. } = event {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .expect("valid policy");
+    (policy, used)
 }
 
 #[test]
 fn a_blocking_call_whose_fallback_answers_with_a_pending_future_fails_naming_it() {
-    let policy = Policy::builder()
-        .name("recommendations")
-        .max_attempts(1)
-        .build()
-        .expect("valid policy");
+    let (policy, used) =
+        fallbacks_counted(Policy::builder().name("recommendations").max_attempts(1));
     let outcome = policy
         .call()
         .fallback(
@@ -120,6 +152,11 @@ fn a_blocking_call_whose_fallback_answers_with_a_pending_future_fails_naming_it(
         ),
         other => panic!("expected a configuration error, got {other:?}"),
     }
+    assert_eq!(
+        used.load(Ordering::SeqCst),
+        0,
+        "a fallback that never answered was not used"
+    );
 }
 
 #[test]

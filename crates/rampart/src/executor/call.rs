@@ -218,14 +218,19 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
     where
         B: Ending<T, E>,
     {
+        let shared = self.shared;
         match self.ending(stop, outcome) {
-            Ok(answer) => (answer.await, true),
+            Ok(answer) => {
+                shared.fell_back(stop);
+                (answer.await, true)
+            }
             Err(outcome) => (outcome, false),
         }
     }
 
-    /// The fallback's answer to the call that stopped for `stop` with `outcome` (reported as
-    /// used), or `outcome` back when there is none for it.
+    /// The fallback's answer to the call that stopped for `stop` with `outcome`, or `outcome`
+    /// back when there is none for it. The caller reports it used
+    /// ([`Shared::fell_back`]) once it answers.
     pub(crate) fn ending<T, E>(
         self,
         stop: StopReason,
@@ -238,12 +243,6 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
             Ok(value) => return Err(Ok(value)),
             Err(error) => error,
         };
-        match self.fallback.answer(stop, error) {
-            Ok(answer) => {
-                self.shared.fell_back(stop);
-                Ok(answer)
-            }
-            Err(error) => Err(Err(error)),
-        }
+        self.fallback.answer(stop, error).map_err(Err)
     }
 }
