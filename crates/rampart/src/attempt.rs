@@ -62,8 +62,9 @@ pub struct Attempt {
     /// Whether an earlier attempt of the call reached its callback.
     retry: bool,
     ceiling: Option<Duration>,
-    /// When the attempt began, if the call reads the clock: the ceiling's instant is computed
-    /// from it when asked for (most attempts finish without anyone asking).
+    /// When the attempt began (`None` for the one attempt of a call that needs no machine,
+    /// which has no ceiling): the ceiling's instant is computed from it when asked for (most
+    /// attempts finish without anyone asking).
     began: Option<Instant>,
     clock: Clock,
     state: AtomicU8,
@@ -102,13 +103,13 @@ impl Attempt {
         &mut self,
         number: u32,
         ceiling: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
         retry: bool,
     ) {
         self.number = number;
         self.retry = retry;
         self.ceiling = ceiling;
-        self.began = now;
+        self.began = Some(now);
         *self.state.get_mut() = 0;
         self.token.take();
     }
@@ -280,11 +281,11 @@ mod tests {
     #[test]
     fn owned_token_is_fresh_for_each_attempt() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()), false);
+        attempt.begin(1, None, Instant::now(), false);
         let first = attempt.token();
         attempt.fire(Fired::Ceiling);
         assert!(first.is_cancelled());
-        attempt.begin(2, None, Some(Instant::now()), true);
+        attempt.begin(2, None, Instant::now(), true);
         let second = attempt.token();
         assert!(!second.is_cancelled());
         attempt.fire(Fired::Ceiling);
@@ -294,7 +295,7 @@ mod tests {
     #[test]
     fn token_asked_for_after_the_fire_is_already_cancelled() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()), false);
+        attempt.begin(1, None, Instant::now(), false);
         attempt.fire(Fired::Ceiling);
         assert!(attempt.token().is_cancelled());
     }
@@ -303,7 +304,7 @@ mod tests {
     fn owned_token_follows_the_caller_token() {
         let caller = CancellationToken::new();
         let mut attempt = Attempt::new(Clock::system(), Some(&caller));
-        attempt.begin(1, None, Some(Instant::now()), false);
+        attempt.begin(1, None, Instant::now(), false);
         let token = attempt.token();
         caller.cancel();
         assert!(token.is_cancelled());
@@ -312,7 +313,7 @@ mod tests {
     #[test]
     fn caller_wins_over_ceiling_when_both_fired() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Some(Instant::now()), false);
+        attempt.begin(1, None, Instant::now(), false);
         attempt.fire(Fired::Ceiling);
         attempt.fire(Fired::Caller);
         assert_eq!(attempt.fired(), Some(Fired::Caller));

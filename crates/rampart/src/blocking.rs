@@ -46,7 +46,7 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::executor::{
-    Admitted, Call, Next, Record, Report, Shared, StopOnly, begin, is_cancelled, later, read,
+    Admitted, Call, Next, Record, Report, Shared, StopOnly, begin, is_cancelled, later,
     settle_admission,
 };
 use crate::fallback::Ending;
@@ -148,9 +148,9 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let (mut machine, timed) = begin(shared, live, log, deadline, true);
+    let mut machine = begin(shared, live, log, deadline);
     if let Some(problem) = shared.needs_async() {
-        return machine.config_error(problem, read(clock, timed)).outcome;
+        return machine.config_error(problem, clock.now()).outcome;
     }
     let mut attempt = Attempt::new(clock.clone(), caller);
     let mut next = machine.start(is_cancelled(caller));
@@ -169,7 +169,7 @@ where
                         Blocked::TimedOut => Admitted::TimedOut,
                         Blocked::Cancelled => Admitted::Cancelled,
                     };
-                    match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                    match settle_admission(&mut machine, ticket, answer, clock) {
                         Ok(admitted) => admitted,
                         Err(next) => break 'attempt next,
                     }
@@ -182,14 +182,11 @@ where
                 let span = machine.attempt_span(&ticket, waited);
                 let result = span.in_scope(|| op(&attempt));
                 drop(timer);
-                let now = read(clock, timed);
+                let now = clock.now();
                 if attempt.fired().is_none() {
                     if is_cancelled(caller) {
                         attempt.fire(Fired::Caller);
-                    } else if attempt
-                        .ceiling()
-                        .is_some_and(|at| now.is_some_and(|n| n >= at))
-                    {
+                    } else if attempt.ceiling().is_some_and(|at| now >= at) {
                         attempt.fire(Fired::Ceiling);
                     }
                 }
@@ -203,12 +200,12 @@ where
                 machine.woke(from, is_cancelled(caller))
             }
             Next::Sleep { from, delay } => {
-                let cancelled = clock.block_until(later(clock, from, delay), caller);
-                machine.woke(read(clock, timed), cancelled)
+                let cancelled = clock.block_until(later(from, delay), caller);
+                machine.woke(clock.now(), cancelled)
             }
             // Never blocks the thread on a generator's or hook's future: refused at this call.
             Next::Generate { .. } | Next::Hook { .. } => {
-                return machine.cannot_block(read(clock, timed)).outcome;
+                return machine.cannot_block(clock.now()).outcome;
             }
             Next::Wait => unreachable!("a blocking call runs one attempt at a time"),
             Next::Done(finish) => return finish.outcome,

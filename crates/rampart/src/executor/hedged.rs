@@ -34,7 +34,7 @@ use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
 use super::run::{Bounding, sleep_or_cancel};
-use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission};
+use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, settle_admission};
 
 /// What woke the driver while legs were in flight.
 enum Wake<O> {
@@ -62,7 +62,7 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let (mut machine, timed) = begin(shared, live, log, deadline, true);
+    let mut machine = begin(shared, live, log, deadline);
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);
@@ -92,7 +92,7 @@ where
                 } else {
                     let cx = machine.ticket_context(&ticket, attempt);
                     let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
-                    match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                    match settle_admission(&mut machine, ticket, answer, clock) {
                         Ok(admitted) => admitted,
                         Err(next) => break 'attempt next,
                     }
@@ -153,11 +153,11 @@ where
                     Wake::HedgeDue => {
                         timer.set(None);
                         timer_at = None;
-                        machine.hedge(read(clock, timed))
+                        machine.hedge(clock.now())
                     }
                     Wake::Generated(timeout) => {
                         generator = None;
-                        machine.generated(Bounded::Answered(timeout), read(clock, timed))
+                        machine.generated(Bounded::Answered(timeout), clock.now())
                     }
                     Wake::Leg(leg, returned) => {
                         if leg == 0 {
@@ -175,7 +175,7 @@ where
                             ticket,
                             returned,
                             is_cancelled(caller),
-                            read(clock, timed),
+                            clock.now(),
                         );
                         if let Some(span) = spans[leg].take() {
                             span.record_outcome(machine.attempt_outcome());
@@ -193,8 +193,8 @@ where
                 machine.woke(from, is_cancelled(caller))
             }
             Next::Sleep { from, delay } => {
-                let cancelled = sleep_or_cancel(clock, later(clock, from, delay), caller).await;
-                machine.woke(read(clock, timed), cancelled)
+                let cancelled = sleep_or_cancel(clock, later(from, delay), caller).await;
+                machine.woke(clock.now(), cancelled)
             }
             // A leg's generator: with legs in flight (a hedge) it runs alongside them, whose
             // races watch the caller and the deadline; else it is awaited, bounded by both.
@@ -206,13 +206,13 @@ where
             }
             Next::Generate { future, until } => {
                 let answer = Bounding::new(clock, future, caller, until).await;
-                machine.generated(answer, read(clock, timed))
+                machine.generated(answer, clock.now())
             }
             // The hook is awaited alone: the legs in flight are not polled meanwhile.
             Next::Hook { future, until } => {
                 let hook = shared.telemetry.awaited(&shared.name, future);
                 let _ = Bounding::new(clock, hook, caller, until).await;
-                machine.hooked(read(clock, timed))
+                machine.hooked(clock.now())
             }
             Next::Done(finish) => break finish,
         };

@@ -16,8 +16,12 @@
 //! | [`generated`](Machine::generated): a generator's pending answer came (or the caller cancelled) | as after the generator's answer at once |
 //! | [`hooked`](Machine::hooked): the on-timeout hook's pending answer came | as after the timed-out attempt |
 //!
-//! Time is an argument: a driver reads its clock only when [`Machine::timed`] says the call
-//! needs readings and passes `None` otherwise. The machine never sleeps, polls or spawns; the
+//! Time is an argument, and always there: every event carries the driver's clock reading, so
+//! no rule can be skipped for want of one. A call that needs no reading at all (one attempt,
+//! nothing that bounds, cancels, retries or reports it: `Policy::none()`) never builds a
+//! machine; its driver runs the attempt and [`untimed`] says what the outcome means, with no
+//! way to reach a breaker, budget or deadline rule. Which of the two a call is, is decided in
+//! one place ([`passes_through`](super::passes_through)). The machine never sleeps, polls or spawns; the
 //! shared state it consults (breaker, budget, latency estimates, a non-waiting admission try
 //! for hedges) answers at once. A timeout generator or on-timeout hook that answers with a
 //! future is a step it hands the driver ([`Next::Generate`], [`Next::Hook`]): the async
@@ -87,12 +91,9 @@ pub(crate) enum Next<'p, T, E, P> {
     /// Begin an attempt with this ticket: ask admission unless it is already
     /// [`admitted`](Ticket::admitted), then run the callback.
     Attempt(Ticket<'p, P>),
-    /// Sleep `delay` from `from` (the reading the machine was given; `None` when the call
-    /// reads no clock), ending early if the caller cancels; then [`Machine::woke`].
-    Sleep {
-        from: Option<Instant>,
-        delay: Duration,
-    },
+    /// Sleep `delay` from `from` (the reading the machine was given), ending early if the
+    /// caller cancels; then [`Machine::woke`].
+    Sleep { from: Instant, delay: Duration },
     /// Hedged calls only: wait for a leg in flight or the hedge delay
     /// ([`Machine::hedge_due`]).
     Wait,
@@ -119,7 +120,7 @@ pub(crate) enum Next<'p, T, E, P> {
 pub(crate) struct Ticket<'p, P> {
     pub(crate) number: u32,
     pub(crate) ceiling: Option<Duration>,
-    pub(crate) began: Option<Instant>,
+    pub(crate) began: Instant,
     /// Whether admission has answered already (nothing to ask, or a hedge admitted at once).
     pub(crate) admitted: bool,
     /// Whether an earlier attempt of the call reached its callback (it was not refused by
@@ -193,8 +194,7 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     /// The live settings this call started with, kept to its end.
     live: &'p Live,
     log: L,
-    timed: bool,
-    start: Option<Instant>,
+    start: Instant,
     deadline: Option<Effective>,
     level: Criticality,
     attempts: u32,
@@ -229,7 +229,7 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
 impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
     fn drop(&mut self) {
         if !self.ended && self.shared.telemetry.is_listened() {
-            let now = self.timed.then(|| self.shared.clock.now());
+            let now = self.shared.clock.now();
             self.shared.telemetry.emit(
                 &self.span,
                 Event::CallEnded {
@@ -249,29 +249,14 @@ where
     A: Admit,
     L: Record,
 {
-    /// Whether a call of `shared` needs clock readings (`wanted`: its driver or log needs them):
-    /// the one place that decides it. A policy with a breaker, a budget, hedging, an adaptive
-    /// or generated timeout, a listener or an admission component reads the clock
-    /// (`live.reads_clock`, fixed when the policy is built), so every rule that consults one
-    /// of them has a reading (asserted where they are consulted).
-    #[inline(always)]
-    pub(crate) fn timed(shared: &Shared<C, A>, live: &Live, wanted: bool) -> bool {
-        wanted
-            || L::TIMED
-            || live.reads_clock
-            || shared.drain.is_draining()
-            || shared.telemetry.is_listened()
-    }
-
-    /// A call of `shared` with the settings `live`, beginning at `now` (`Some` exactly when
-    /// [`timed`](Self::timed)), within the deadline `given` to the call as well
-    /// ([`Call::deadline`](crate::Call::deadline)).
+    /// A call of `shared` with the settings `live`, beginning at `now`, within the deadline
+    /// `given` to the call as well ([`Call::deadline`](crate::Call::deadline)).
     #[inline(always)]
     pub(crate) fn new(
         shared: &'p Shared<C, A>,
         live: &'p Live,
         log: L,
-        now: Option<Instant>,
+        now: Instant,
         given: Option<Deadline>,
     ) -> Self {
         let ambient = if shared.ambient_deadline || shared.ambient_criticality {
@@ -287,8 +272,7 @@ where
             ambient.deadline().filter(|_| shared.ambient_deadline),
             given,
         );
-        let deadline = now
-            .and_then(|start| Effective::resolve(start, live.deadline, inherited, &shared.drain));
+        let deadline = Effective::resolve(now, live.deadline, inherited, &shared.drain);
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
@@ -299,7 +283,6 @@ where
             shared,
             live,
             log,
-            timed: now.is_some(),
             start: now,
             deadline,
             level,
@@ -372,7 +355,7 @@ where
         &mut self,
         mut ticket: Ticket<'p, A::Permit>,
         answer: Admitted<A::Permit>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Result<Ticket<'p, A::Permit>, Next<'p, T, E, A::Permit>> {
         let (outcome, retry_after) = match answer {
             Admitted::Permit(permit) => {
@@ -414,7 +397,7 @@ where
         ticket: Ticket<'p, A::Permit>,
         returned: Option<Result<T, E>>,
         cancelled: bool,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         self.ran = true;
         let fired = attempt.fired();
@@ -461,11 +444,7 @@ where
     }
 
     /// The backoff ended at `now`, or the caller cancelled during it.
-    pub(crate) fn woke(
-        &mut self,
-        now: Option<Instant>,
-        cancelled: bool,
-    ) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn woke(&mut self, now: Instant, cancelled: bool) -> Next<'p, T, E, A::Permit> {
         if cancelled {
             return Next::Done(self.cancelled(now));
         }
@@ -487,7 +466,7 @@ where
     /// Rule 6: the hedge delay passed (or a leg failed while others run): a hedge starts now,
     /// admitted at once, or not at all. A hedge that does not start costs no attempt and no
     /// budget; the budget is charged once the breaker has let it through.
-    pub(crate) fn hedge(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn hedge(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
         self.legs.due = None;
         if self.awaiting == Awaiting::Generator || !self.hedge_free() {
             return Next::Wait;
@@ -521,7 +500,7 @@ where
         &mut self,
         timeout: Option<Duration>,
         remaining: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         let ceiling = self.ceiling(timeout, now, remaining);
         let Ok(breaker) = self.breaker_permit(now) else {
@@ -530,10 +509,7 @@ where
         if self.spend_budget(now).is_err() {
             return self.no_hedge(Some(Suppressed::Budget));
         }
-        let deadline = match (ceiling, now) {
-            (Some(ceiling), Some(now)) => now.checked_add(ceiling),
-            _ => None,
-        };
+        let deadline = ceiling.and_then(|ceiling| now.checked_add(ceiling));
         let cx = self.admit_context(self.attempts + 1, deadline, now);
         let Some(Ok(permit)) = admission_now(&self.shared.admit, &cx) else {
             return self.no_hedge(Some(Suppressed::Admission));
@@ -559,7 +535,7 @@ where
     pub(crate) fn generated(
         &mut self,
         answer: Bounded<Duration>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         self.awaiting = Awaiting::Nothing;
         let timeout = match answer {
@@ -597,7 +573,7 @@ where
     /// which was reported, or the wait was cut short by the caller or the deadline); the
     /// timed-out attempt's outcome stands.
     #[inline(never)]
-    pub(crate) fn hooked(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn hooked(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
         self.awaiting = Awaiting::Nothing;
         // The timed-out outcome waited in `last`, where the decision leaves it anyway; the
         // number only names a hedge that won, which a timed-out attempt never is.
@@ -617,7 +593,7 @@ where
     /// A blocking call met a generator or hook that answered with a future: it never blocks
     /// its thread on one, so the call ends here with a configuration error naming it.
     #[cold]
-    pub(crate) fn cannot_block(&mut self, now: Option<Instant>) -> Finish<T, E> {
+    pub(crate) fn cannot_block(&mut self, now: Instant) -> Finish<T, E> {
         // A blocking call runs one attempt at a time: the hook's is the last one counted.
         let (field, attempt) = match self.awaiting {
             Awaiting::Hook => ("on_timeout", self.attempts),
@@ -661,25 +637,21 @@ where
         &self,
         number: u32,
         deadline: Option<Instant>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> AdmitContext<'p> {
         AdmitContext {
             policy: &self.shared.name,
             attempt: number,
             level: self.level,
             deadline,
-            now: now.unwrap_or_else(|| self.shared.clock.now()),
+            now,
             clock: &self.shared.clock,
         }
     }
 
     /// Ends the call before any attempt: the policy cannot run this way.
     #[cold]
-    pub(crate) fn config_error(
-        &mut self,
-        problem: ConfigProblem,
-        now: Option<Instant>,
-    ) -> Finish<T, E> {
+    pub(crate) fn config_error(&mut self, problem: ConfigProblem, now: Instant) -> Finish<T, E> {
         let error = Error::Config(ConfigError::new(vec![problem]));
         self.finish(Err(error), StopReason::Config, now)
     }
@@ -688,7 +660,7 @@ where
 
     /// The next attempt's ticket, or why no attempt may start.
     #[inline(always)]
-    fn next_attempt(&mut self, now: Option<Instant>) -> Next<'p, T, E, A::Permit> {
+    fn next_attempt(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
         let remaining = self.remaining(now);
         if remaining == Some(Duration::ZERO) {
             return Next::Done(self.deadline_exceeded(None, now));
@@ -706,7 +678,7 @@ where
         &mut self,
         timeout: Option<Duration>,
         remaining: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         let ceiling = self.ceiling(timeout, now, remaining);
         let breaker = match self.breaker_permit(now) {
@@ -733,7 +705,7 @@ where
         &mut self,
         ceiling: Option<Duration>,
         breaker: Option<BreakerPermit<'p>>,
-        now: Option<Instant>,
+        now: Instant,
         admitted: bool,
         permit: Option<A::Permit>,
     ) -> Ticket<'p, A::Permit> {
@@ -743,10 +715,9 @@ where
         legs.launched += 1;
         legs.in_flight = legs.in_flight.saturating_add(1);
         // The next hedge is due one delay from now (at once for a zero delay).
-        legs.due = match (legs.delay, now) {
-            (Some(delay), Some(now)) => Some(crate::clock::saturating_add(now, delay)),
-            _ => None,
-        };
+        legs.due = legs
+            .delay
+            .map(|delay| crate::clock::saturating_add(now, delay));
         Ticket {
             number: self.attempts,
             ceiling,
@@ -764,7 +735,7 @@ where
     fn generate(
         &mut self,
         remaining: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Result<Generated, Finish<T, E>> {
         let shared = self.shared;
         let Some(generator) = &shared.timeout_fn else {
@@ -787,7 +758,7 @@ where
     fn checked(
         &mut self,
         timeout: Duration,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Result<Option<Duration>, Finish<T, E>> {
         if !timeout.is_zero() && timeout <= MAX_GENERATED {
             return Ok(Some(timeout));
@@ -798,7 +769,7 @@ where
     /// Ends the call: the generator returned `timeout`, which no attempt may have.
     #[cold]
     #[inline(never)]
-    fn invalid_generated(&mut self, timeout: Duration, now: Option<Instant>) -> Finish<T, E> {
+    fn invalid_generated(&mut self, timeout: Duration, now: Instant) -> Finish<T, E> {
         let rule = match timeout.is_zero() {
             true => "it must return a positive duration",
             false => "it must return at most 24h",
@@ -819,12 +790,12 @@ where
     fn ceiling(
         &self,
         timeout: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
         remaining: Option<Duration>,
     ) -> Option<Duration> {
         let shared = self.shared;
-        let timeout = match (&shared.adaptive, &shared.latency.ceiling, now) {
-            (Some(adaptive), Some(estimate), Some(now)) => match estimate.get(now) {
+        let timeout = match (&shared.adaptive, &shared.latency.ceiling) {
+            (Some(adaptive), Some(estimate)) => match estimate.get(now) {
                 Some(measured) => Some(adaptive.ceiling(measured, timeout)),
                 None => timeout,
             },
@@ -838,15 +809,8 @@ where
 
     /// The breaker's answer for the next attempt; `Err` carries its retry-after.
     #[inline(always)]
-    fn breaker_permit(
-        &self,
-        now: Option<Instant>,
-    ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
-        debug_assert!(
-            now.is_some() || self.shared.breaker.is_none(),
-            "a policy with a breaker reads the clock (Machine::timed)"
-        );
-        let (Some(breaker), Some(now)) = (&self.shared.breaker, now) else {
+    fn breaker_permit(&self, now: Instant) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
+        let Some(breaker) = &self.shared.breaker else {
             return Ok(None);
         };
         let permit = match breaker.try_acquire(now) {
@@ -887,7 +851,7 @@ where
 
     /// Whether this call may hedge, and after how long: not `Sheddable`, not draining, the
     /// breaker closed, the estimate warm, and the delay shorter than the time left.
-    fn hedge_delay(&self, now: Option<Instant>) -> Result<Duration, Suppressed> {
+    fn hedge_delay(&self, now: Instant) -> Result<Duration, Suppressed> {
         let Some(hedge) = self.shared.hedge else {
             return Err(Suppressed::Cold);
         };
@@ -897,7 +861,7 @@ where
         if self.shared.drain.is_draining() {
             return Err(Suppressed::Draining);
         }
-        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+        if let Some(breaker) = &self.shared.breaker
             && !breaker.is_dry_run()
             && !matches!(
                 breaker.state(now).kind(),
@@ -908,12 +872,12 @@ where
         }
         let delay = match hedge.delay {
             Delay::Fixed(delay) => delay,
-            Delay::Adaptive { floor, .. } => match (self.shared.latency.hedge.as_ref(), now) {
-                (Some(estimate), Some(now)) => match estimate.get(now) {
+            Delay::Adaptive { floor, .. } => match self.shared.latency.hedge.as_ref() {
+                Some(estimate) => match estimate.get(now) {
                     Some(quantile) => quantile.max(floor),
                     None => return Err(Suppressed::Cold),
                 },
-                _ => return Err(Suppressed::Cold),
+                None => return Err(Suppressed::Cold),
             },
         };
         if self.remaining(now).is_some_and(|left| delay >= left) {
@@ -947,11 +911,7 @@ where
 
     /// The caller cancelled while the attempt ran (and it did not succeed).
     #[cold]
-    fn cancelled_attempt(
-        &mut self,
-        attempt: &Attempt,
-        now: Option<Instant>,
-    ) -> Next<'p, T, E, A::Permit> {
+    fn cancelled_attempt(&mut self, attempt: &Attempt, now: Instant) -> Next<'p, T, E, A::Permit> {
         attempt.end(false);
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         Next::Done(self.cancelled(now))
@@ -961,16 +921,15 @@ where
     /// ceiling (the ceiling reached the call's deadline).
     fn timed_out_outcome(&mut self, ticket: &Ticket<'p, A::Permit>) -> Outcome<T, E> {
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
-        self.cut_by_deadline = match (self.deadline, ticket.began) {
-            (Some(bound), Some(began)) => crate::clock::saturating_add(began, ceiling) >= bound.at,
-            _ => false,
-        };
+        self.cut_by_deadline = self
+            .deadline
+            .is_some_and(|bound| crate::clock::saturating_add(ticket.began, ceiling) >= bound.at);
         Outcome::TimedOut { ceiling }
     }
 
     /// Reports an awaited attempt that overran its ceiling by more than the orphan threshold.
     #[cold]
-    fn overrun(&self, attempt: &Attempt, ticket: &Ticket<'p, A::Permit>, now: Option<Instant>) {
+    fn overrun(&self, attempt: &Attempt, ticket: &Ticket<'p, A::Permit>, now: Instant) {
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         let overrun = elapsed_since(ticket.began, now).saturating_sub(ceiling);
         if overrun > ORPHAN_THRESHOLD {
@@ -996,7 +955,7 @@ where
         ticket: &Ticket<'p, A::Permit>,
         result: Result<T, E>,
         verdict: Verdict,
-        now: Option<Instant>,
+        now: Instant,
     ) -> (Outcome<T, E>, Verdict) {
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         if result.is_err() && attempt.was_observed() {
@@ -1028,7 +987,7 @@ where
         ticket: Ticket<'p, A::Permit>,
         outcome: Outcome<T, E>,
         verdict: Verdict,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         if let Some(attempt) = attempt {
             attempt.end(verdict.is_ok());
@@ -1044,7 +1003,7 @@ where
             };
             self.shared.admit.release(permit, feedback);
         }
-        if let (Some(permit), Some(now)) = (ticket.breaker, now) {
+        if let Some(permit) = ticket.breaker {
             let evidence = match kind {
                 AttemptOutcome::Ok => Evidence::Success,
                 AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
@@ -1083,13 +1042,7 @@ where
 
     /// Tells listeners, the log and the latency estimates.
     #[inline(always)]
-    fn report(
-        &mut self,
-        number: u32,
-        kind: AttemptOutcome,
-        elapsed: Duration,
-        now: Option<Instant>,
-    ) {
+    fn report(&mut self, number: u32, kind: AttemptOutcome, elapsed: Duration, now: Instant) {
         let policy = &*self.shared.name;
         let telemetry = &self.shared.telemetry;
         self.outcome.set(kind);
@@ -1109,10 +1062,7 @@ where
             outcome: kind,
             elapsed,
         });
-        if kind == AttemptOutcome::Ok
-            && !elapsed.is_zero()
-            && let Some(now) = now
-        {
+        if kind == AttemptOutcome::Ok && !elapsed.is_zero() {
             self.shared.latency.record(elapsed, now);
         }
     }
@@ -1125,7 +1075,7 @@ where
         outcome: Outcome<T, E>,
         verdict: Verdict,
         kind: AttemptOutcome,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         match verdict {
             Verdict::Ok => {
@@ -1138,7 +1088,7 @@ where
                         },
                     );
                 }
-                if let (Some(budget), Some(now)) = (&self.shared.budget, now) {
+                if let Some(budget) = &self.shared.budget {
                     budget.deposit(now);
                 }
                 let result = self.result(outcome);
@@ -1162,7 +1112,7 @@ where
         outcome: Outcome<T, E>,
         verdict: Verdict,
         kind: AttemptOutcome,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
         if self.legs.in_flight > 0 {
             // Other legs are running. A transient failure is replaced at once, as a hedge; a
@@ -1204,17 +1154,17 @@ where
         let delay = self.backoff(curve, verdict.retry_after());
         // A breaker that will still be open when the backoff ends refuses the retry now: no
         // sleep, no budget charged for an attempt that would never run.
-        if let (Some(breaker), Some(now)) = (&self.shared.breaker, now)
+        if let Some(breaker) = &self.shared.breaker
             && !breaker.is_dry_run()
         {
             match breaker.state(now) {
                 BreakerState::Open { remaining } if remaining > delay => {
                     let reason = RejectReason::DependencyUnavailable;
-                    return Next::Done(self.reject(reason, Some(remaining), Some(now)));
+                    return Next::Done(self.reject(reason, Some(remaining), now));
                 }
                 BreakerState::Isolated => {
                     let reason = RejectReason::DependencyUnavailable;
-                    return Next::Done(self.reject(reason, None, Some(now)));
+                    return Next::Done(self.reject(reason, None, now));
                 }
                 _ => {}
             }
@@ -1261,17 +1211,13 @@ where
     }
 
     /// Charges one retry (or hedge) to the budget. A `Sheddable` call must leave half of it.
-    fn spend_budget(&self, now: Option<Instant>) -> Result<(), Option<Duration>> {
-        debug_assert!(
-            now.is_some() || self.shared.budget.is_none(),
-            "a policy with a budget reads the clock (Machine::timed)"
-        );
-        match (&self.shared.budget, now) {
-            (Some(budget), Some(now)) => {
+    fn spend_budget(&self, now: Instant) -> Result<(), Option<Duration>> {
+        match &self.shared.budget {
+            Some(budget) => {
                 let reserve = if self.level.is_sheddable() { 0.5 } else { 0.0 };
                 budget.try_spend(now, reserve)
             }
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
@@ -1355,7 +1301,7 @@ where
         &mut self,
         reason: RejectReason,
         retry_after: Option<Duration>,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Finish<T, E> {
         let stop = match reason {
             RejectReason::BudgetExhausted => StopReason::BudgetExhausted,
@@ -1377,7 +1323,7 @@ where
     }
 
     #[cold]
-    fn deadline_exceeded(&mut self, unfit: Option<Unfit>, now: Option<Instant>) -> Finish<T, E> {
+    fn deadline_exceeded(&mut self, unfit: Option<Unfit>, now: Instant) -> Finish<T, E> {
         let Some(bound) = self.deadline else {
             unreachable!("a deadline is exceeded only when there is one")
         };
@@ -1398,7 +1344,7 @@ where
     }
 
     #[cold]
-    fn cancelled(&mut self, now: Option<Instant>) -> Finish<T, E> {
+    fn cancelled(&mut self, now: Instant) -> Finish<T, E> {
         self.finish(Err(Error::Cancelled), StopReason::Cancelled, now)
     }
 
@@ -1408,13 +1354,13 @@ where
         &mut self,
         outcome: Result<T, Error<E>>,
         stop: StopReason,
-        now: Option<Instant>,
+        now: Instant,
     ) -> Finish<T, E> {
         self.ended = true;
         self.log.stop(stop);
         self.log.settled(super::Settled {
             attempts: self.attempts,
-            start: self.start,
+            start: Some(self.start),
             deadline: self.deadline,
             span: Some(&self.span),
         });
@@ -1433,7 +1379,7 @@ where
                 breaker: shared.breaker.as_ref(),
                 budget: shared.budget.as_ref(),
                 admit: &shared.admit,
-                now,
+                now: Some(now),
             });
         }
         Finish { outcome }
@@ -1442,18 +1388,18 @@ where
     // ---- time ---------------------------------------------------------------------------
 
     #[inline(always)]
-    fn remaining(&self, now: Option<Instant>) -> Option<Duration> {
-        match (self.deadline, now) {
-            // At the start of the call (the first attempt) no time has been spent yet.
-            (Some(bound), Some(now)) if Some(now) == self.start => Some(bound.span),
-            (Some(bound), Some(now)) => Some(bound.at.saturating_duration_since(now)),
-            _ => None,
+    fn remaining(&self, now: Instant) -> Option<Duration> {
+        let bound = self.deadline?;
+        // At the start of the call (the first attempt) no time has been spent yet.
+        if now == self.start {
+            return Some(bound.span);
         }
+        Some(bound.at.saturating_duration_since(now))
     }
 }
 
 impl<T, E, C, A, L: Record> Machine<'_, T, E, C, A, L> {
-    fn elapsed(&self, now: Option<Instant>) -> Duration {
+    fn elapsed(&self, now: Instant) -> Duration {
         elapsed_since(self.start, now)
     }
 }
@@ -1491,13 +1437,13 @@ where
     result.map_err(Error::Inner)
 }
 
-/// Time from `began` to `now`, when both were read.
+/// Time from `began` to `now` (zero, with no subtraction, when they are the same reading).
 #[inline(always)]
-fn elapsed_since(began: Option<Instant>, now: Option<Instant>) -> Duration {
-    match (began, now) {
-        (Some(began), Some(now)) if now != began => now.saturating_duration_since(began),
-        _ => Duration::ZERO,
+fn elapsed_since(began: Instant, now: Instant) -> Duration {
+    if now == began {
+        return Duration::ZERO;
     }
+    now.saturating_duration_since(began)
 }
 
 fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOutcome {

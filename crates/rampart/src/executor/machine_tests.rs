@@ -80,7 +80,7 @@ fn cancelled_caller_ends_the_call_before_any_attempt() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
     assert_eq!(machine.attempts, 0);
 }
@@ -98,14 +98,14 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let first = attempt(machine.start(false));
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
     clock.advance(600 * MS);
-    let slept = sleep(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    let slept = sleep(machine.returned(&a, first, Some(Err("reset")), false, clock.now()));
     assert_eq!(slept, Duration::ZERO);
-    let second = attempt(machine.woke(Some(clock.now()), false));
+    let second = attempt(machine.woke(clock.now(), false));
     assert_eq!(second.number, 2);
     assert_eq!(second.ceiling, Some(400 * MS), "cut to the time left");
 }
@@ -122,10 +122,10 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("stopped")), true, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Err("stopped")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
     assert_eq!(calls.load(Ordering::SeqCst), 0, "no classifier consulted");
     drop(machine);
@@ -142,10 +142,10 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Ok(7)), true, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Ok(7)), true, clock.now());
     assert_eq!(done(next).ok(), Some(7));
 }
 
@@ -162,13 +162,13 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     assert!(a.is_cancelled(), "the callback saw its cancellation");
-    let next = machine.returned(&a, ticket, Some(Err("not found")), false, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Err("not found")), false, clock.now());
     assert!(matches!(done(next), Err(Error::Inner("not found"))));
     assert_eq!(machine.attempts, 1);
     drop(machine);
@@ -187,13 +187,13 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     let _token = a.token();
-    let next = machine.returned(&a, ticket, Some(Err("cancelled")), false, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Err("cancelled")), false, clock.now());
     let Err(Error::AttemptTimeout { timeout, attempts }) = done(next) else {
         panic!("expected the executor's timeout outcome");
     };
@@ -221,10 +221,10 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Err("reset")), false, clock.now());
     let Err(Error::Rejected {
         reason,
         retry_after,
@@ -254,11 +254,11 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
-    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())))
+    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()))
         .expect_err("the backoff does not fit");
     let Error::DeadlineExceeded { unfit, .. } = &error else {
         panic!("expected DeadlineExceeded, got {error}");
@@ -297,11 +297,11 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let mut report = Report::default();
         let live = policy.shared.snapshot();
         let mut machine: Plain<'_, '_> =
-            Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+            Machine::new(&policy.shared, live, &mut report, clock.now(), None);
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
-        let next = machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now()));
+        let next = machine.returned(&a, ticket, Some(Err("reset")), false, clock.now());
         if starts {
             assert_eq!(sleep(next), backoff);
             continue;
@@ -346,12 +346,12 @@ fn after_a_zero_backoff(cancelled: bool, check: impl FnOnce(u32, Next<'_, u32, &
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(slept, Duration::ZERO, "a zero backoff is still a backoff");
-    let next = machine.woke(Some(clock.now()), cancelled);
+    let next = machine.woke(clock.now(), cancelled);
     check(machine.attempts, next);
 }
 
@@ -386,10 +386,10 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("reset")), true, Some(clock.now()));
+    let next = machine.returned(&a, ticket, Some(Err("reset")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
 }
 
@@ -404,14 +404,14 @@ fn caller_cancelled_during_backoff_ends_the_call() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, Some(clock.now())));
+    let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(delay, 200 * MS);
     clock.advance(50 * MS);
     assert!(matches!(
-        done(machine.woke(Some(clock.now()), true)),
+        done(machine.woke(clock.now(), true)),
         Err(Error::Cancelled)
     ));
     assert_eq!(machine.attempts, 1, "no further attempt");
@@ -429,13 +429,13 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let refusal = Refusal {
         retry_after: Some(50 * MS),
         by: "test limit",
     };
     let first = attempt(machine.start(false));
-    let now = Some(clock.now());
+    let now = clock.now();
     let Err(next) = machine.admitted(first, Admitted::Refused(refusal), now) else {
         panic!("a refusal does not run the callback");
     };
@@ -445,7 +445,7 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
         "the refusal's retry-after is the backoff"
     );
     clock.advance(50 * MS);
-    let now = Some(clock.now());
+    let now = clock.now();
     let second = attempt(machine.woke(now, false));
     let Err(next) = machine.admitted(second, Admitted::Refused(refusal), now) else {
         panic!("a refusal does not run the callback");
@@ -479,24 +479,24 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let first = attempt(machine.start(false));
     let due = machine.hedge_due().expect("a hedge is armed");
     assert_eq!(due, clock.now() + 10 * MS);
     clock.advance(10 * MS);
-    let second = attempt(machine.hedge(Some(clock.now())));
+    let second = attempt(machine.hedge(clock.now()));
     assert!(second.admitted, "a hedge is admitted when it starts");
     assert_eq!(second.number, 2);
     let a = handle(&policy, &first);
-    let third = attempt(machine.returned(&a, first, Some(Err("reset")), false, Some(clock.now())));
+    let third = attempt(machine.returned(&a, first, Some(Err("reset")), false, clock.now()));
     assert_eq!(third.number, 3, "the failed leg was replaced at once");
     let b = handle(&policy, &second);
     assert!(matches!(
-        machine.returned(&b, second, Some(Err("reset")), false, Some(clock.now())),
+        machine.returned(&b, second, Some(Err("reset")), false, clock.now()),
         Next::Wait
     ));
     let c = handle(&policy, &third);
-    let next = machine.returned(&c, third, Some(Ok(3)), false, Some(clock.now()));
+    let next = machine.returned(&c, third, Some(Ok(3)), false, clock.now());
     assert_eq!(done(next).ok(), Some(3));
 }
 
@@ -516,12 +516,12 @@ fn throttled_leg_stops_hedging_for_the_round() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let first = attempt(machine.start(false));
     clock.advance(10 * MS);
-    let second = attempt(machine.hedge(Some(clock.now())));
+    let second = attempt(machine.hedge(clock.now()));
     let a = handle(&policy, &first);
-    let next = machine.returned(&a, first, Some(Err("slow down")), false, Some(clock.now()));
+    let next = machine.returned(&a, first, Some(Err("slow down")), false, clock.now());
     assert!(
         matches!(next, Next::Wait),
         "no replacement for a throttled leg"
@@ -553,17 +553,16 @@ fn a_pending_generator_is_a_step_bounded_by_the_deadline_and_its_answer_sets_the
     let start = clock.now();
     let mut report = Report::default();
     let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(start), None);
+    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, live, &mut report, start, None);
     let until = generate_step(machine.start(false));
     assert_eq!(until, Some(start + Duration::from_secs(1)));
     assert_eq!(machine.attempts, 0, "no attempt counted before the answer");
     clock.advance(5 * MS);
-    let ticket = attempt(machine.generated(Bounded::Answered(40 * MS), Some(clock.now())));
+    let ticket = attempt(machine.generated(Bounded::Answered(40 * MS), clock.now()));
     assert_eq!((ticket.number, ticket.ceiling), (1, Some(40 * MS)));
     assert_eq!(
         ticket.began,
-        Some(clock.now()),
+        clock.now(),
         "the attempt begins after the answer"
     );
 }
@@ -575,17 +574,17 @@ fn a_pending_generator_cut_short_by_the_caller_or_the_deadline_starts_no_attempt
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     generate_step(machine.start(false));
-    let next = machine.generated(Bounded::Cancelled, Some(clock.now()));
+    let next = machine.generated(Bounded::Cancelled, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     generate_step(machine.start(false));
     clock.advance(Duration::from_secs(1));
-    let next = machine.generated(Bounded::Expired, Some(clock.now()));
+    let next = machine.generated(Bounded::Expired, clock.now());
     assert!(matches!(
         done(next),
         Err(Error::DeadlineExceeded { attempts: 0, .. })
@@ -606,15 +605,15 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
-    let next = machine.returned(&a, ticket, None, false, Some(clock.now()));
+    let next = machine.returned(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
     assert_eq!(machine.attempts, 1, "nothing decided while the hook runs");
-    assert_eq!(sleep(machine.hooked(Some(clock.now()))), Duration::ZERO);
-    let ticket = attempt(machine.woke(Some(clock.now()), false));
+    assert_eq!(sleep(machine.hooked(clock.now())), Duration::ZERO);
+    let ticket = attempt(machine.woke(clock.now(), false));
     assert_eq!(ticket.number, 2);
 }
 
@@ -630,12 +629,12 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
     let mut report = Report::default();
     let live = policy.shared.snapshot();
     let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, Some(clock.now()), None);
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, None, false, Some(clock.now()));
+    let next = machine.returned(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
-    match machine.cannot_block(Some(clock.now())).outcome {
+    match machine.cannot_block(clock.now()).outcome {
         Err(Error::Config(e)) => assert_eq!(e.problems()[0].field(), "on_timeout"),
         other => panic!("expected a configuration error, got {other:?}"),
     }

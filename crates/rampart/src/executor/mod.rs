@@ -215,25 +215,42 @@ impl Record for &mut Report {
     }
 }
 
-/// A call's machine with the settings `live`, begun at a reading of `shared`'s clock when the
-/// call takes readings (the machine says when; `wanted`: the driver needs them regardless),
-/// and whether it does: the setup every driver shares.
+/// Whether a call of `shared` with the settings `live` needs no machine: one attempt that
+/// nothing can bound, cancel, retry or report (no caller token, no deadline given, a log that
+/// keeps no durations, nobody listening, not draining; `live.pass_through` says the policy
+/// itself reads no clock). The one place that decides it: every other call builds a machine,
+/// which has a clock reading for every rule; this one runs the attempt and lets
+/// [`machine::untimed`] say what its outcome means, with no breaker, budget or deadline to reach.
+#[inline(always)]
+pub(crate) fn passes_through<C, A, L: Record>(
+    shared: &Shared<C, A>,
+    live: &shared::Live,
+    caller: Option<&CancellationToken>,
+    deadline: Option<Deadline>,
+) -> bool {
+    live.pass_through
+        && caller.is_none()
+        && deadline.is_none()
+        && !L::TIMED
+        && !shared.drain.is_draining()
+        && !shared.telemetry.is_listened()
+}
+
+/// A call's machine with the settings `live`, begun at a reading of `shared`'s clock: the
+/// setup every driver shares.
 #[inline(always)]
 pub(crate) fn begin<'p, T, E, C, A, L>(
     shared: &'p Shared<C, A>,
     live: &'p shared::Live,
     log: L,
     deadline: Option<Deadline>,
-    wanted: bool,
-) -> (Machine<'p, T, E, C, A, L>, bool)
+) -> Machine<'p, T, E, C, A, L>
 where
     C: Classify<T, E>,
     A: Admit,
     L: Record,
 {
-    let timed = Machine::<T, E, C, A, L>::timed(shared, live, wanted);
-    let machine = Machine::new(shared, live, log, read(&shared.clock, timed), deadline);
-    (machine, timed)
+    Machine::new(shared, live, log, shared.clock.now(), deadline)
 }
 
 /// What follows admission's answer: the ticket to run the callback with and how long
@@ -249,7 +266,6 @@ pub(crate) fn settle_admission<'p, T, E, C, A, L>(
     ticket: machine::Ticket<'p, A::Permit>,
     answer: Admitted<A::Permit>,
     clock: &Clock,
-    timed: bool,
 ) -> Admission<'p, T, E, A::Permit>
 where
     C: Classify<T, E>,
@@ -257,29 +273,15 @@ where
     L: Record,
 {
     let began = ticket.began;
-    let now = read(clock, timed);
+    let now = clock.now();
     let ticket = machine.admitted(ticket, answer, now)?;
-    Ok((ticket, waited(began, now)))
+    Ok((ticket, Some(now.saturating_duration_since(began))))
 }
 
-/// A clock reading, when the call takes them.
-#[inline(always)]
-pub(crate) fn read(clock: &Clock, timed: bool) -> Option<Instant> {
-    timed.then(|| clock.now())
-}
-
-/// How long an attempt that began at `began` waited for admission, answered at `now`
-/// (`None` when the call takes no readings).
-#[inline(always)]
-pub(crate) fn waited(began: Option<Instant>, now: Option<Instant>) -> Option<Duration> {
-    Some(now?.saturating_duration_since(began?))
-}
-
-/// `delay` after `from` (read from `clock` if the call took no reading). Delays are bounded by
-/// validation (a day at most), so this saturates only on a clock near the end of time, and
-/// then at the latest instant (never at `from`, which would turn a long delay into none).
-pub(crate) fn later(clock: &Clock, from: Option<Instant>, delay: Duration) -> Instant {
-    let from = from.unwrap_or_else(|| clock.now());
+/// `delay` after `from`. Delays are bounded by validation (a day at most), so this saturates
+/// only on a clock near the end of time, and then at the latest instant (never at `from`,
+/// which would turn a long delay into none).
+pub(crate) fn later(from: Instant, delay: Duration) -> Instant {
     crate::clock::saturating_add(from, delay)
 }
 

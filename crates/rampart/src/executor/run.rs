@@ -19,7 +19,8 @@ use crate::timeout::PendingAnswer;
 use super::machine::{Bounded, untimed};
 use super::race::{Race, admission};
 use super::{
-    Callback, Machine, Next, Record, Shared, begin, is_cancelled, later, read, settle_admission,
+    Callback, Machine, Next, Record, Shared, begin, is_cancelled, later, passes_through,
+    settle_admission,
 };
 
 /// Runs `op` under `shared`, one attempt at a time.
@@ -42,16 +43,12 @@ where
 {
     async move {
         let live = shared.snapshot();
-        // One attempt that nothing can bound, cancel or report: the machine says whether the
-        // call reads the clock, and one that does not needs no machine.
-        if live.pass_through
-            && caller.is_none()
-            && !Machine::<T, E, C, A, L>::timed(shared, live, deadline.is_some())
-        {
+        // One attempt that nothing can bound, cancel, retry or report needs no machine.
+        if passes_through::<C, A, L>(shared, live, caller, deadline) {
             return pass_through(shared, op, &mut log).await;
         }
         let clock = &shared.clock;
-        let (mut machine, timed) = begin(shared, live, log, deadline, deadline.is_some());
+        let mut machine: Machine<'_, T, E, C, A, L> = begin(shared, live, log, deadline);
         let mut attempt = Attempt::new(clock.clone(), caller);
         let mut next = machine.start(is_cancelled(caller));
         loop {
@@ -63,7 +60,7 @@ where
                     } else {
                         let cx = machine.ticket_context(&ticket, &attempt);
                         let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                        match settle_admission(&mut machine, ticket, answer, clock, timed) {
+                        match settle_admission(&mut machine, ticket, answer, clock) {
                             Ok(admitted) => admitted,
                             Err(next) => break 'attempt next,
                         }
@@ -75,11 +72,7 @@ where
                     // An attempt that succeeded on its first poll took no time the call must account
                     // for: the clock is read again only when the reading will be used.
                     let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                    let now = if fresh {
-                        read(clock, timed)
-                    } else {
-                        ticket.began
-                    };
+                    let now = if fresh { clock.now() } else { ticket.began };
                     let next =
                         machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
                     span.record_outcome(machine.attempt_outcome());
@@ -93,7 +86,7 @@ where
                 // that the cold steps add nothing to every call's state machine.
                 pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {
                     let woke = Paused::new(shared, pause, caller).await;
-                    let now = read(clock, timed);
+                    let now = clock.now();
                     match woke {
                         Woke::Slept { cancelled } => machine.woke(now, cancelled),
                         Woke::Generated(answer) => machine.generated(answer, now),
@@ -164,7 +157,7 @@ impl<'a> Paused<'a> {
         let clock = &shared.clock;
         match pause {
             Next::Sleep { from, delay } => {
-                let wake = later(clock, from, delay);
+                let wake = later(from, delay);
                 let sleep = Bounding::new(clock, std::future::pending(), caller, Some(wake));
                 Paused::Sleep { sleep }
             }

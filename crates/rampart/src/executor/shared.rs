@@ -84,9 +84,9 @@ pub(crate) struct Live {
     pub(crate) min_attempt_time: Duration,
     pub(crate) mode: TimeoutMode,
     pub(crate) backoff: Backoff,
-    /// Whether a call must read the clock at all (a bound, a listener or a dynamic timeout).
-    pub(crate) reads_clock: bool,
-    /// One attempt and nothing that reads the clock: the executor's pass-through shortcut.
+    /// One attempt and nothing in the policy that reads the clock (no bound, breaker, budget,
+    /// hedge, listener, dynamic timeout or admission component): a call may need no machine
+    /// ([`passes_through`](super::passes_through) decides, adding what the call brings).
     pub(crate) pass_through: bool,
 }
 

@@ -134,7 +134,6 @@ pub(super) fn snapshot(
         fixed_reads_clock || settings.deadline.is_some() || settings.attempt_timeout.is_some();
     Live {
         pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
-        reads_clock,
         max_attempts: settings.max_attempts,
         deadline: settings.deadline,
         attempt_timeout: settings.attempt_timeout,
