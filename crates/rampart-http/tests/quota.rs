@@ -785,10 +785,10 @@ async fn the_reqwest_client_refuses_a_spent_host_too() {
         .expect("a reqwest client");
     let client = rampart_http::reqwest::Client::with_client(http, &layer);
     let url = format!("http://{addr}/");
-    let first = client.send(client.request(http::Method::GET, &url)).await;
+    let first = client.get(&url).send().await;
     assert_eq!(first.expect("a response").status(), StatusCode::OK);
     manual.advance(Duration::from_secs(10));
-    let second = client.send(client.request(http::Method::GET, &url)).await;
+    let second = client.get(&url).send().await;
     let error = second.expect_err("refused");
     assert!(
         matches!(&error, ClientError::QuotaSpent { host, .. } if host.starts_with("127.0.0.1:")),
@@ -802,7 +802,7 @@ async fn the_reqwest_client_refuses_a_spent_host_too() {
         "the refused request was not sent"
     );
     manual.advance(Duration::from_secs(20));
-    let third = client.send(client.request(http::Method::GET, &url)).await;
+    let third = client.get(&url).send().await;
     assert!(third.is_ok(), "sent again at the reset");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }

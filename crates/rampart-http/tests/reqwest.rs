@@ -86,7 +86,8 @@ async fn a_failing_get_is_retried_with_the_deadline_criticality_and_retry_mark()
     let (server, addr) = serve(500, Duration::ZERO).await;
     let client = client(Duration::from_secs(1));
     let response = client
-        .send(client.request(Method::GET, format!("http://{addr}/")))
+        .get(format!("http://{addr}/"))
+        .send()
         .await
         .expect("a response");
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
@@ -129,7 +130,8 @@ async fn the_attempt_timeout_is_the_transport_timeout() {
     let client = client(Duration::from_millis(50));
     let started = std::time::Instant::now();
     let error = client
-        .send(client.request(Method::GET, format!("http://{addr}/")))
+        .get(format!("http://{addr}/"))
+        .send()
         .await
         .expect_err("timed out");
     assert!(error.is_timeout(), "{error}");
@@ -142,12 +144,9 @@ async fn a_request_timeout_set_on_reqwest_is_not_a_second_timeout_system() {
     let (_server, addr) = serve(200, Duration::from_millis(60)).await;
     let client = client(Duration::from_secs(2));
     let request = client
-        .request(Method::GET, format!("http://{addr}/"))
-        .timeout(Duration::from_millis(5));
-    let response = client
-        .send(request)
-        .await
-        .expect("the policy's timeout applies");
+        .get(format!("http://{addr}/"))
+        .with_reqwest(|r| r.timeout(Duration::from_millis(5)));
+    let response = request.send().await.expect("the policy's timeout applies");
     assert_eq!(response.status(), StatusCode::OK);
 }
 
@@ -196,11 +195,9 @@ async fn a_callers_smaller_deadline_header_is_kept() {
     let (server, addr) = serve(200, Duration::ZERO).await;
     let client = client(Duration::from_secs(1));
     client
-        .send(
-            client
-                .request(Method::GET, format!("http://{addr}/"))
-                .header("x-deadline-ms", "40"),
-        )
+        .get(format!("http://{addr}/"))
+        .header("x-deadline-ms", "40")
+        .send()
         .await
         .expect("a response");
     let sent: u64 = server.header("x-deadline-ms")[0]
@@ -209,4 +206,106 @@ async fn a_callers_smaller_deadline_header_is_kept() {
         .parse()
         .expect("a number");
     assert!(sent > 0 && sent <= 40, "{sent}");
+}
+
+/// Attempts the server saw for each request, and whether every one carried a deadline.
+fn attempts_with_deadlines(server: &Server) -> (usize, bool) {
+    let deadlines = server.header("x-deadline-ms");
+    let stamped = deadlines.iter().all(Option::is_some);
+    server.seen.lock().expect("seen").clear();
+    (deadlines.len(), stamped)
+}
+
+#[tokio::test]
+async fn a_request_made_with_request_is_retried_and_stamped_by_the_policy() {
+    let (server, addr) = serve(503, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    let response = client
+        .request(Method::GET, format!("http://{addr}/"))
+        .send()
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(server.header("x-rampart-retry").len(), 3, "retried");
+    for ms in server.header("x-deadline-ms") {
+        let ms: u64 = ms.expect("a deadline").parse().expect("a number");
+        assert!(ms > 0 && ms <= 1000, "{ms}");
+    }
+}
+
+#[tokio::test]
+async fn every_request_method_of_the_client_goes_through_the_policy() {
+    let (server, addr) = serve(503, Duration::ZERO).await;
+    let layer = OutboundLayer::builder()
+        .policy(|p| {
+            p.deadline(Duration::from_secs(5))
+                .attempt_timeout(Duration::from_secs(1))
+                .backoff(Backoff::none())
+        })
+        // Open on no run of 503s this test makes: each request sees its own attempts.
+        .breaker(rampart::breaker::Breaker::builder().consecutive_failures(1_000))
+        .build()
+        .expect("valid layer");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("a reqwest client");
+    let client = Client::with_client(http, &layer);
+    let url = format!("http://{addr}/");
+    let replayable = [
+        ("get", client.get(&url)),
+        ("put", client.put(&url)),
+        ("delete", client.delete(&url)),
+        ("head", client.head(&url)),
+        ("request", client.request(Method::OPTIONS, &url)),
+        ("post, repeatable", client.post(&url).body("a").repeatable()),
+        (
+            "patch, repeatable",
+            client.patch(&url).body("a").repeatable(),
+        ),
+    ];
+    for (name, request) in replayable {
+        request.send().await.expect("a response");
+        assert_eq!(attempts_with_deadlines(&server), (3, true), "{name}");
+    }
+    for (name, request) in [("post", client.post(&url)), ("patch", client.patch(&url))] {
+        request.body("a").send().await.expect("a response");
+        assert_eq!(attempts_with_deadlines(&server), (1, true), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn the_raw_client_is_reached_only_through_bypass_policy_and_is_not_governed() {
+    let (server, addr) = serve(503, Duration::ZERO).await;
+    let client = client(Duration::from_secs(1));
+    let url = format!("http://{addr}/");
+    let response = client
+        .bypass_policy()
+        .get(&url)
+        .send()
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        server.header("x-deadline-ms"),
+        [None],
+        "one attempt, no deadline: rampart was bypassed"
+    );
+    // A request built from the raw client is governed once it is executed by the client.
+    let built = client.bypass_policy().get(&url).build().expect("a request");
+    client.execute(built).await.expect("a response");
+    assert_eq!(server.header("x-deadline-ms").len(), 4);
+}
+
+#[tokio::test]
+async fn a_url_that_does_not_parse_is_reported_by_send_as_reqwests_error() {
+    let client = client(Duration::from_secs(1));
+    let error = client
+        .get("not a url")
+        .send()
+        .await
+        .expect_err("no request to send");
+    let transport = error.transport().expect("reqwest's own error");
+    assert!(transport.is_builder(), "{transport}");
+    assert_eq!(error.status(), StatusCode::BAD_GATEWAY);
 }

@@ -19,11 +19,13 @@ pub enum Rule {
     R006,
     /// A plain spawn, in a request scope, of work that needs the ambient context.
     R007,
+    /// A request sent through the raw reqwest client under rampart-http's `Client`.
+    R008,
 }
 
 impl Rule {
     /// Every rule, in code order.
-    pub const ALL: [Rule; 7] = [
+    pub const ALL: [Rule; 8] = [
         Rule::R001,
         Rule::R002,
         Rule::R003,
@@ -31,6 +33,7 @@ impl Rule {
         Rule::R005,
         Rule::R006,
         Rule::R007,
+        Rule::R008,
     ];
 
     /// The rule's code as printed, e.g. `"R001"`.
@@ -43,6 +46,7 @@ impl Rule {
             Rule::R005 => "R005",
             Rule::R006 => "R006",
             Rule::R007 => "R007",
+            Rule::R008 => "R008",
         }
     }
 
@@ -58,6 +62,7 @@ impl Rule {
             Rule::R005 => "policy, breaker or budget built inside a loop body or a callback",
             Rule::R006 => "policy built per request in a handler and run there",
             Rule::R007 => "plain spawn in a request scope of work that needs the ambient deadline",
+            Rule::R008 => "request sent through the raw reqwest client, bypassing rampart",
         }
     }
 

@@ -14,6 +14,7 @@
 //! | R005 | `Policy::builder()`, `RetryBudget::new/builder` or `Breaker::new/builder` inside a loop body or a callback (not `Policy::none()`, a clone of one shared pass-through policy) | the component's state (budget, breaker, latency estimate) never accumulates across calls |
 //! | R006 | `Policy::builder()...build()` inside a request handler that then runs that policy | breaker state, retry budget and latency estimate are per policy: one built per request never opens its breaker and never spends its budget |
 //! | R007 | a plain `tokio::spawn` (or `task::spawn`, `spawn_blocking`, `std::thread::spawn`) in a request handler or ambient scope, of work that runs a policy or reads the ambient context | the ambient deadline and criticality do not cross it; `rampart::Ambient::spawn` (`bind`, `spawn_blocking`, `carry`) carries them |
+//! | R008 | `.bypass_policy()` on rampart-http's reqwest `Client`, unless the chain goes on to `.build()` the request (which the client's `execute` then governs) | what is sent through the raw reqwest client has no deadline, timeout, retry, breaker, budget or quota, and carries no deadline or criticality to the next service |
 //!
 //! R006 and R007 recognise a request handler by its signs: an `async fn`
 //! with an extractor parameter (`Request<..>`, `State<..>`, `Json<..>`...),

@@ -114,6 +114,22 @@ fn plain_spawns_of_ambient_work_in_a_request_scope_are_reported() {
 }
 
 #[test]
+fn requests_sent_through_the_raw_reqwest_client_are_reported() {
+    assert_fixture("r008.rs", Rule::R008);
+}
+
+#[test]
+fn the_raw_reqwest_client_is_told_what_it_skips_and_how_to_send_under_the_policy() {
+    assert_eq!(
+        first_finding("r008.rs", Rule::R008),
+        Some((
+            "`bypass_policy()` is the reqwest client underneath rampart: what is sent through it has no deadline or attempt timeout, no retry, breaker, budget or quota, and carries no deadline, criticality or retry mark to the next service".to_owned(),
+            "send through the rampart client's own `get`, `post`, ..., `request` (or give the built request to its `execute`); keep `bypass_policy()` for a request that must not be governed".to_owned(),
+        ))
+    );
+}
+
+#[test]
 fn the_documented_usage_is_clean() {
     let source = read_fixture("clean.rs");
     assert!(expected(&source).is_empty());

@@ -4,9 +4,10 @@
 //! (for R006 and R007), a stack of the enclosing contexts that matter to
 //! R005 and R007 (loop bodies, callbacks, ambient scopes), and looks at every
 //! method chain once, from its root outwards, so that chain-wide rules
-//! (R002, R004) see the whole chain.
+//! (R002, R004, R008) see the whole chain.
 
 mod builder;
+mod bypass;
 mod callback;
 mod construction;
 mod handler;
@@ -192,6 +193,7 @@ impl<'ast> Visit<'ast> for Linter {
     fn visit_expr_method_call(&mut self, outermost: &'ast ExprMethodCall) {
         let (root, chain) = flatten(outermost);
         builder::check_chain(&chain, &mut self.findings);
+        bypass::check_chain(&chain, &mut self.findings);
         self.visit_expr(root);
 
         let routed_chain = handler::starts_with_router(root);

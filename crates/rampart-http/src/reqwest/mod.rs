@@ -4,8 +4,17 @@
 //! [`Client`] sends reqwest requests the way the [outbound layer](crate::outbound) sends
 //! `http` requests, sharing a layer's host table and settings: a policy per `host:port`, the
 //! deadline, criticality and retry mark written on every attempt, retries only for replayable
-//! requests (or those sent with [`execute_repeatable`](Client::execute_repeatable)) whose body
-//! is in memory and within the replay limit.
+//! requests (or those marked [`repeatable`](RequestBuilder::repeatable)) whose body is in
+//! memory and within the replay limit.
+//!
+//! Every way the client makes a request goes through the policy: [`get`](Client::get),
+//! [`post`](Client::post), [`put`](Client::put), [`delete`](Client::delete),
+//! [`head`](Client::head), [`patch`](Client::patch) and [`request`](Client::request) return
+//! this module's [`RequestBuilder`], whose [`send`](RequestBuilder::send) runs the request
+//! under its host's policy; [`execute`](Client::execute) and the methods beside it take a
+//! request already built. The reqwest client underneath is reachable only as
+//! [`bypass_policy`](Client::bypass_policy), a name that says what sending through it does
+//! (`rampart-lint` reports every use, rule R008).
 //!
 //! reqwest has timeouts of its own (a total timeout on the client and on each request). Two
 //! timeout systems that do not know about each other give answers nobody can explain, so
@@ -27,10 +36,12 @@
 //!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let client = Client::new(&layer)?;
-//! let response = client.send(client.request(http::Method::GET, "http://127.0.0.1:3000/")).await?;
+//! let response = client.get("http://127.0.0.1:3000/").send().await?;
 //! println!("{}", response.status());
 //! # Ok(()) }
 //! ```
+
+mod builder;
 
 use std::fmt;
 use std::sync::Arc;
@@ -41,6 +52,8 @@ use rampart::{CallResult, Cancelled};
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
 use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
+
+pub use builder::RequestBuilder;
 
 impl HttpResponse for ::reqwest::Response {
     fn status(&self) -> http::StatusCode {
@@ -91,30 +104,60 @@ impl<A: Admit + Clone> Client<A> {
         }
     }
 
-    /// The reqwest client underneath. Requests built from it and sent with its own `send`
-    /// bypass the policy: pass them to [`send`](Self::send) instead.
-    pub fn inner(&self) -> &::reqwest::Client {
+    /// The reqwest client underneath, **without rampart**: a request sent through it has no
+    /// deadline or attempt timeout (the client was built without timeouts of its own), is
+    /// never retried, passes no breaker, budget or quota, and carries no deadline, criticality
+    /// or retry mark to the next service. For a request that must not be governed (a health
+    /// probe of the dependency's own, say). `rampart-lint` reports every use (rule R008).
+    ///
+    /// A request built from it can still go through the policy: pass it, built, to
+    /// [`execute`](Self::execute).
+    pub fn bypass_policy(&self) -> &::reqwest::Client {
         &self.http
     }
 
-    /// A request builder; send it with [`send`](Self::send).
+    /// A `method` request to `url`, sent under its host's policy by
+    /// [`send`](RequestBuilder::send). A `url` reqwest cannot parse is reported by `send` (and
+    /// [`build`](RequestBuilder::build)), as reqwest's own builder reports it.
     pub fn request<U: ::reqwest::IntoUrl>(
         &self,
         method: http::Method,
         url: U,
-    ) -> ::reqwest::RequestBuilder {
-        self.http.request(method, url)
+    ) -> RequestBuilder<A> {
+        RequestBuilder::new(self.clone(), self.http.request(method, url))
     }
 
-    /// Builds and sends a request under its host's policy.
-    pub async fn send(
-        &self,
-        request: ::reqwest::RequestBuilder,
-    ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
-        let request = request
-            .build()
-            .map_err(|e| ClientError::Call(rampart::Error::Inner(e)))?;
-        self.execute(request).await
+    /// A `GET` request to `url`, sent under its host's policy; see [`request`](Self::request).
+    pub fn get<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::GET, url)
+    }
+
+    /// A `POST` request to `url`, sent under its host's policy with one attempt unless marked
+    /// [`repeatable`](RequestBuilder::repeatable); see [`request`](Self::request).
+    pub fn post<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::POST, url)
+    }
+
+    /// A `PUT` request to `url`, sent under its host's policy; see [`request`](Self::request).
+    pub fn put<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::PUT, url)
+    }
+
+    /// A `DELETE` request to `url`, sent under its host's policy; see
+    /// [`request`](Self::request).
+    pub fn delete<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::DELETE, url)
+    }
+
+    /// A `HEAD` request to `url`, sent under its host's policy; see [`request`](Self::request).
+    pub fn head<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::HEAD, url)
+    }
+
+    /// A `PATCH` request to `url`, sent under its host's policy with one attempt unless marked
+    /// [`repeatable`](RequestBuilder::repeatable); see [`request`](Self::request).
+    pub fn patch<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<A> {
+        self.request(http::Method::PATCH, url)
     }
 
     /// Sends a request under its host's policy, retrying it only when its method is
