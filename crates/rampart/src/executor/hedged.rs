@@ -75,7 +75,7 @@ where
     let mut generator: Option<PendingAnswer<Duration>> = None;
 
     let mut next = machine.start(is_cancelled(caller));
-    let finish = loop {
+    let outcome = loop {
         next = match next {
             Next::Attempt(ticket) => 'attempt: {
                 let leg = ticket.number.saturating_sub(1) as usize;
@@ -180,6 +180,10 @@ where
                         if let Some(span) = spans[leg].take() {
                             span.record_outcome(machine.attempt_outcome());
                         }
+                        let next = match next {
+                            Ok(value) => break Ok(value),
+                            Err(next) => next,
+                        };
                         // Anything but waiting on the legs makes a hedge's generator moot.
                         if !matches!(next, Next::Wait) {
                             generator = None;
@@ -214,7 +218,7 @@ where
                 let _ = Bounding::new(clock, hook, caller, until).await;
                 machine.hooked(clock.now())
             }
-            Next::Done(finish) => break finish,
+            Next::Done(finish) => break finish.outcome,
         };
     };
     // Every leg still in flight lost: cancelled and dropped, unclassified.
@@ -231,5 +235,5 @@ where
             machine.discarded(attempt);
         }
     }
-    finish.outcome
+    outcome
 }

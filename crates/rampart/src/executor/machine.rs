@@ -389,9 +389,59 @@ where
     }
 
     /// Rule 4: the attempt of `ticket` ended with `returned` (`None`: abandoned at its ceiling
-    /// plus grace); `cancelled` is whether the caller has cancelled.
+    /// plus grace); `cancelled` is whether the caller has cancelled. `Ok` is the call's value:
+    /// the attempt succeeded and the call is over (rule 5's first case, the success path,
+    /// answered without building an outcome or a `Next`).
     #[inline(always)]
     pub(crate) fn returned(
+        &mut self,
+        attempt: &Attempt,
+        ticket: Ticket<'p, A::Permit>,
+        returned: Option<Result<T, E>>,
+        cancelled: bool,
+        now: Instant,
+    ) -> Result<T, Next<'p, T, E, A::Permit>> {
+        // The success path: a value classified Ok, before its ceiling fired, with the caller
+        // still waiting.
+        match returned {
+            Some(result @ Ok(_)) if !cancelled && attempt.fired().is_none() => {
+                let verdict = self.shared.classifier.classify(&result);
+                if verdict.is_ok() {
+                    self.ran = true;
+                    let number = ticket.number;
+                    self.settle(Some(attempt), ticket, AttemptOutcome::Ok, now);
+                    self.won(number, now);
+                    self.close(StopReason::Succeeded, now);
+                    let Ok(value) = result else {
+                        unreachable!("matched as a value above")
+                    };
+                    return Ok(value);
+                }
+                Err(self.arbitrate(attempt, ticket, Some(result), cancelled, now))
+            }
+            returned => Err(self.arbitrate(attempt, ticket, returned, cancelled, now)),
+        }
+    }
+
+    /// [`returned`](Self::returned) as one `Next`, the success path's value in `Done`.
+    #[cfg(test)]
+    pub(crate) fn returned_next(
+        &mut self,
+        attempt: &Attempt,
+        ticket: Ticket<'p, A::Permit>,
+        returned: Option<Result<T, E>>,
+        cancelled: bool,
+        now: Instant,
+    ) -> Next<'p, T, E, A::Permit> {
+        match self.returned(attempt, ticket, returned, cancelled, now) {
+            Ok(value) => Next::Done(Finish { outcome: Ok(value) }),
+            Err(next) => next,
+        }
+    }
+
+    /// Rule 4 for every end but the success path: arbitration, then rule 5.
+    #[inline(never)]
+    fn arbitrate(
         &mut self,
         attempt: &Attempt,
         ticket: Ticket<'p, A::Permit>,
@@ -989,12 +1039,36 @@ where
         verdict: Verdict,
         now: Instant,
     ) -> Next<'p, T, E, A::Permit> {
+        let number = ticket.number;
+        let kind = attempt_outcome(&outcome, verdict);
+        self.settle(attempt, ticket, kind, now);
+        // The ceiling decided the attempt: its hook runs now that the attempt's end is
+        // reported and its permits and timer released, before anything else is decided.
+        if let Outcome::TimedOut { ceiling } = outcome
+            && self.shared.telemetry.on_timeout.is_some()
+            && let Some(hook) = self.timed_out(number, ceiling)
+        {
+            self.last = Some(outcome);
+            return hook;
+        }
+        self.decide(number, outcome, verdict, kind, now)
+    }
+
+    /// Ends the attempt of `ticket`, which ended `kind`: reports it and gives back its
+    /// permits with its outcome.
+    #[inline(always)]
+    fn settle(
+        &mut self,
+        attempt: Option<&Attempt>,
+        ticket: Ticket<'p, A::Permit>,
+        kind: AttemptOutcome,
+        now: Instant,
+    ) {
         if let Some(attempt) = attempt {
-            attempt.end(verdict.is_ok());
+            attempt.end(kind == AttemptOutcome::Ok);
         }
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         let elapsed = elapsed_since(ticket.began, now);
-        let kind = attempt_outcome(&outcome, verdict);
         self.report(ticket.number, kind, elapsed, now);
         if let Some(permit) = ticket.permit {
             let feedback = Feedback {
@@ -1013,16 +1087,6 @@ where
                 self.breaker_moved(transition);
             }
         }
-        // The ceiling decided the attempt: its hook runs now that the attempt's end is
-        // reported and its permits and timer released, before anything else is decided.
-        if let Outcome::TimedOut { ceiling } = outcome
-            && self.shared.telemetry.on_timeout.is_some()
-            && let Some(hook) = self.timed_out(ticket.number, ceiling)
-        {
-            self.last = Some(outcome);
-            return hook;
-        }
-        self.decide(ticket.number, outcome, verdict, kind, now)
     }
 
     /// Calls the on-timeout hook for attempt `number`; a future it answers with is the
@@ -1079,18 +1143,7 @@ where
     ) -> Next<'p, T, E, A::Permit> {
         match verdict {
             Verdict::Ok => {
-                if self.legs.hedged {
-                    self.shared.telemetry.emit(
-                        &self.span,
-                        Event::HedgeWon {
-                            policy: &self.shared.name,
-                            attempt: number,
-                        },
-                    );
-                }
-                if let Some(budget) = &self.shared.budget {
-                    budget.deposit(now);
-                }
+                self.won(number, now);
                 let result = self.result(outcome);
                 return Next::Done(self.finish(result, StopReason::Succeeded, now));
             }
@@ -1101,6 +1154,24 @@ where
             _ => {}
         }
         self.retry_or_stop(outcome, verdict, kind, now)
+    }
+
+    /// Rule 5 after attempt `number` succeeded: the hedge that won is reported, the budget
+    /// credited.
+    #[inline(always)]
+    fn won(&mut self, number: u32, now: Instant) {
+        if self.legs.hedged {
+            self.shared.telemetry.emit(
+                &self.span,
+                Event::HedgeWon {
+                    policy: &self.shared.name,
+                    attempt: number,
+                },
+            );
+        }
+        if let Some(budget) = &self.shared.budget {
+            budget.deposit(now);
+        }
     }
 
     /// Rule 5 after a failed attempt: retry, hedge, or stop. Out of line, so that the cold
@@ -1356,6 +1427,13 @@ where
         stop: StopReason,
         now: Instant,
     ) -> Finish<T, E> {
+        self.close(stop, now);
+        Finish { outcome }
+    }
+
+    /// The call ended for `stop`: the log and listeners are told, once.
+    #[inline(always)]
+    fn close(&mut self, stop: StopReason, now: Instant) {
         self.ended = true;
         self.log.stop(stop);
         self.log.settled(super::Settled {
@@ -1382,7 +1460,6 @@ where
                 now: Some(now),
             });
         }
-        Finish { outcome }
     }
 
     // ---- time ---------------------------------------------------------------------------

@@ -103,7 +103,7 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
     clock.advance(600 * MS);
-    let slept = sleep(machine.returned(&a, first, Some(Err("reset")), false, clock.now()));
+    let slept = sleep(machine.returned_next(&a, first, Some(Err("reset")), false, clock.now()));
     assert_eq!(slept, Duration::ZERO);
     let second = attempt(machine.woke(clock.now(), false));
     assert_eq!(second.number, 2);
@@ -125,7 +125,7 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("stopped")), true, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Err("stopped")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
     assert_eq!(calls.load(Ordering::SeqCst), 0, "no classifier consulted");
     drop(machine);
@@ -145,7 +145,7 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Ok(7)), true, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Ok(7)), true, clock.now());
     assert_eq!(done(next).ok(), Some(7));
 }
 
@@ -168,7 +168,7 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     assert!(a.is_cancelled(), "the callback saw its cancellation");
-    let next = machine.returned(&a, ticket, Some(Err("not found")), false, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Err("not found")), false, clock.now());
     assert!(matches!(done(next), Err(Error::Inner("not found"))));
     assert_eq!(machine.attempts, 1);
     drop(machine);
@@ -193,7 +193,7 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     let _token = a.token();
-    let next = machine.returned(&a, ticket, Some(Err("cancelled")), false, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Err("cancelled")), false, clock.now());
     let Err(Error::AttemptTimeout { timeout, attempts }) = done(next) else {
         panic!("expected the executor's timeout outcome");
     };
@@ -224,7 +224,7 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("reset")), false, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now());
     let Err(Error::Rejected {
         reason,
         retry_after,
@@ -258,7 +258,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
-    let error = done(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()))
+    let error = done(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()))
         .expect_err("the backoff does not fit");
     let Error::DeadlineExceeded { unfit, .. } = &error else {
         panic!("expected DeadlineExceeded, got {error}");
@@ -301,7 +301,7 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
-        let next = machine.returned(&a, ticket, Some(Err("reset")), false, clock.now());
+        let next = machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now());
         if starts {
             assert_eq!(sleep(next), backoff);
             continue;
@@ -349,7 +349,7 @@ fn after_a_zero_backoff(cancelled: bool, check: impl FnOnce(u32, Next<'_, u32, &
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let slept = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()));
+    let slept = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(slept, Duration::ZERO, "a zero backoff is still a backoff");
     let next = machine.woke(clock.now(), cancelled);
     check(machine.attempts, next);
@@ -389,7 +389,7 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, Some(Err("reset")), true, clock.now());
+    let next = machine.returned_next(&a, ticket, Some(Err("reset")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
 }
 
@@ -407,7 +407,7 @@ fn caller_cancelled_during_backoff_ends_the_call() {
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let delay = sleep(machine.returned(&a, ticket, Some(Err("reset")), false, clock.now()));
+    let delay = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(delay, 200 * MS);
     clock.advance(50 * MS);
     assert!(matches!(
@@ -488,15 +488,15 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
     assert!(second.admitted, "a hedge is admitted when it starts");
     assert_eq!(second.number, 2);
     let a = handle(&policy, &first);
-    let third = attempt(machine.returned(&a, first, Some(Err("reset")), false, clock.now()));
+    let third = attempt(machine.returned_next(&a, first, Some(Err("reset")), false, clock.now()));
     assert_eq!(third.number, 3, "the failed leg was replaced at once");
     let b = handle(&policy, &second);
     assert!(matches!(
-        machine.returned(&b, second, Some(Err("reset")), false, clock.now()),
+        machine.returned_next(&b, second, Some(Err("reset")), false, clock.now()),
         Next::Wait
     ));
     let c = handle(&policy, &third);
-    let next = machine.returned(&c, third, Some(Ok(3)), false, clock.now());
+    let next = machine.returned_next(&c, third, Some(Ok(3)), false, clock.now());
     assert_eq!(done(next).ok(), Some(3));
 }
 
@@ -521,7 +521,7 @@ fn throttled_leg_stops_hedging_for_the_round() {
     clock.advance(10 * MS);
     let second = attempt(machine.hedge(clock.now()));
     let a = handle(&policy, &first);
-    let next = machine.returned(&a, first, Some(Err("slow down")), false, clock.now());
+    let next = machine.returned_next(&a, first, Some(Err("slow down")), false, clock.now());
     assert!(
         matches!(next, Next::Wait),
         "no replacement for a throttled leg"
@@ -609,7 +609,7 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
-    let next = machine.returned(&a, ticket, None, false, clock.now());
+    let next = machine.returned_next(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
     assert_eq!(machine.attempts, 1, "nothing decided while the hook runs");
     assert_eq!(sleep(machine.hooked(clock.now())), Duration::ZERO);
@@ -632,7 +632,7 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
         Machine::new(&policy.shared, live, &mut report, clock.now(), None);
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
-    let next = machine.returned(&a, ticket, None, false, clock.now());
+    let next = machine.returned_next(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
     match machine.cannot_block(clock.now()).outcome {
         Err(Error::Config(e)) => assert_eq!(e.problems()[0].field(), "on_timeout"),

@@ -76,7 +76,10 @@ where
                     let next =
                         machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
                     span.record_outcome(machine.attempt_outcome());
-                    next
+                    match next {
+                        Ok(value) => return Ok(value),
+                        Err(next) => next,
+                    }
                 }
                 // A zero backoff waits for nothing: the caller's token is checked at once.
                 Next::Sleep { from, delay } if delay.is_zero() => {
