@@ -27,7 +27,8 @@
 //!
 //! Target `rampart_http`. Each [`EdgeEvent`] is an event: `Enforced` at `WARN`,
 //! `ExpiredOnArrival`, `Shed`, `WouldExpire`, `WouldShed` and `QuotaRefused` at `INFO`, `RetriesSuppressed` and
-//! `NotReplayable` at `DEBUG`. Each outbound attempt runs in an `INFO` span
+//! `NotReplayable` at `DEBUG`. Each outbound attempt (through the [outbound layer](crate::outbound),
+//! its gRPC channel, or the reqwest client of the `reqwest` feature) runs in an `INFO` span
 //! `rampart.http.attempt`, a child of rampart's `rampart.attempt`, with OpenTelemetry's HTTP
 //! client attributes: `http.request.method`, `server.address` (the host key),
 //! `http.request.resend_count` (on retries and hedges only: the attempt's number minus one) and

@@ -6,6 +6,7 @@ use http::{Method, StatusCode};
 use tracing::field::Empty;
 use tracing::{debug, info, info_span, warn};
 
+use crate::classify::HttpResponse;
 use crate::event::EdgeEvent;
 
 /// An outbound attempt's span.
@@ -13,11 +14,13 @@ pub(crate) struct Span(tracing::Span);
 
 impl Span {
     /// `future` polled inside this span, which records the response's status when it comes
-    /// and closes with it: the span is moved in, not cloned.
+    /// and closes with it: the span is moved in, not cloned. Any response the classifier
+    /// reads (an `http::Response`, a reqwest one).
     #[inline]
-    pub(crate) async fn run<F, B, E>(self, future: F) -> Result<http::Response<B>, E>
+    pub(crate) async fn run<F, R, E>(self, future: F) -> Result<R, E>
     where
-        F: Future<Output = Result<http::Response<B>, E>>,
+        F: Future<Output = Result<R, E>>,
+        R: HttpResponse,
     {
         let mut traced = std::pin::pin!(tracing::Instrument::instrument(future, self.0));
         let outcome = traced.as_mut().await;

@@ -248,7 +248,9 @@ impl<A: Admit + Clone> Client<A> {
                             unreachable!("a request with a body in memory clones")
                         };
                         stamp.write(names, request.headers_mut(), attempt);
-                        observe_quota(host, http.execute(request).await)
+                        let span =
+                            crate::observe::attempt_span(request.method(), &host.key, attempt);
+                        observe_quota(host, span.run(http.execute(request)).await)
                     })
                     .await
             } else {
@@ -268,7 +270,9 @@ impl<A: Admit + Clone> Client<A> {
                             unreachable!("a one-attempt policy runs its callback once")
                         };
                         stamp.write(names, request.headers_mut(), attempt);
-                        observe_quota(host, http.execute(request).await)
+                        let span =
+                            crate::observe::attempt_span(request.method(), &host.key, attempt);
+                        observe_quota(host, span.run(http.execute(request)).await)
                     })
                     .await
             }
