@@ -20,15 +20,20 @@
 //! assert_eq!(e.to_string(), "inherited deadline of 300ms exceeded after 2 attempts");
 //! ```
 
+use std::any::Any;
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
 
+use rampart::StopReason;
+
 use crate::problem::Problem;
+use crate::report::CallReport;
 
 /// A boxed error, as bodies report them.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
@@ -50,19 +55,78 @@ pub enum ClientError<E> {
         /// Time left until the quota resets.
         retry_after: Duration,
     },
+    /// The call ended on a response whose status the classifier retries (a 5xx, 408, 429,
+    /// ...): the attempts, the deadline or the retry budget ran out on it, or the request
+    /// could be sent only once. Only with
+    /// [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) on;
+    /// otherwise that response is returned, its [`CallReport`] in its extensions.
+    Status(Box<RetryableStatus>),
+}
+
+/// The response a call ended on, with a status the classifier retries, and the call's report:
+/// what [`ClientError::Status`] carries.
+pub struct RetryableStatus {
+    status: StatusCode,
+    report: CallReport,
+    /// The response itself, of the client's type (`reqwest::Response`, `http::Response<B>`);
+    /// behind a lock so that the error is `Sync` whatever the body.
+    response: Mutex<Box<dyn Any + Send>>,
+}
+
+impl RetryableStatus {
+    pub(crate) fn new<R: Any + Send>(status: StatusCode, report: CallReport, response: R) -> Self {
+        RetryableStatus {
+            status,
+            report,
+            response: Mutex::new(Box::new(response)),
+        }
+    }
+
+    /// The response's status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The report of the call.
+    pub fn report(&self) -> &CallReport {
+        &self.report
+    }
+
+    /// The response, as the client returns it: `reqwest::Response` from the reqwest client,
+    /// `http::Response<B>` from the outbound layer. `Err(self)` when `R` is not its type.
+    pub fn into_response<R: Any>(mut self: Box<Self>) -> Result<R, Box<Self>> {
+        let response = self
+            .response
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !(**response).is::<R>() {
+            return Err(self);
+        }
+        match std::mem::replace(response, Box::new(())).downcast::<R>() {
+            Ok(response) => Ok(*response),
+            Err(_) => unreachable!("the response was checked to be an `R`"),
+        }
+    }
 }
 
 impl<E> ClientError<E> {
-    /// Whether a deadline or attempt timeout ended the call.
+    /// Whether a deadline or attempt timeout ended the call (a retryable status on which the
+    /// deadline ran out included).
     pub fn is_timeout(&self) -> bool {
-        matches!(self, ClientError::Call(e) if e.is_timeout())
+        match self {
+            ClientError::Call(e) => e.is_timeout(),
+            ClientError::Status(s) => s.report.stop() == StopReason::DeadlineExceeded,
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } => false,
+        }
     }
 
-    /// Whether a component refused the call (a spent quota included).
+    /// Whether a component refused the call (a spent quota included, and a retryable status
+    /// whose retry the breaker, the budget or admission refused).
     pub fn is_rejected(&self) -> bool {
         match self {
             ClientError::Call(e) => e.is_rejected(),
             ClientError::QuotaSpent { .. } => true,
+            ClientError::Status(s) => is_refusal(s.report.stop()),
             ClientError::Body(_) => false,
         }
     }
@@ -72,7 +136,7 @@ impl<E> ClientError<E> {
         match self {
             ClientError::Call(e) => e.retry_after(),
             ClientError::QuotaSpent { retry_after, .. } => Some(*retry_after),
-            ClientError::Body(_) => None,
+            ClientError::Body(_) | ClientError::Status(_) => None,
         }
     }
 
@@ -80,7 +144,7 @@ impl<E> ClientError<E> {
     pub fn transport(&self) -> Option<&E> {
         match self {
             ClientError::Call(e) => e.inner(),
-            ClientError::Body(_) | ClientError::QuotaSpent { .. } => None,
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } | ClientError::Status(_) => None,
         }
     }
 
@@ -88,21 +152,57 @@ impl<E> ClientError<E> {
     pub fn call(&self) -> Option<&rampart::Error<E>> {
         match self {
             ClientError::Call(e) => Some(e),
-            ClientError::Body(_) | ClientError::QuotaSpent { .. } => None,
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } | ClientError::Status(_) => None,
+        }
+    }
+
+    /// The report of the call, when it ended on a [retryable status](ClientError::Status).
+    pub fn report(&self) -> Option<&CallReport> {
+        match self {
+            ClientError::Status(s) => Some(&s.report),
+            _ => None,
+        }
+    }
+
+    /// The response the call ended on, when it ended on a
+    /// [retryable status](ClientError::Status): `reqwest::Response` from the reqwest client,
+    /// `http::Response<B>` from the outbound layer. `Err(self)` otherwise, or when `R` is not
+    /// the response's type.
+    pub fn into_response<R: Any>(self) -> Result<R, Self> {
+        match self {
+            ClientError::Status(s) => s.into_response().map_err(ClientError::Status),
+            other => Err(other),
         }
     }
 
     /// The status a service answers with when this error ends its handler: 504 for timeouts,
-    /// 503 for rejections (a spent quota included), 502 for transport errors, 500 otherwise.
+    /// 503 for rejections (a spent quota included), 502 for transport errors and for a
+    /// retryable status that ran out of attempts, 500 otherwise.
     pub fn status(&self) -> StatusCode {
         match self {
             ClientError::Call(rampart::Error::Inner(_)) => StatusCode::BAD_GATEWAY,
             ClientError::Call(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
             ClientError::Call(rampart::Error::Rejected { .. } | rampart::Error::Cancelled)
             | ClientError::QuotaSpent { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ClientError::Status(s) => match s.report.stop() {
+                StopReason::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                stop if is_refusal(stop) => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_GATEWAY,
+            },
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
+}
+
+/// Whether a component refused the next attempt.
+fn is_refusal(stop: StopReason) -> bool {
+    matches!(
+        stop,
+        StopReason::BudgetExhausted
+            | StopReason::DependencyUnavailable
+            | StopReason::Overloaded
+            | StopReason::Draining
+    )
 }
 
 impl<E: fmt::Display> ClientError<E> {
@@ -123,6 +223,12 @@ impl<E: fmt::Display> ClientError<E> {
                 self.to_string(),
             )
             .with_retry_after(self.retry_after()),
+            ClientError::Status(_) => Problem::new(
+                self.status(),
+                "urn:rampart:retryable-status",
+                "Upstream answered with a retryable status",
+                self.to_string(),
+            ),
         }
     }
 
@@ -149,6 +255,11 @@ impl<E: fmt::Display> fmt::Display for ClientError<E> {
                 f,
                 "not sent: the quota of {host} is spent until it resets in {retry_after:?}"
             ),
+            ClientError::Status(s) => write!(
+                f,
+                "upstream answered {}, a retryable status: {}",
+                s.status, s.report
+            ),
         }
     }
 }
@@ -162,8 +273,17 @@ impl<E: StdError + 'static> StdError for ClientError<E> {
             ClientError::Call(rampart::Error::Inner(e)) => Some(e),
             ClientError::Call(e) => e.source(),
             ClientError::Body(e) => Some(e.as_ref()),
-            ClientError::QuotaSpent { .. } => None,
+            ClientError::QuotaSpent { .. } | ClientError::Status(_) => None,
         }
+    }
+}
+
+impl fmt::Debug for RetryableStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryableStatus")
+            .field("status", &self.status)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
     }
 }
 

@@ -43,6 +43,7 @@
 //! | the caller cancelled | `Cancelled` | |
 //! | invalid configuration, request body unreadable | `Internal` | |
 //! | the transport's own error | what tonic makes of it (`Status::from_error`) | |
+//! | a retryable status ended the call ([`ClientError::Status`], with [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) on) | `DeadlineExceeded` when the deadline ran out on it, else `Unavailable` | |
 
 use std::fmt;
 use std::future::Future;
@@ -156,11 +157,16 @@ impl<E: Into<BoxError> + fmt::Display> From<ClientError<E>> for Status {
         let message = match &error {
             ClientError::Call(rampart::Error::Inner(_)) => String::new(),
             ClientError::Call(e) => e.to_string(),
-            ClientError::Body(_) | ClientError::QuotaSpent { .. } => error.to_string(),
+            ClientError::Body(_) | ClientError::QuotaSpent { .. } | ClientError::Status(_) => {
+                error.to_string()
+            }
         };
         match error {
             ClientError::Call(rampart::Error::Inner(e)) => Status::from_error(e.into()),
-            ClientError::Call(e) if e.is_timeout() => Status::deadline_exceeded(message),
+            ClientError::Call(_) | ClientError::Status(_) if error.is_timeout() => {
+                Status::deadline_exceeded(message)
+            }
+            ClientError::Status(_) => Status::unavailable(message),
             ClientError::Call(rampart::Error::Rejected {
                 reason,
                 retry_after,

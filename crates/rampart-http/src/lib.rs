@@ -25,6 +25,10 @@
 //! - [`HttpClassifier`]: status codes and `Retry-After` to verdicts.
 //! - [`ClientError`] and [`Problem`]: timeouts answer 504, refusals 503 with `Retry-After`, as
 //!   `application/problem+json`.
+//! - [`CallReport`]: in the extensions of every response an outbound call returns, why the
+//!   call stopped, its attempts and the deadline that applied; with
+//!   [`fail_on_retryable_status`](OutboundBuilder::fail_on_retryable_status), a final
+//!   retryable status is an error instead.
 //! - Features `tracing` and `metrics`: the edge's own events, counters and outbound attempt
 //!   spans (with rampart's); the table is in [`observe`].
 //!
@@ -87,6 +91,7 @@
 //! | [`problem`] | problem documents for what rampart decided |
 //! | [`quota`] | quota headers (`RateLimit`, `X-RateLimit-*`) and refusing a host whose quota is spent |
 //! | [`error`] | the client error |
+//! | [`report`] | the report of a call, in the extensions of its response |
 //! | [`event`] | what the layers decided on their own |
 //! | `reqwest` | the reqwest client (feature `reqwest`) |
 //! | `grpc` | the tonic channel and `tonic::Status` (feature `tonic`) |
@@ -103,15 +108,17 @@ pub mod observe;
 pub mod outbound;
 pub mod problem;
 pub mod quota;
+pub mod report;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 
 pub use body::{ReplayBody, ResponseBody};
 pub use classify::{HttpClassifier, HttpResponse};
-pub use error::ClientError;
+pub use error::{ClientError, RetryableStatus};
 pub use event::EdgeEvent;
 #[cfg(feature = "tonic")]
 pub use grpc::GrpcChannel;
 pub use inbound::{Inbound, InboundLayer};
 pub use outbound::{Outbound, OutboundBuilder, OutboundLayer, Repeatable, is_replayable};
 pub use problem::Problem;
+pub use report::CallReport;

@@ -12,7 +12,7 @@ use rampart::hedge::Hedge;
 use rampart::{ConfigError, PolicyBuilder};
 
 use super::hosts::{HostKey, Hosts};
-use super::{Configure, Edge, Engine, Factory, OutboundLayer, Quotas};
+use super::{Configure, Edge, Engine, Factory, OutboundLayer, Switch};
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::Names;
 
@@ -29,7 +29,8 @@ pub struct OutboundBuilder<A = Unlimited> {
     hosts: Vec<(Box<str>, Configure)>,
     max_hosts: usize,
     replay_limit: usize,
-    quota: Quotas,
+    quota: Switch,
+    fail_on_status: Switch,
     names: Names,
     listeners: Listeners,
 }
@@ -48,7 +49,8 @@ impl OutboundBuilder {
             hosts: Vec::new(),
             max_hosts: rampart::keyed::DEFAULT_CAPACITY,
             replay_limit: 64 * 1024,
-            quota: Quotas::default(),
+            quota: Switch::default(),
+            fail_on_status: Switch::default(),
             names: Names::default(),
             listeners: Listeners::new(crate::observe::Side::Outbound),
         }
@@ -117,6 +119,7 @@ impl<A> OutboundBuilder<A> {
             max_hosts: self.max_hosts,
             replay_limit: self.replay_limit,
             quota: self.quota,
+            fail_on_status: self.fail_on_status,
             names: self.names,
             listeners: self.listeners,
         }
@@ -221,9 +224,40 @@ impl<A> OutboundBuilder<A> {
     /// # drop(layer);
     /// ```
     pub fn host_quota(mut self, key: &str, on: bool) -> Self {
-        let key = HostKey::named(key);
-        self.quota.hosts.retain(|(k, _)| **k != *key);
-        self.quota.hosts.push((key.into_boxed_str(), on));
+        self.quota.host(key, on);
+        self
+    }
+
+    /// Whether a call that ends on a response with a status the classifier retries (5xx,
+    /// 408, 429, a gRPC `UNAVAILABLE`, ...; the attempts, the deadline or the retry budget ran
+    /// out on it, or the request could be sent only once) fails with
+    /// [`ClientError::Status`](crate::ClientError::Status), which carries the response and
+    /// its [`CallReport`](crate::CallReport), so that `?` stops there (default off: the
+    /// response is returned, its report in its extensions). The reqwest client made from the
+    /// layer follows it, unless set on the client itself
+    /// ([`Client::fail_on_retryable_status`](crate::reqwest::Client::fail_on_retryable_status),
+    /// feature `reqwest`). [`host_fail_on_retryable_status`](Self::host_fail_on_retryable_status)
+    /// overrides it for one host.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .fail_on_retryable_status(true)
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn fail_on_retryable_status(mut self, on: bool) -> Self {
+        self.fail_on_status.all = on;
+        self
+    }
+
+    /// [`fail_on_retryable_status`](Self::fail_on_retryable_status) for the host whose key is
+    /// `key` alone (`host:port`, read as [`host`](Self::host) reads it), whatever the layer's
+    /// setting says for the others. A later call for the same key replaces an earlier one.
+    pub fn host_fail_on_retryable_status(mut self, key: &str, on: bool) -> Self {
+        self.fail_on_status.host(key, on);
         self
     }
 
@@ -267,6 +301,7 @@ impl<A> OutboundBuilder<A> {
             configure: self.configure,
             hosts: self.hosts,
             quota: self.quota,
+            fail_on_status: self.fail_on_status,
         };
         let edge = Arc::new(Edge {
             names: self.names,

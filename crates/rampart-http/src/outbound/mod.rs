@@ -88,6 +88,7 @@
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
 //! | [`quota`](OutboundBuilder::quota), [`host_quota`](OutboundBuilder::host_quota) | off: quota headers are not read (see [`crate::quota`] for why) |
+//! | [`fail_on_retryable_status`](OutboundBuilder::fail_on_retryable_status), [`host_fail_on_retryable_status`](OutboundBuilder::host_fail_on_retryable_status) | off: a call that ends on a retryable status returns that response, its [`CallReport`](crate::CallReport) in its extensions |
 //! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
@@ -277,17 +278,27 @@ struct Factory<A> {
     configure: Option<Configure>,
     /// Per-host settings, applied after `configure`.
     hosts: Vec<(Box<str>, Configure)>,
-    quota: Quotas,
+    /// Which hosts read quota headers.
+    quota: Switch,
+    /// Which hosts answer a final retryable status as an error.
+    fail_on_status: Switch,
 }
 
-/// Which hosts read quota headers: all or none, then per-host exceptions.
+/// A setting on or off for every host, then per-host exceptions.
 #[derive(Debug, Clone, Default)]
-struct Quotas {
+struct Switch {
     all: bool,
     hosts: Vec<(Box<str>, bool)>,
 }
 
-impl Quotas {
+impl Switch {
+    /// Sets the switch for the host `key` alone, replacing an earlier exception for it.
+    fn host(&mut self, key: &str, on: bool) {
+        let key = HostKey::named(key);
+        self.hosts.retain(|(k, _)| **k != *key);
+        self.hosts.push((key.into_boxed_str(), on));
+    }
+
     fn on(&self, key: &str) -> bool {
         self.hosts
             .iter()
@@ -348,6 +359,7 @@ impl<A: Admit + Clone> Factory<A> {
             .then(|| QuotaState::new(full.clock().clone()));
         Ok(Host {
             key: Box::from(key),
+            fail_on_status: self.fail_on_status.on(key),
             quota,
             full,
             once,
@@ -365,6 +377,8 @@ pub(crate) struct Host<A> {
     pub(crate) once: Policy<HttpClassifier, A>,
     /// When the host's spent quota resets, if the layer reads quota headers for it.
     pub(crate) quota: Option<QuotaState>,
+    /// Whether a final retryable status is answered as [`ClientError::Status`](crate::ClientError::Status).
+    pub(crate) fail_on_status: bool,
     /// The layer's settings, so that a request holds one `Arc` (its host's) and not two.
     pub(crate) edge: Arc<Edge>,
     retries: bool,

@@ -12,7 +12,7 @@ use http::{
 };
 use http_body::Body;
 use rampart::admit::{Admit, Unlimited};
-use rampart::{Attempt, Deadline};
+use rampart::{Attempt, Cancelled, Deadline};
 use tower_service::Service;
 
 use super::hosts::Kept as KeptHost;
@@ -20,6 +20,7 @@ use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
+use crate::report::Applied;
 
 /// The service [`OutboundLayer`](super::OutboundLayer) makes.
 ///
@@ -169,6 +170,7 @@ where
     B: Body + Unpin + Send + 'static,
     B::Data: Send,
     B::Error: Into<BoxError>,
+    ResB: Send + 'static,
     A: Admit + Clone,
 {
     // Owned by this block and borrowed by the callback: rampart's call future keeps its
@@ -228,11 +230,13 @@ where
             attempt.cancelled().await;
             Err(error)
         };
-        // `run` hedges when the host's policy hedges (its hedged state boxed by rampart).
-        within(policy, caller)
-            .run(op)
+        let deadline = Applied::at_start(host.full.deadline(), caller);
+        // `try_run` hedges when the host's policy hedges (its hedged state boxed by rampart).
+        let result = within(policy, caller)
+            .try_run(op)
             .await
-            .map_err(ClientError::Call)
+            .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
+        crate::report::finish(result, deadline, host.fail_on_status, true)
     }
 }
 

@@ -22,9 +22,13 @@
 //! cleared before it is sent. A client you build yourself ([`Client::with_client`]) should be
 //! built without `timeout` too.
 //!
-//! [`try_execute`](Client::try_execute) and
+//! Every response carries the [`CallReport`](crate::CallReport) of its call in its extensions
+//! (why the call stopped, its attempts, the deadline that applied); with
+//! [`fail_on_retryable_status`](Client::fail_on_retryable_status) (or the layer's), a call
+//! that ends on a retryable status fails with [`ClientError::Status`], which carries the
+//! response. [`try_execute`](Client::try_execute) and
 //! [`try_execute_repeatable`](Client::try_execute_repeatable) return the report of the call
-//! (rampart's [`CallResult`]: the outcome, the stop reason, the attempts).
+//! itself (rampart's [`CallResult`]: the outcome, the stop reason, the attempts).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -52,6 +56,7 @@ use rampart::{CallResult, Cancelled};
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
 use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
+use crate::report::Applied;
 
 pub use builder::RequestBuilder;
 
@@ -69,6 +74,8 @@ impl HttpResponse for ::reqwest::Response {
 pub struct Client<A = Unlimited> {
     http: ::reqwest::Client,
     engine: Arc<Engine<A>>,
+    /// The client's own `fail_on_retryable_status`, over the layer's.
+    fail_on_status: Option<bool>,
 }
 
 impl<A> Clone for Client<A> {
@@ -76,6 +83,7 @@ impl<A> Clone for Client<A> {
         Client {
             http: self.http.clone(),
             engine: Arc::clone(&self.engine),
+            fail_on_status: self.fail_on_status,
         }
     }
 }
@@ -101,7 +109,29 @@ impl<A: Admit + Clone> Client<A> {
         Client {
             http,
             engine: Arc::clone(layer.engine()),
+            fail_on_status: None,
         }
+    }
+
+    /// Whether a call that ends on a response with a status the classifier retries fails
+    /// with [`ClientError::Status`] (carrying the response and its
+    /// [`CallReport`](crate::CallReport)) for every host this client calls, whatever the
+    /// layer's [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status)
+    /// and its per-host settings say (by default the client follows them).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use rampart_http::OutboundLayer;
+    /// use rampart_http::reqwest::Client;
+    ///
+    /// let client = Client::new(&OutboundLayer::new())?.fail_on_retryable_status(true);
+    /// // A 503 that outlived its retries is an error: `?` stops here.
+    /// let prices = client.get("http://127.0.0.1:3000/prices").send().await?;
+    /// # drop(prices); Ok(()) }
+    /// ```
+    pub fn fail_on_retryable_status(mut self, on: bool) -> Self {
+        self.fail_on_status = Some(on);
+        self
     }
 
     /// The reqwest client underneath, **without rampart**: a request sent through it has no
@@ -187,7 +217,7 @@ impl<A: Admit + Clone> Client<A> {
         request: ::reqwest::Request,
     ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
     {
-        self.report(request, false).await
+        Ok(self.report(request, false).await?.result)
     }
 
     /// Like [`execute_repeatable`](Self::execute_repeatable), with the report of the call; see
@@ -197,7 +227,7 @@ impl<A: Admit + Clone> Client<A> {
         request: ::reqwest::Request,
     ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
     {
-        self.report(request, true).await
+        Ok(self.report(request, true).await?.result)
     }
 
     async fn run(
@@ -205,18 +235,19 @@ impl<A: Admit + Clone> Client<A> {
         request: ::reqwest::Request,
         marked: bool,
     ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
-        self.report(request, marked)
-            .await?
-            .into_result()
-            .map_err(ClientError::Call)
+        let Reported {
+            result,
+            deadline,
+            fail_on_status,
+        } = self.report(request, marked).await?;
+        crate::report::finish(result, deadline, fail_on_status, false)
     }
 
     async fn report(
         &self,
         mut request: ::reqwest::Request,
         marked: bool,
-    ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
-    {
+    ) -> Result<Reported, ClientError<::reqwest::Error>> {
         let engine = &self.engine;
         let url = request.url();
         let key = HostKey::new(
@@ -239,6 +270,7 @@ impl<A: Admit + Clone> Client<A> {
                 <= host.edge.replay_limit;
         let names = &host.edge.names;
         let http = self.http.clone();
+        let deadline = Applied::at_start(host.full.deadline(), caller);
         let call = async {
             if plan == Plan::Replay && in_memory {
                 // `try_run` hedges when the host's policy hedges.
@@ -277,9 +309,22 @@ impl<A: Admit + Clone> Client<A> {
                     .await
             }
         };
-        call.await
-            .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))
+        let result = call
+            .await
+            .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
+        Ok(Reported {
+            result,
+            deadline,
+            fail_on_status: self.fail_on_status.unwrap_or(host.fail_on_status),
+        })
     }
+}
+
+/// A call that ran to a report, with what its response needs to carry it.
+struct Reported {
+    result: CallResult<::reqwest::Response, ::reqwest::Error>,
+    deadline: Applied,
+    fail_on_status: bool,
 }
 
 /// Reads a response's quota headers into its host's quota, when the layer reads them.

@@ -1,0 +1,197 @@
+//! The report of an outbound call, carried by its response: why the call stopped, its
+//! attempts, and the deadline that applied.
+//!
+//! A response that went through a policy may not be the answer a handler wanted: a `503`
+//! comes back as a response when the attempts, the deadline or the retry budget ran out on
+//! it, and its status alone does not say which. The reqwest [`Client`](crate::reqwest::Client)
+//! puts a [`CallReport`] in the extensions of every response it returns, and the
+//! [outbound layer](crate::outbound) in every response but one that its first attempt
+//! answered with success (whose report would say only that: the layer spares its hot path the
+//! three allocations of an extension), so that a handler can tell a `503` that was retried
+//! until the deadline from one the breaker cut short, and answer accordingly.
+//!
+//! | response | `CallReport` in its extensions |
+//! |---|---|
+//! | from the reqwest client | always |
+//! | from the outbound layer, answered with success by the first attempt | none (it would be `Succeeded` after 1 attempt) |
+//! | from the outbound layer, any other | always |
+//! | from [`Client::try_execute`](crate::reqwest::Client::try_execute) | none: the [`CallResult`] returned is the report |
+//!
+//! To have a final retryable status come back as an error instead (so that `?` works), turn
+//! on [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status): the
+//! error, [`ClientError::Status`], carries the response and its
+//! report.
+//!
+//! ```
+//! use http::{Response, StatusCode};
+//! use rampart::StopReason;
+//! use rampart_http::CallReport;
+//!
+//! fn why(response: &Response<()>) -> &'static str {
+//!     match response.extensions().get::<CallReport>().map(CallReport::stop) {
+//!         Some(StopReason::DeadlineExceeded) => "out of time",
+//!         Some(StopReason::DependencyUnavailable) => "breaker open",
+//!         Some(_) => "decided by the policy",
+//!         None => "not sent through a policy",
+//!     }
+//! }
+//! assert_eq!(why(&Response::new(())), "not sent through a policy");
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use rampart::result::AttemptLog;
+use rampart::{Ambient, CallResult, Deadline, DeadlineSource, StopReason};
+
+use crate::error::{ClientError, RetryableStatus};
+
+/// How an outbound call ended; in the extensions of the responses the reqwest client and the
+/// outbound layer return (see the [module docs](self) for which).
+#[derive(Clone, Copy)]
+pub struct CallReport {
+    stop: StopReason,
+    log: AttemptLog,
+    deadline: Option<(Duration, DeadlineSource)>,
+}
+
+impl CallReport {
+    /// The report of `result`, a call that started under `deadline`.
+    pub(crate) fn of<T, E>(result: &CallResult<T, E>, deadline: Applied) -> Self {
+        CallReport {
+            stop: result.stop(),
+            log: *result.log(),
+            deadline: deadline.0,
+        }
+    }
+
+    /// Why the call stopped: [`Succeeded`](StopReason::Succeeded) for a response the
+    /// classifier accepted, else what ended the retries on this response
+    /// ([`AttemptsExhausted`](StopReason::AttemptsExhausted),
+    /// [`DeadlineExceeded`](StopReason::DeadlineExceeded),
+    /// [`BudgetExhausted`](StopReason::BudgetExhausted), ...).
+    pub fn stop(&self) -> StopReason {
+        self.stop
+    }
+
+    /// Attempts made, this response's included.
+    pub fn attempts(&self) -> u32 {
+        self.log.total()
+    }
+
+    /// The last attempts of the call, each with how it ended and how long it ran.
+    pub fn log(&self) -> &AttemptLog {
+        &self.log
+    }
+
+    /// The deadline that applied to the call, measured from its start: the policy's own, or
+    /// a shorter one inherited from the caller (the ambient deadline of the request being
+    /// served, or a deadline header written on the request). `None` when the call had none.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline.map(|(deadline, _)| deadline)
+    }
+
+    /// Where [`deadline`](Self::deadline) came from.
+    pub fn deadline_source(&self) -> Option<DeadlineSource> {
+        self.deadline.map(|(_, source)| source)
+    }
+}
+
+impl fmt::Debug for CallReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallReport")
+            .field("stop", &self.stop)
+            .field("attempts", &self.attempts())
+            .field("deadline", &self.deadline())
+            .field("deadline_source", &self.deadline_source())
+            .field("log", &self.log)
+            .finish()
+    }
+}
+
+impl fmt::Display for CallReport {
+    /// `attempts exhausted after 3 attempts, within the policy's deadline of 2s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let attempts = self.attempts();
+        let plural = if attempts == 1 { "" } else { "s" };
+        write!(f, "{} after {attempts} attempt{plural}", self.stop)?;
+        match self.deadline {
+            Some((deadline, DeadlineSource::Policy)) => {
+                write!(f, ", within the policy's deadline of {deadline:?}")
+            }
+            Some((deadline, _)) => write!(f, ", within the inherited deadline of {deadline:?}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The deadline a call starts under: the smaller of the policy's own and the caller's (the
+/// ambient one, or one written on the request), read when the call starts, as the call
+/// itself resolves it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applied(Option<(Duration, DeadlineSource)>);
+
+impl Applied {
+    /// For a call of a policy whose deadline is `policy`, which reads the ambient deadline,
+    /// given `caller`'s own deadline if the request carried one.
+    pub(crate) fn at_start(policy: Option<Duration>, caller: Option<Deadline>) -> Self {
+        let inherited = [Ambient::current().deadline(), caller]
+            .into_iter()
+            .flatten()
+            .map(Deadline::remaining)
+            .min();
+        Applied(match (policy, inherited) {
+            (Some(own), Some(inherited)) if inherited < own => {
+                Some((inherited, DeadlineSource::Inherited))
+            }
+            (Some(own), _) => Some((own, DeadlineSource::Policy)),
+            (None, inherited) => inherited.map(|d| (d, DeadlineSource::Inherited)),
+        })
+    }
+}
+
+/// A response a report can be put in.
+pub(crate) trait Carries: crate::classify::HttpResponse + Send + 'static {
+    fn extensions_mut(&mut self) -> &mut http::Extensions;
+}
+
+impl<B: Send + 'static> Carries for http::Response<B> {
+    fn extensions_mut(&mut self) -> &mut http::Extensions {
+        http::Response::extensions_mut(self)
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl Carries for ::reqwest::Response {
+    fn extensions_mut(&mut self) -> &mut http::Extensions {
+        ::reqwest::Response::extensions_mut(self)
+    }
+}
+
+/// A finished call as a client returns it: its response with the call's report in its
+/// extensions, or, with `fail_on_status`, a response that ended the retries as
+/// [`ClientError::Status`]; its error as [`ClientError::Call`].
+///
+/// With `first_success_bare`, a response its first attempt answered with success gets no
+/// report: its report says only that, and putting it in costs a request three allocations
+/// (the extensions' map and the boxed value), which the outbound layer's hot path does not
+/// spend.
+pub(crate) fn finish<R: Carries, E>(
+    result: CallResult<R, E>,
+    deadline: Applied,
+    fail_on_status: bool,
+    first_success_bare: bool,
+) -> Result<R, ClientError<E>> {
+    let report = CallReport::of(&result, deadline);
+    let mut response = result.into_result().map_err(ClientError::Call)?;
+    if fail_on_status && !matches!(report.stop, StopReason::Succeeded | StopReason::Permanent) {
+        let status = response.status();
+        let status = RetryableStatus::new(status, report, response);
+        return Err(ClientError::Status(Box::new(status)));
+    }
+    let first_success = report.stop == StopReason::Succeeded && report.attempts() == 1;
+    if !(first_success_bare && first_success) {
+        response.extensions_mut().insert(report);
+    }
+    Ok(response)
+}
