@@ -74,6 +74,7 @@
 //! | [`timeout`] | the per-attempt bound: timeout mode, generated and adaptive timeouts |
 //! | [`testing`] | helpers for tests on a manual clock |
 //! | `tower` | feature `tower`: a tower `Layer` that runs any service's calls under a policy |
+//! | `config` | feature `serde`: policies as configuration, a file of named policies with inherited defaults |
 
 pub mod admit;
 pub mod ambient;
@@ -85,6 +86,8 @@ pub mod budget;
 pub mod chaos;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod criticality;
 pub mod deadline;
 pub mod drain;
