@@ -133,12 +133,14 @@
 mod duration;
 mod policies;
 mod policy;
+mod sections;
 
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use policies::Policies;
-pub use policy::{
+pub use policy::PolicyConfig;
+pub use sections::{
     AdaptiveTimeoutConfig, BackoffConfig, BackoffKind, BreakerConfig, BudgetConfig, HedgeConfig,
-    JitterKind, PolicyConfig, TimeoutModeConfig, TimeoutModeKind,
+    JitterKind, TimeoutModeConfig, TimeoutModeKind,
 };
 
 /// The text that turns off a bound or a section.
