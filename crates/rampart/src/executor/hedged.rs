@@ -16,7 +16,7 @@ use std::array;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::OnceLock;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,7 @@ use crate::clock::Sleep;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::hedge::MAX_LEGS;
+use crate::observe::Span;
 use crate::timeout::PendingAnswer;
 
 use super::machine::Bounded;
@@ -65,10 +66,7 @@ where
     let mut machine = begin(shared, live, log, deadline);
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
-    let mut tickets: [Option<Ticket<'_, A::Permit>>; MAX_LEGS] = array::from_fn(|_| None);
-    let mut primary = pin!(None);
-    let mut hedges: [Option<Pin<Box<_>>>; MAX_LEGS] = array::from_fn(|_| None);
-    let mut spans: [Option<crate::observe::Span>; MAX_LEGS] = array::from_fn(|_| None);
+    let mut flight = pin!(Flight::new());
     let mut timer = pin!(None::<Sleep>);
     let mut timer_at = None;
     // A hedge's generator future, awaited alongside the legs in flight.
@@ -99,14 +97,8 @@ where
                 };
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(attempt));
-                spans[leg] = Some(span);
                 let race = Race::new(callback, attempt, caller, clock, machine.mode());
-                if leg == 0 {
-                    primary.set(Some(race));
-                } else {
-                    hedges[leg] = Some(Box::pin(race));
-                }
-                tickets[leg] = Some(ticket);
+                flight.as_mut().launch(leg, Leg { ticket, span }, race);
                 Next::Wait
             }
             Next::Wait => {
@@ -117,17 +109,8 @@ where
                 }
                 // The legs first, then the hedge timer (made only if no leg answers at once).
                 let wake = std::future::poll_fn(|cx| {
-                    if let Some(race) = primary.as_mut().as_pin_mut()
-                        && let Poll::Ready((out, _)) = race.poll(cx)
-                    {
-                        return Poll::Ready(Wake::Leg(0, out));
-                    }
-                    for (leg, slot) in hedges.iter_mut().enumerate() {
-                        if let Some(race) = slot
-                            && let Poll::Ready((out, _)) = race.as_mut().poll(cx)
-                        {
-                            return Poll::Ready(Wake::Leg(leg, out));
-                        }
+                    if let Poll::Ready((leg, out)) = flight.as_mut().poll_legs(cx) {
+                        return Poll::Ready(Wake::Leg(leg, out));
                     }
                     if let Some(future) = generator.as_mut()
                         && let Poll::Ready(timeout) = future.as_mut().poll(cx)
@@ -160,13 +143,8 @@ where
                         machine.generated(Bounded::Answered(timeout), clock.now())
                     }
                     Wake::Leg(leg, returned) => {
-                        if leg == 0 {
-                            primary.set(None);
-                        } else {
-                            hedges[leg] = None;
-                        }
-                        let (Some(ticket), Some(attempt)) =
-                            (tickets[leg].take(), attempts[leg].get())
+                        let (Some(Leg { ticket, span }), Some(attempt)) =
+                            (flight.as_mut().land(leg), attempts[leg].get())
                         else {
                             unreachable!("a leg that finished was started")
                         };
@@ -177,9 +155,7 @@ where
                             is_cancelled(caller),
                             clock.now(),
                         );
-                        if let Some(span) = spans[leg].take() {
-                            span.record_outcome(machine.attempt_outcome());
-                        }
+                        span.record_outcome(machine.attempt_outcome());
                         let next = match next {
                             Ok(value) => break Ok(value),
                             Err(next) => next,
@@ -202,9 +178,7 @@ where
             }
             // A leg's generator: with legs in flight (a hedge) it runs alongside them, whose
             // races watch the caller and the deadline; else it is awaited, bounded by both.
-            Next::Generate { future, .. }
-                if primary.is_some() || hedges.iter().any(Option::is_some) =>
-            {
+            Next::Generate { future, .. } if flight.in_flight() => {
                 generator = Some(future);
                 Next::Wait
             }
@@ -222,18 +196,97 @@ where
         };
     };
     // Every leg still in flight lost: cancelled and dropped, unclassified.
-    if primary.is_some() {
-        primary.set(None);
-        if let Some(attempt) = attempts[0].get() {
-            machine.discarded(attempt);
-        }
-    }
-    for (leg, slot) in hedges.iter_mut().enumerate() {
-        if slot.take().is_some()
-            && let Some(attempt) = attempts[leg].get()
-        {
+    for leg in flight.as_mut().abandon() {
+        if let Some(attempt) = attempts[leg].get() {
             machine.discarded(attempt);
         }
     }
     outcome
+}
+
+/// A leg in flight: the ticket it holds and its span (its race is in [`Flight`]).
+struct Leg<'p, P> {
+    ticket: Ticket<'p, P>,
+    span: Span,
+}
+
+pin_project_lite::pin_project! {
+    /// The legs in flight; leg `i` is attempt `i + 1`. The first leg's race lives inline in
+    /// the call's (boxed) state, each hedge's in one more box.
+    struct Flight<'p, P, R> {
+        #[pin]
+        primary: Option<R>,
+        hedges: [Option<Pin<Box<R>>>; MAX_LEGS],
+        legs: [Option<Leg<'p, P>>; MAX_LEGS],
+    }
+}
+
+impl<'p, P, O, R: Future<Output = (Option<O>, bool)>> Flight<'p, P, R> {
+    fn new() -> Self {
+        Flight {
+            primary: None,
+            hedges: array::from_fn(|_| None),
+            legs: array::from_fn(|_| None),
+        }
+    }
+
+    /// Starts leg `leg` (`leg < MAX_LEGS`, as the machine's attempt numbers are).
+    fn launch(self: Pin<&mut Self>, leg: usize, state: Leg<'p, P>, race: R) {
+        let mut this = self.project();
+        if leg == 0 {
+            this.primary.set(Some(race));
+        } else {
+            this.hedges[leg] = Some(Box::pin(race));
+        }
+        this.legs[leg] = Some(state);
+    }
+
+    /// Whether any leg is in flight.
+    fn in_flight(&self) -> bool {
+        self.legs.iter().any(Option::is_some)
+    }
+
+    /// The first leg, in leg order, that finished: its number and output (`None`: abandoned
+    /// at its ceiling plus grace).
+    fn poll_legs(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<(usize, Option<O>)> {
+        let this = self.project();
+        if let Some(race) = this.primary.as_pin_mut()
+            && let Poll::Ready((out, _)) = race.poll(cx)
+        {
+            return Poll::Ready((0, out));
+        }
+        for (leg, slot) in this.hedges.iter_mut().enumerate() {
+            if let Some(race) = slot
+                && let Poll::Ready((out, _)) = race.as_mut().poll(cx)
+            {
+                return Poll::Ready((leg, out));
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Leg `leg` finished: its race is dropped, its ticket and span handed back.
+    fn land(self: Pin<&mut Self>, leg: usize) -> Option<Leg<'p, P>> {
+        let mut this = self.project();
+        if leg == 0 {
+            this.primary.set(None);
+        } else {
+            this.hedges[leg] = None;
+        }
+        this.legs[leg].take()
+    }
+
+    /// Drops every leg still in flight; the numbers of the legs dropped.
+    fn abandon(self: Pin<&mut Self>) -> impl Iterator<Item = usize> {
+        let mut this = self.project();
+        this.primary.set(None);
+        for hedge in this.hedges.iter_mut() {
+            *hedge = None;
+        }
+        let mut dropped = [false; MAX_LEGS];
+        for (leg, state) in this.legs.iter_mut().enumerate() {
+            dropped[leg] = state.take().is_some();
+        }
+        (0..MAX_LEGS).filter(move |&leg| dropped[leg])
+    }
 }
