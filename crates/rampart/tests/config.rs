@@ -1,6 +1,8 @@
 //! Policies as configuration (`rampart::config`, feature `serde`): reading a file of named
 //! policies, inheriting `[defaults]`, reporting every problem under its key path, durations
-//! as text, the round trip back to text, and the built policies at work.
+//! as text, the round trip back to text, the built policies at work, and reloading. One file
+//! for the one concern, a little past the size guide: it reads as the life of a file, from
+//! its text to a reload.
 #![cfg(feature = "serde")]
 
 #[path = "support/cases.rs"]
@@ -631,4 +633,111 @@ proptest! {
     fn parsing_never_panics_on_any_text(text in "\\PC{0,24}") {
         let _ = parse_duration(&text);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_applies_what_runs_live_and_names_what_needs_a_restart() {
+    let file = read(
+        r#"
+        [defaults]
+        backoff = { kind = "none" }
+
+        [policies.prices]
+        max_attempts = 2
+        breaker = { consecutive_failures = 5, jitter = 0.0 }
+
+        [policies.search]
+        breaker = { consecutive_failures = 5 }
+
+        [policies.once]
+        max_attempts = 1
+
+        [policies.gone]
+        "#,
+    );
+    let policies = file.build().expect("valid");
+    let next = read(
+        r#"
+        [defaults]
+        backoff = { kind = "none" }
+
+        [policies.prices]
+        max_attempts = 4
+        attempt_timeout = "300ms"
+        breaker = { consecutive_failures = 1, jitter = 0.0 }
+        hedge = { delay = "50ms" }
+        budget = { fraction = 0.5 }
+
+        [policies.search]
+        breaker = { failure_ratio = 0.5, window = "10s", min_throughput = 5 }
+
+        [policies.once]
+        max_attempts = 3
+        deadline = "1s"
+
+        [policies.new]
+        "#,
+    );
+    let restart = file.reload(&next, &policies).expect("a valid file");
+    assert_eq!(
+        restart,
+        [
+            "policies.gone",
+            "policies.new",
+            "policies.once.max_attempts",
+            "policies.prices.budget",
+            "policies.prices.hedge",
+            "policies.search.breaker",
+        ]
+    );
+    let prices = &policies["prices"];
+    assert_eq!(
+        (prices.max_attempts(), prices.attempt_timeout()),
+        (4, Some(ms(300)))
+    );
+    // The breaker's new threshold applies: one failed call of 4 attempts opens it after the
+    // first, and the other 3 are refused without running.
+    let attempts = AtomicU32::new(0);
+    let outcome = prices
+        .run(async |_attempt| {
+            attempts.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(std::io::Error::other("unavailable"))
+        })
+        .await;
+    assert!(outcome.is_err());
+    assert_eq!(attempts.load(Ordering::SeqCst), 1);
+    assert!(prices.explain().contains("breaker: open after 1 failure"));
+    // The one-attempt policy has no retry budget: its other live settings still apply.
+    let once = &policies["once"];
+    assert_eq!(
+        (once.max_attempts(), once.deadline()),
+        (1, Some(Duration::from_secs(1)))
+    );
+    // The search breaker's mode is fixed at build: it still opens after 5 failures.
+    assert!(
+        policies["search"]
+            .explain()
+            .contains("after 5 consecutive failures")
+    );
+}
+
+#[test]
+fn a_reload_of_an_invalid_file_changes_nothing_and_names_every_problem() {
+    let file = read("[policies.prices]\nmax_attempts = 2\n[policies.search]\n");
+    let policies = file.build().expect("valid");
+    let next = read(
+        "[policies.prices]\nmax_attempts = 5\n[policies.search]\ndeadline = \"0s\"\nmax_attempts = 0\n",
+    );
+    let error = file.reload(&next, &policies).expect_err("invalid");
+    assert_eq!(
+        error.to_string(),
+        "policies.search.max_attempts must be at least 1 (was 0); \
+         policies.search.deadline must be positive (was 0ns)"
+    );
+    assert_eq!(policies["prices"].max_attempts(), 2);
+    // Nothing changed, nothing to restart.
+    assert_eq!(
+        file.reload(&file, &policies).expect("valid"),
+        Vec::<String>::new()
+    );
 }

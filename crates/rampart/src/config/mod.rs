@@ -107,6 +107,14 @@
 //! `consecutive_failures`) drops the defaults' keys of the mode it leaves, and `"none"` drops
 //! the defaults' section whole.
 //!
+//! # Reloading
+//!
+//! [`Policies::reload`] applies a changed file to the policies built from the old one, as far as
+//! a running policy can change ([`Policy::reconfigure`](crate::Policy::reconfigure) and the
+//! breaker's thresholds), and returns the key paths of what needs a restart (a changed budget or
+//! hedge, a policy added or removed). How the service notices the change (a signal, a file
+//! watcher) is its own business.
+//!
 //! # Errors
 //!
 //! Reading the file is the format crate's job: a malformed value (`"250"` with no unit, `"-1s"`)
@@ -133,6 +141,7 @@
 mod duration;
 mod policies;
 mod policy;
+mod reload;
 mod sections;
 
 pub use duration::{DurationError, format_duration, parse_duration};

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration::{format_duration, optional};
 use crate::backoff::{Backoff, Jitter};
-use crate::breaker::Breaker;
+use crate::breaker::{Breaker, BreakerBuilder};
 use crate::error::ConfigProblem;
 use crate::hedge::Hedge;
 use crate::timeout::{AdaptiveTimeout, TimeoutMode};
@@ -470,11 +470,23 @@ impl BackoffConfig {
 
 impl BreakerConfig {
     pub(super) fn to_breaker(&self, problems: &mut Vec<ConfigProblem>) -> Option<Breaker> {
+        let before = problems.len();
+        let builder = self.to_builder(problems);
+        let fine = problems.len() == before;
+        match builder.build() {
+            Ok(breaker) => fine.then_some(breaker),
+            Err(e) => {
+                problems.extend(e.problems().iter().cloned());
+                None
+            }
+        }
+    }
+
+    /// A fresh builder with these settings; what does not go together goes to `problems`.
+    pub(super) fn to_builder(&self, problems: &mut Vec<ConfigProblem>) -> BreakerBuilder {
         let mut b = Breaker::builder();
-        let mut fine = true;
         match (self.consecutive_failures, self.failure_ratio) {
             (Some(n), Some(ratio)) => {
-                fine = false;
                 problems.push(ConfigProblem::new(
                     "breaker.consecutive_failures",
                     format!("cannot be set with failure_ratio (was {n}, failure_ratio {ratio})"),
@@ -487,7 +499,6 @@ impl BreakerConfig {
                     ("breaker.min_throughput", self.min_throughput.is_some()),
                 ] {
                     if !set {
-                        fine = false;
                         problems.push(ConfigProblem::new(field, "is required with failure_ratio"));
                     }
                 }
@@ -499,7 +510,6 @@ impl BreakerConfig {
         }
         if self.failure_ratio.is_none() {
             if let Some(window) = self.window {
-                fine = false;
                 problems.push(does_not_apply(
                     "breaker.window",
                     format_duration(window),
@@ -507,7 +517,6 @@ impl BreakerConfig {
                 ));
             }
             if let Some(min) = self.min_throughput {
-                fine = false;
                 problems.push(does_not_apply(
                     "breaker.min_throughput",
                     min,
@@ -542,13 +551,7 @@ impl BreakerConfig {
         if let Some(dry_run) = self.dry_run {
             b = b.dry_run(dry_run);
         }
-        match b.build() {
-            Ok(breaker) => fine.then_some(breaker),
-            Err(e) => {
-                problems.extend(e.problems().iter().cloned());
-                None
-            }
-        }
+        b
     }
 }
 
