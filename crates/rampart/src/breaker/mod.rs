@@ -120,7 +120,9 @@
 //! reads as that one), so every `now` handed to one breaker must come from the same clock.
 
 mod builder;
+mod permit;
 mod shared;
+mod state;
 #[cfg(all(test, not(rampart_loom)))]
 mod tests;
 mod window;
@@ -131,7 +133,9 @@ use std::time::Duration;
 
 pub use builder::BreakerBuilder;
 use builder::Config;
+pub use permit::BreakerPermit;
 use shared::{Shared, nanos_of};
+pub use state::{BreakerState, Evidence, Rejected, StateKind, Transition};
 use word::Word;
 
 use crate::clock::Instant;
@@ -147,67 +151,6 @@ pub struct Breaker {
     shared: Arc<Shared>,
 }
 
-/// Why the breaker refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rejected {
-    /// Time left in the break: `None` when isolated, or when half-open with every probe slot
-    /// taken (it reopens or closes when a probe ends, or when the probes outlive
-    /// [`probe_timeout`](BreakerBuilder::probe_timeout), not at a known time).
-    pub retry_after: Option<Duration>,
-    /// The transition this refusal caused: half-open → open when the probes in flight had
-    /// outlived [`probe_timeout`](BreakerBuilder::probe_timeout) (they count as failed), else
-    /// `None`. Report it like any other transition.
-    pub transition: Option<Transition>,
-}
-
-/// What one attempt says about the dependency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Evidence {
-    /// It answered (`Ok`). Resets the consecutive-failure count, unless slower than
-    /// [`slow_call`](BreakerBuilder::slow_call), which makes it a failure.
-    Success,
-    /// It failed the way a struggling dependency fails: a transient error or an attempt timeout.
-    Failure,
-    /// Says nothing about its health: throttled, a permanent error, the caller cancelled or
-    /// refused itself. Neither a failure nor a success.
-    Ignored,
-}
-
-/// The state of a breaker at some instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BreakerState {
-    /// Calls go through.
-    Closed,
-    /// Calls are rejected for the rest of the break.
-    Open {
-        /// Time left in the break; zero once it has elapsed and the next acquire will probe.
-        remaining: Duration,
-    },
-    /// A few probe calls go through to test the dependency.
-    HalfOpen,
-    /// Forced open by [`Breaker::isolate`] until [`Breaker::release`] (or
-    /// [`reset`](Breaker::reset)): every call is rejected.
-    Isolated,
-    /// Forced closed by [`Breaker::force_closed`] until [`Breaker::release`] (or
-    /// [`reset`](Breaker::reset)): every call goes through, outcomes are still recorded, and
-    /// the breaker never opens.
-    ForcedClosed,
-}
-
-impl BreakerState {
-    /// Which state this is, without the details.
-    pub fn kind(&self) -> StateKind {
-        match self {
-            BreakerState::Closed => StateKind::Closed,
-            BreakerState::Open { .. } => StateKind::Open,
-            BreakerState::HalfOpen => StateKind::HalfOpen,
-            BreakerState::Isolated => StateKind::Isolated,
-            BreakerState::ForcedClosed => StateKind::ForcedClosed,
-        }
-    }
-}
-
 /// What is told of a manual change of a breaker's state ([`reset`](Breaker::reset),
 /// [`isolate`](Breaker::isolate), [`force_closed`](Breaker::force_closed),
 /// [`release`](Breaker::release)): each policy built with the breaker registers one, which
@@ -215,141 +158,6 @@ impl BreakerState {
 pub(crate) trait Watcher: Send + Sync {
     /// `breaker` changed as `transition` says, at `now`.
     fn moved(&self, breaker: &Breaker, transition: Transition, now: Instant);
-}
-
-/// A change of state, for the caller to report (the breaker emits nothing itself).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Transition {
-    /// The state it left.
-    pub from: StateKind,
-    /// The state it entered.
-    pub to: StateKind,
-    /// The break it opened for, jitter applied: set exactly when `to` is [`StateKind::Open`].
-    pub break_duration: Option<Duration>,
-}
-
-/// The states, without their details.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StateKind {
-    /// Calls go through.
-    Closed,
-    /// Calls are rejected until the break ends.
-    Open,
-    /// Probe calls test the dependency.
-    HalfOpen,
-    /// Forced open until released.
-    Isolated,
-    /// Forced closed until released.
-    ForcedClosed,
-}
-
-impl StateKind {
-    /// A stable lowercase name for logs and metric labels: `closed`, `open`, `half_open`,
-    /// `isolated`, `forced_closed`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            StateKind::Closed => "closed",
-            StateKind::Open => "open",
-            StateKind::HalfOpen => "half_open",
-            StateKind::Isolated => "isolated",
-            StateKind::ForcedClosed => "forced_closed",
-        }
-    }
-}
-
-/// The [`as_str`](StateKind::as_str) name.
-impl fmt::Display for StateKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Held for one attempt. Dropping it without [`record`](Self::record) counts as
-/// [`Evidence::Ignored`] (and frees its probe slot).
-pub struct BreakerPermit<'a> {
-    breaker: &'a Breaker,
-    admitted: Word,
-    /// Whether taking this permit turned the breaker open → half-open (kept as a flag, not as
-    /// the `Transition`, so that the permit a call holds across its attempt stays small).
-    opened_probe: bool,
-    /// Whether a re-opening by expired probes came just before `opened_probe` (its break is
-    /// kept by the breaker, under its generation: see [`expired`](Self::expired)).
-    after_expiry: bool,
-    settled: bool,
-}
-
-impl BreakerPermit<'_> {
-    /// Whether this attempt is a half-open probe.
-    pub fn is_probe(&self) -> bool {
-        self.admitted.kind() == StateKind::HalfOpen
-    }
-
-    /// The transition taking this permit caused: open → half-open for the first probe after a
-    /// break, else `None`.
-    pub fn transition(&self) -> Option<Transition> {
-        self.opened_probe.then_some(Transition {
-            from: StateKind::Open,
-            to: StateKind::HalfOpen,
-            break_duration: None,
-        })
-    }
-
-    /// The re-opening that came before [`transition`](Self::transition): half-open → open,
-    /// when the probes in flight had outlived the
-    /// [`probe_timeout`](BreakerBuilder::probe_timeout) and the break that followed their
-    /// timeout was already over when this permit was asked for (this attempt is the trial
-    /// after it). Report it first.
-    #[inline]
-    pub fn expired(&self) -> Option<Transition> {
-        if !self.after_expiry {
-            return None;
-        }
-        self.expired_transition()
-    }
-
-    /// [`expired`](Self::expired) for a permit taken after probes expired: what the lock
-    /// holds. Out of line, so that every call's check of the flag stays small.
-    #[cold]
-    fn expired_transition(&self) -> Option<Transition> {
-        let (generation, nanos) = self.breaker.shared.lock().expired;
-        (generation == self.admitted.generation()).then(|| Transition {
-            from: StateKind::HalfOpen,
-            to: StateKind::Open,
-            break_duration: Some(Duration::from_nanos(nanos)),
-        })
-    }
-
-    /// Reports the attempt's outcome; `elapsed` is how long it took (for
-    /// [`slow_call`](BreakerBuilder::slow_call)). Returns the transition it caused, if any.
-    pub fn record(
-        mut self,
-        evidence: Evidence,
-        elapsed: Duration,
-        now: Instant,
-    ) -> Option<Transition> {
-        self.settled = true;
-        self.breaker
-            .shared
-            .record(self.admitted, evidence, elapsed, now)
-    }
-}
-
-impl Drop for BreakerPermit<'_> {
-    fn drop(&mut self) {
-        if !self.settled && self.is_probe() {
-            self.breaker.shared.release_probe(self.admitted);
-        }
-    }
-}
-
-impl fmt::Debug for BreakerPermit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BreakerPermit")
-            .field("is_probe", &self.is_probe())
-            .field("transition", &self.transition())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Breaker {
