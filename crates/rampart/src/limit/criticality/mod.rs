@@ -1,6 +1,5 @@
 //! A criticality-aware limit: one capacity shared by the four levels, lower levels shed first.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,6 +13,11 @@ use crate::clock::{Clock, Instant};
 use crate::criticality::Criticality;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::latency::TypicalLatency;
+
+mod builder;
+mod queue;
+pub use builder::CriticalityLimitBuilder;
+use queue::{Waiter, Waiters, can_finish};
 
 const BY: &str = "criticality limit";
 const MAX_HOLD: Duration = Duration::from_secs(3600);
@@ -173,22 +177,6 @@ enum Queued {
     Waiting(u64, oneshot::Receiver<Answer>),
 }
 
-#[derive(Default)]
-struct Waiters {
-    /// One queue per level, oldest first.
-    levels: [VecDeque<Waiter>; 4],
-    next_id: u64,
-}
-
-struct Waiter {
-    id: u64,
-    /// When it began to wait, in nanoseconds since the base.
-    since: u64,
-    /// Nanoseconds since the base; `None` when unbounded.
-    deadline: Option<u64>,
-    answer: oneshot::Sender<Answer>,
-}
-
 /// Held while an attempt admitted by a [`CriticalityLimit`] runs; dropping it frees the slot
 /// (to the highest-level waiter, if any).
 #[must_use = "dropping the permit frees its slot at once"]
@@ -197,18 +185,6 @@ pub struct CriticalityPermit {
     level: Criticality,
     /// False once its slot has been accounted for elsewhere: dropping it then does nothing.
     armed: bool,
-}
-
-/// Builds a [`CriticalityLimit`]; see [`CriticalityLimit`] for the defaults.
-#[must_use]
-#[derive(Debug, Clone)]
-pub struct CriticalityLimitBuilder {
-    capacity: usize,
-    queue: Option<usize>,
-    hold: Duration,
-    lifo_after: Option<Duration>,
-    min_time_left: Option<Duration>,
-    clock: Clock,
 }
 
 impl CriticalityLimit {
@@ -507,58 +483,6 @@ impl Inner {
     }
 }
 
-impl Waiters {
-    fn len(&self) -> usize {
-        self.levels.iter().map(VecDeque::len).sum()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.levels.iter().all(VecDeque::is_empty)
-    }
-
-    fn highest(&self) -> Option<Criticality> {
-        Criticality::ALL
-            .into_iter()
-            .rev()
-            .find(|&level| !self.levels[level as usize].is_empty())
-    }
-
-    fn lowest(&self) -> Option<Criticality> {
-        Criticality::ALL
-            .into_iter()
-            .find(|&level| !self.levels[level as usize].is_empty())
-    }
-
-    /// Takes out every waiter that can no longer finish at `now` (less than `min` left),
-    /// handing each to `gone`.
-    fn expire(&mut self, now: u64, min: u64, mut gone: impl FnMut(Criticality, Waiter)) {
-        for (level, queue) in Criticality::ALL.into_iter().zip(&mut self.levels) {
-            let mut at = 0;
-            while at < queue.len() {
-                if !can_finish(queue[at].deadline, now, min) {
-                    if let Some(waiter) = queue.remove(at) {
-                        gone(level, waiter);
-                    }
-                } else {
-                    at += 1;
-                }
-            }
-        }
-    }
-
-    /// Removes waiter `id` of `level`, if it is still waiting.
-    fn remove(&mut self, level: Criticality, id: u64) -> Option<Waiter> {
-        let queue = &mut self.levels[level as usize];
-        let at = queue.iter().position(|w| w.id == id)?;
-        queue.remove(at)
-    }
-}
-
-/// Whether work with `deadline` still has at least `min` left at `now` (and any time at all).
-fn can_finish(deadline: Option<u64>, now: u64, min: u64) -> bool {
-    deadline.is_none_or(|d| d > now && d - now >= min)
-}
-
 /// Takes a waiter out of the queue if its wait is dropped before it is answered.
 struct Leave<'a> {
     inner: &'a Inner,
@@ -651,89 +575,6 @@ impl Admit for CriticalityLimit {
     fn release(&self, permit: CriticalityPermit, feedback: Feedback) {
         self.inner.held.record(feedback.elapsed);
         drop(permit);
-    }
-}
-
-impl CriticalityLimitBuilder {
-    /// Waiters allowed (`CriticalPlus` may exceed it while its own demand fits the capacity).
-    /// Default `capacity / 2`, at least 1; 0 refuses at once when full.
-    pub fn queue(self, queue: usize) -> Self {
-        CriticalityLimitBuilder {
-            queue: Some(queue),
-            ..self
-        }
-    }
-
-    /// How long a refusal of a level keeps every level below it refused: at most 1 h.
-    /// Default 1 s. Zero turns this off (the queue order alone then decides).
-    pub fn hold(self, hold: Duration) -> Self {
-        CriticalityLimitBuilder { hold, ..self }
-    }
-
-    /// Serve a level newest first once its oldest waiter has waited longer than this
-    /// (adaptive LIFO); `None` keeps every level in arrival order. Default `None`; see the type docs.
-    pub fn lifo_after(self, lifo_after: Option<Duration>) -> Self {
-        CriticalityLimitBuilder { lifo_after, ..self }
-    }
-
-    /// The least time before its ceiling that a waiter must have left to be admitted from the
-    /// queue; one with less is refused. Default: the measured mean time a permit is held (zero
-    /// until measured).
-    pub fn min_time_left(self, min_time_left: Duration) -> Self {
-        CriticalityLimitBuilder {
-            min_time_left: Some(min_time_left),
-            ..self
-        }
-    }
-
-    /// The clock read when a released permit hands its slot to a waiter: give it the policy's
-    /// clock (a [`ManualClock`](crate::clock::ManualClock) in tests). Default
-    /// [`Clock::system`], tokio's clock.
-    pub fn clock(self, clock: impl Into<Clock>) -> Self {
-        CriticalityLimitBuilder {
-            clock: clock.into(),
-            ..self
-        }
-    }
-
-    /// The limit; or every invalid setting at once.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] listing every invalid setting at once, each naming its field and value.
-    pub fn build(self) -> Result<CriticalityLimit, ConfigError> {
-        let mut problems = Vec::new();
-        if self.capacity == 0 {
-            problems.push(zero_capacity());
-        }
-        if self.hold > MAX_HOLD {
-            problems.push(ConfigProblem::new(
-                "criticality_limit.hold",
-                format!("must be at most 1h (was {:?})", self.hold),
-            ));
-        }
-        if !problems.is_empty() {
-            return Err(ConfigError::new(problems));
-        }
-        Ok(CriticalityLimit {
-            inner: Arc::new(Inner {
-                capacity: AtomicUsize::new(self.capacity),
-                queue: self.queue.unwrap_or((self.capacity / 2).max(1)),
-                hold: self.hold,
-                lifo_after: self
-                    .lifo_after
-                    .map(|after| u64::try_from(after.as_nanos()).unwrap_or(u64::MAX)),
-                min_time_left: self.min_time_left,
-                clock: self.clock,
-                in_flight: InFlight::default(),
-                critical_plus: AtomicUsize::new(0),
-                waiting: AtomicUsize::new(0),
-                shed_until: Default::default(),
-                time: TimeBase::default(),
-                held: TypicalLatency::default(),
-                waiters: Mutex::default(),
-            }),
-        })
     }
 }
 
