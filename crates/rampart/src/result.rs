@@ -21,7 +21,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{DeadlineSource, Error};
 use crate::outcome::{AttemptOutcome, StopReason};
 
 /// The caller cancelled the call.
@@ -134,6 +134,9 @@ pub struct CallResult<T, E> {
     pub(crate) outcome: Result<T, Error<E>>,
     pub(crate) stop: StopReason,
     pub(crate) log: AttemptLog,
+    /// The deadline that applied (from the call's start) and where it came from (`None` for
+    /// a drain's grace).
+    pub(crate) deadline: Option<(Duration, Option<DeadlineSource>)>,
     pub(crate) fell_back: bool,
 }
 
@@ -148,6 +151,21 @@ impl<T, E> CallResult<T, E> {
     /// outcome).
     pub fn fell_back(&self) -> bool {
         self.fell_back
+    }
+
+    /// The deadline that applied to the call, measured from its start: the earliest of the
+    /// policy's own, the one the call was given or inherited (see
+    /// [`deadline_source`](Self::deadline_source)) and a drain's grace; `None` when nothing
+    /// bounded the call. What a `DeadlineExceeded` would have named.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.deadline.map(|(span, _)| span)
+    }
+
+    /// Where [`deadline`](Self::deadline) came from: the policy's own, or one the call was
+    /// given or inherited from its caller; `None` when there was none, or when a drain's grace
+    /// was the earliest bound.
+    pub fn deadline_source(&self) -> Option<DeadlineSource> {
+        self.deadline.and_then(|(_, source)| source)
     }
 
     /// Attempts made.

@@ -196,3 +196,38 @@ async fn a_call_with_every_setter_is_send_and_runs_in_a_spawned_task() {
     });
     assert_eq!(handle.await.expect("no panic").ok(), Some(0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
+    let policy = Policy::builder()
+        .deadline(500 * MS)
+        .build()
+        .expect("valid policy");
+    let own = policy
+        .call()
+        .try_run(async |_attempt| Ok::<_, Down>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(own.deadline(), Some(500 * MS));
+    assert_eq!(own.deadline_source(), Some(rampart::DeadlineSource::Policy));
+
+    let given = policy
+        .call()
+        .deadline(Deadline::after(120 * MS))
+        .try_run(async |_attempt| Ok::<_, Down>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(given.deadline(), Some(120 * MS), "the caller's is earlier");
+    assert_eq!(
+        given.deadline_source(),
+        Some(rampart::DeadlineSource::Inherited)
+    );
+
+    let unbounded = Policy::none()
+        .call()
+        .try_run(async |_attempt| Ok::<_, Down>(()))
+        .await
+        .expect("not cancelled");
+    assert_eq!(unbounded.deadline(), None);
+    assert_eq!(unbounded.deadline_source(), None);
+}

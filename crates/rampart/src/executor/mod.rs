@@ -175,6 +175,8 @@ impl Record for &mut StopOnly {
 pub(crate) struct Report {
     log: AttemptLog,
     pub(crate) stop: StopReason,
+    /// The deadline that applied, as the call resolved it when it started.
+    deadline: Option<crate::deadline::Effective>,
 }
 
 impl Default for Report {
@@ -182,6 +184,7 @@ impl Default for Report {
         Report {
             log: AttemptLog::default(),
             stop: StopReason::Succeeded,
+            deadline: None,
         }
     }
 }
@@ -199,6 +202,9 @@ impl Report {
                 outcome,
                 stop,
                 log: self.log,
+                deadline: self
+                    .deadline
+                    .map(|bound| (bound.span, bound.source.reported())),
                 fell_back,
             }),
         }
@@ -212,6 +218,9 @@ impl Record for &mut Report {
     }
     fn stop(&mut self, stop: StopReason) {
         self.stop = stop;
+    }
+    fn settled(&mut self, call: Settled<'_>) {
+        self.deadline = call.deadline;
     }
 }
 
