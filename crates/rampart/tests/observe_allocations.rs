@@ -1,6 +1,6 @@
 //! With both observability features on and a recorder installed, the success path still
-//! allocates nothing per call (issue 12): handles are registered when the policy is built,
-//! and every label is static per policy.
+//! allocates nothing per call once warm (issues 12 and 24): each series is registered on its
+//! first use (the warm-up call), and every label is static per policy.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,16 +83,15 @@ fn allocations_per_success(policy: &Policy, calls: u32) -> u64 {
 #[test]
 fn the_full_policys_success_path_allocates_nothing_with_a_recorder_installed() {
     let recorder = Atomics::default();
-    let policy = metrics::with_local_recorder(&recorder, || {
-        Policy::builder()
-            .name("full")
-            .max_attempts(3)
-            .deadline(Duration::from_secs(2))
-            .attempt_timeout(Duration::from_millis(500))
-            .breaker(Breaker::builder().build().expect("valid breaker"))
-            .build()
-    })
-    .expect("valid policy");
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let policy = Policy::builder()
+        .name("full")
+        .max_attempts(3)
+        .deadline(Duration::from_secs(2))
+        .attempt_timeout(Duration::from_millis(500))
+        .breaker(Breaker::builder().build().expect("valid breaker"))
+        .build()
+        .expect("valid policy");
     assert_eq!(allocations_per_success(&policy, 1_000), 0);
     assert_eq!(recorder.count("rampart.calls{full,succeeded}"), 1_001);
     assert_eq!(recorder.count("rampart.attempts{full,ok}"), 1_001);
@@ -101,10 +100,12 @@ fn the_full_policys_success_path_allocates_nothing_with_a_recorder_installed() {
 #[test]
 fn a_one_attempt_policys_success_path_allocates_nothing_with_a_recorder_installed_and_is_counted() {
     let recorder = Atomics::default();
-    let policy = metrics::with_local_recorder(&recorder, || {
-        Policy::builder().name("none").max_attempts(1).build()
-    })
-    .expect("valid policy");
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let policy = Policy::builder()
+        .name("none")
+        .max_attempts(1)
+        .build()
+        .expect("valid policy");
     assert_eq!(allocations_per_success(&policy, 1_000), 0);
     assert_eq!(recorder.count("rampart.calls{none,succeeded}"), 1_001);
 }

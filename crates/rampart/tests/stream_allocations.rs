@@ -208,7 +208,8 @@ mod recorded {
 #[test]
 fn opening_a_stream_and_reporting_its_end_allocates_nothing_with_a_recorder_installed() {
     let recorder = recorded::Atomics::default();
-    let policy = metrics::with_local_recorder(&recorder, full_policy);
+    let _recorder = metrics::set_default_local_recorder(&recorder);
+    let policy = full_policy();
     // Each call opens a stream, takes its first item and drops it: a `dropped` end, reported.
     assert_eq!(allocations_per_open(&policy, 1_000), 0);
     assert_eq!(recorder.count("rampart.stream.ended{full,dropped}"), 1_001);

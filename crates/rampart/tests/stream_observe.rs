@@ -64,13 +64,13 @@ fn idle(idle: Duration) -> StreamOptions {
 
 // ---- metrics ------------------------------------------------------------------------------
 
-/// Builds `builder` (named `p`) with a fresh debugging recorder as its recorder.
-fn observed(builder: PolicyBuilder) -> (Policy, Snapshotter) {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let policy = metrics::with_local_recorder(&recorder, || builder.name("p").build())
-        .expect("valid policy");
-    (policy, snapshotter)
+/// Builds `builder` (named `p`), with a fresh debugging recorder as the thread's recorder
+/// while the returned guard lives (a series is registered on its first use).
+fn observed(builder: PolicyBuilder) -> (Policy, Snapshotter, metrics::LocalRecorderGuard<'static>) {
+    let recorder: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
+    let guard = metrics::set_default_local_recorder(recorder);
+    let policy = builder.name("p").build().expect("valid policy");
+    (policy, recorder.snapshotter(), guard)
 }
 
 /// The `rampart.stream.*` counters that moved, as `name{label=value} count`.
@@ -101,7 +101,7 @@ fn stream_counters(snapshotter: &Snapshotter) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn streams_that_end_move_stream_ended_by_reason_and_stream_items_by_their_items() {
-    let (policy, metrics) = observed(Policy::builder().deadline(Duration::from_secs(5)));
+    let (policy, metrics, _recorder) = observed(Policy::builder().deadline(Duration::from_secs(5)));
     assert!(
         stream_counters(&metrics).is_empty(),
         "registered, not moved"
@@ -129,7 +129,7 @@ async fn streams_that_end_move_stream_ended_by_reason_and_stream_items_by_their_
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_never_opened_moves_no_stream_metric() {
-    let (policy, metrics) = observed(Policy::builder().max_attempts(2));
+    let (policy, metrics, _recorder) = observed(Policy::builder().max_attempts(2));
     let opened = policy
         .call()
         .stream(StreamOptions::default(), async |_| Err::<Source, _>(Fail))

@@ -1,16 +1,18 @@
-//! The `metrics` feature: every handle registered once per policy, recorded per event.
+//! The `metrics` feature: each series registered on its first use, recorded per event.
 //!
-//! A label set is static per policy (its name and an enum's stable name), so each
-//! combination gets its own handle at build time, indexed by the enum; recording is an index
-//! and a call into the recorder's handle, with no key built and nothing allocated.
+//! A label set is static per policy (its labels and an enum's stable name), so each
+//! combination has a slot of its own, indexed by the enum, filled with the recorder's handle
+//! the first time the combination happens. After that, recording is an index, a load of the
+//! slot and a call into the recorder's handle, with no key built and nothing allocated; a
+//! combination that never happens is never registered, so no exporter lists it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Once, OnceLock};
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, Unit};
+use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
-use super::{Gauges, Parts};
+use super::{Gauges, MetricLabels, Parts};
 
 use crate::breaker::StateKind;
 use crate::event::Event;
@@ -143,149 +145,211 @@ pub(super) const ACTIVE: bool = true;
 /// No state recorded in the breaker gauge yet.
 const UNSET: u8 = u8::MAX;
 
-/// The gauges of one policy: only those of the parts it has.
-#[derive(Clone, Default)]
+/// One series' handle, registered with the recorder current at its first use.
+type Slot<T> = OnceLock<T>;
+
+fn slots<T, const N: usize>() -> [Slot<T>; N] {
+    std::array::from_fn(|_| OnceLock::new())
+}
+
+/// The gauges of one policy: only those of the parts it has (and reports).
 struct Levels {
     /// `rampart.breaker.state`, one per state, and the state last set (`UNSET` at first).
-    breaker: Option<([Gauge; STATES.len()], Arc<AtomicU8>)>,
-    budget: Option<Gauge>,
-    in_flight: Option<Gauge>,
-    queued: Option<Gauge>,
+    breaker: Option<([Slot<Gauge>; STATES.len()], AtomicU8)>,
+    budget: Option<Slot<Gauge>>,
+    in_flight: Option<Slot<Gauge>>,
+    queued: Option<Slot<Gauge>>,
 }
 
-/// The handles of one policy.
-#[derive(Clone)]
-pub(super) struct Handles {
+/// The series of one policy, each registered when it first moves: a combination that never
+/// happens (a transition from a state to itself, a hedge of a policy that does not hedge, a
+/// stop reason never seen) has no series at all.
+struct Series {
+    /// `policy` and the policy's attributes: the labels every series starts with.
+    labels: Box<[Label]>,
+    /// Whether the descriptions were given to a recorder (on the first registration).
+    described: Once,
     levels: Levels,
-    calls: [Counter; STOPS.len()],
-    call_duration: [Histogram; STOPS.len()],
-    attempts: [Counter; OUTCOMES.len()],
-    attempt_duration: [Histogram; OUTCOMES.len()],
-    timeouts: [Counter; TIMEOUTS.len()],
-    retries: Counter,
-    rejections: [Counter; REJECTIONS.len()],
-    transitions: [[Counter; STATES.len()]; STATES.len()],
-    hedges: [Counter; HEDGES.len()],
-    fallbacks: [Counter; STOPS.len()],
+    calls: [Slot<Counter>; STOPS.len()],
+    call_duration: [Slot<Histogram>; STOPS.len()],
+    attempts: [Slot<Counter>; OUTCOMES.len()],
+    attempt_duration: [Slot<Histogram>; OUTCOMES.len()],
+    timeouts: [Slot<Counter>; TIMEOUTS.len()],
+    retries: Slot<Counter>,
+    rejections: [Slot<Counter>; REJECTIONS.len()],
+    transitions: [[Slot<Counter>; STATES.len()]; STATES.len()],
+    hedges: [Slot<Counter>; HEDGES.len()],
+    fallbacks: [Slot<Counter>; STOPS.len()],
     /// `rampart.dry_run.rejections`, indexed like `DRY_RUN`.
-    would_reject: [Counter; DRY_RUN.len()],
+    would_reject: [Slot<Counter>; DRY_RUN.len()],
     /// `rampart.stream.ended`, indexed like `ENDS`.
-    stream_ended: [Counter; ENDS.len()],
-    stream_items: Counter,
+    stream_ended: [Slot<Counter>; ENDS.len()],
+    stream_items: Slot<Counter>,
 }
 
-/// A policy built before (or without) a name: handles that record nothing.
-impl Default for Handles {
-    fn default() -> Self {
-        Handles {
-            levels: Levels::default(),
-            calls: std::array::from_fn(|_| Counter::noop()),
-            call_duration: std::array::from_fn(|_| Histogram::noop()),
-            attempts: std::array::from_fn(|_| Counter::noop()),
-            attempt_duration: std::array::from_fn(|_| Histogram::noop()),
-            timeouts: std::array::from_fn(|_| Counter::noop()),
-            retries: Counter::noop(),
-            rejections: std::array::from_fn(|_| Counter::noop()),
-            transitions: std::array::from_fn(|_| std::array::from_fn(|_| Counter::noop())),
-            hedges: std::array::from_fn(|_| Counter::noop()),
-            fallbacks: std::array::from_fn(|_| Counter::noop()),
-            would_reject: std::array::from_fn(|_| Counter::noop()),
-            stream_ended: std::array::from_fn(|_| Counter::noop()),
-            stream_items: Counter::noop(),
-        }
-    }
-}
+/// The handles of one policy, shared by its clones; none for a policy built before (or
+/// without) a name, which records nothing.
+#[derive(Clone, Default)]
+pub(super) struct Handles(Option<Arc<Series>>);
 
 impl Handles {
-    /// Registers every handle of policy `policy`, which has `parts`, with the current
-    /// recorder.
-    pub(super) fn new(policy: &str, parts: Parts) -> Self {
-        describe();
-        let policy = policy.to_owned();
-        let p = || policy.clone();
+    /// The handles of policy `policy`, labelled by `labels`, which has `parts`. Nothing is
+    /// registered yet.
+    pub(super) fn new(policy: &str, labels: &MetricLabels, parts: Parts) -> Self {
+        let policy = labels.policy.as_deref().unwrap_or(policy);
+        let attributes = labels
+            .attributes
+            .iter()
+            .map(|(key, value)| Label::new(*key, String::from(&**value)));
+        let labels_of = std::iter::once(Label::new("policy", policy.to_owned()))
+            .chain(attributes)
+            .collect();
+        let state_gauges = labels.state_gauges;
         let levels = Levels {
-            breaker: parts.breaker.then(|| {
-                let gauges = STATES.map(
-                    |k| metrics::gauge!("rampart.breaker.state", "policy" => p(), "state" => k.as_str()),
-                );
-                (gauges, Arc::new(AtomicU8::new(UNSET)))
-            }),
-            budget: parts
-                .budget
-                .then(|| metrics::gauge!("rampart.budget.tokens", "policy" => p())),
-            in_flight: parts
-                .load
-                .in_flight
-                .map(|_| metrics::gauge!("rampart.limiter.in_flight", "policy" => p())),
-            queued: parts
-                .load
-                .queued
-                .map(|_| metrics::gauge!("rampart.limiter.queued", "policy" => p())),
+            breaker: (parts.breaker && state_gauges).then(|| (slots(), AtomicU8::new(UNSET))),
+            budget: (parts.budget && state_gauges).then(OnceLock::new),
+            in_flight: parts.load.in_flight.map(|_| OnceLock::new()),
+            queued: parts.load.queued.map(|_| OnceLock::new()),
         };
-        Handles {
+        Handles(Some(Arc::new(Series {
+            labels: labels_of,
+            described: Once::new(),
             levels,
-            calls: STOPS.map(|s| metrics::counter!("rampart.calls", "policy" => p(), "stop_reason" => s.as_str())),
-            call_duration: STOPS.map(|s| {
-                metrics::histogram!("rampart.call.duration", "policy" => p(), "stop_reason" => s.as_str())
-            }),
-            attempts: OUTCOMES
-                .map(|o| metrics::counter!("rampart.attempts", "policy" => p(), "outcome" => o.as_str())),
-            attempt_duration: OUTCOMES.map(|o| {
-                metrics::histogram!("rampart.attempt.duration", "policy" => p(), "outcome" => o.as_str())
-            }),
-            timeouts: TIMEOUTS
-                .map(|o| metrics::counter!("rampart.timeouts", "policy" => p(), "outcome" => o)),
-            retries: metrics::counter!("rampart.retries", "policy" => p()),
-            rejections: REJECTIONS
-                .map(|r| metrics::counter!("rampart.rejections", "policy" => p(), "reason" => r)),
-            transitions: STATES.map(|from| {
-                STATES.map(|to| {
-                    metrics::counter!(
-                        "rampart.breaker.transitions",
-                        "policy" => p(),
-                        "from" => from.as_str(),
-                        "to" => to.as_str()
-                    )
-                })
-            }),
-            hedges: HEDGES.map(|e| metrics::counter!("rampart.hedges", "policy" => p(), "event" => e)),
-            would_reject: DRY_RUN.map(|r| {
-                metrics::counter!("rampart.dry_run.rejections", "policy" => p(), "reason" => r)
-            }),
-            fallbacks: STOPS.map(|s| {
-                metrics::counter!("rampart.fallbacks", "policy" => p(), "stop_reason" => s.as_str())
-            }),
-            stream_ended: ENDS.map(|e| {
-                metrics::counter!("rampart.stream.ended", "policy" => p(), "reason" => e.as_str())
-            }),
-            stream_items: metrics::counter!("rampart.stream.items", "policy" => p()),
-        }
+            calls: slots(),
+            call_duration: slots(),
+            attempts: slots(),
+            attempt_duration: slots(),
+            timeouts: slots(),
+            retries: OnceLock::new(),
+            rejections: slots(),
+            transitions: std::array::from_fn(|_| slots()),
+            hedges: slots(),
+            fallbacks: slots(),
+            would_reject: slots(),
+            stream_ended: slots(),
+            stream_items: OnceLock::new(),
+        })))
     }
 
     /// Moves the metrics `event` moves.
     #[inline]
     pub(super) fn event(&self, event: &Event<'_>) {
+        if let Some(series) = &self.0 {
+            series.event(event);
+        }
+    }
+
+    /// Sets the gauges of the parts this policy has from `gauges`.
+    #[inline]
+    pub(super) fn sample<A: crate::admit::Admit>(&self, gauges: &Gauges<'_, A>) {
+        if let Some(series) = &self.0 {
+            series.sample(gauges);
+        }
+    }
+}
+
+impl Series {
+    /// The labels of a series: the policy's, then `own`.
+    fn key_labels(&self, own: &[(&'static str, &'static str)]) -> Vec<Label> {
+        self.described.call_once(describe);
+        let mut labels = Vec::with_capacity(self.labels.len() + own.len());
+        labels.extend(self.labels.iter().cloned());
+        labels.extend(own.iter().map(|&(key, value)| Label::new(key, value)));
+        labels
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register_counter(
+        &self,
+        name: &'static str,
+        own: &[(&'static str, &'static str)],
+    ) -> Counter {
+        metrics::counter!(name, self.key_labels(own))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register_histogram(
+        &self,
+        name: &'static str,
+        own: &[(&'static str, &'static str)],
+    ) -> Histogram {
+        metrics::histogram!(name, self.key_labels(own))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register_gauge(&self, name: &'static str, own: &[(&'static str, &'static str)]) -> Gauge {
+        metrics::gauge!(name, self.key_labels(own))
+    }
+
+    /// Adds 1 to the counter `name` with labels `own` (registered now if this is its first
+    /// use), kept in `slot`.
+    #[inline]
+    fn count(
+        &self,
+        slot: &Slot<Counter>,
+        name: &'static str,
+        own: &[(&'static str, &'static str)],
+    ) {
+        slot.get_or_init(|| self.register_counter(name, own))
+            .increment(1);
+    }
+
+    #[inline]
+    fn record(
+        &self,
+        slot: &Slot<Histogram>,
+        name: &'static str,
+        own: &[(&'static str, &'static str)],
+        elapsed: Duration,
+    ) {
+        slot.get_or_init(|| self.register_histogram(name, own))
+            .record(seconds(elapsed));
+    }
+
+    #[inline]
+    fn set(
+        &self,
+        slot: &Slot<Gauge>,
+        name: &'static str,
+        own: &[(&'static str, &'static str)],
+        value: f64,
+    ) {
+        slot.get_or_init(|| self.register_gauge(name, own))
+            .set(value);
+    }
+
+    #[inline]
+    fn event(&self, event: &Event<'_>) {
         match *event {
             Event::AttemptEnded {
                 outcome, elapsed, ..
             } => {
                 let i = outcome as usize;
-                self.attempts[i].increment(1);
-                self.attempt_duration[i].record(seconds(elapsed));
+                let own = [("outcome", outcome.as_str())];
+                self.count(&self.attempts[i], "rampart.attempts", &own);
+                self.record(
+                    &self.attempt_duration[i],
+                    "rampart.attempt.duration",
+                    &own,
+                    elapsed,
+                );
                 if outcome == AttemptOutcome::TimedOut {
-                    self.timeouts[TIMED_OUT].increment(1);
+                    self.timeout(TIMED_OUT);
                 }
             }
-            Event::Retrying { .. } => self.retries.increment(1),
-            Event::TimeoutIgnored { .. } => self.timeouts[IGNORED].increment(1),
-            Event::OrphanedWork { .. } => self.timeouts[ORPHANED].increment(1),
+            Event::Retrying { .. } => self.count(&self.retries, "rampart.retries", &[]),
+            Event::TimeoutIgnored { .. } => self.timeout(IGNORED),
+            Event::OrphanedWork { .. } => self.timeout(ORPHANED),
             Event::AttemptAbandoned { .. } | Event::Reconfigured { .. } => {}
             Event::AttemptRefused { by, .. } => {
                 let reason = match by {
                     crate::limit::rate::BY => RATE,
                     _ => OVERLOADED,
                 };
-                self.rejections[reason].increment(1);
+                self.rejection(reason);
             }
             Event::WouldReject { by, .. } => {
                 let reason = match by {
@@ -293,24 +357,46 @@ impl Handles {
                     crate::limit::rate::BY => DRY_RATE,
                     _ => DRY_OVERLOADED,
                 };
-                self.would_reject[reason].increment(1);
+                self.count(
+                    &self.would_reject[reason],
+                    "rampart.dry_run.rejections",
+                    &[("reason", DRY_RUN[reason])],
+                );
             }
-            Event::BreakerTransition { from, to, .. } => {
-                self.transitions[from as usize][to as usize].increment(1);
-            }
-            Event::HedgeStarted { .. } => self.hedges[STARTED].increment(1),
-            Event::HedgeWon { .. } => self.hedges[WON].increment(1),
-            Event::HedgeDiscarded { .. } => self.hedges[DISCARDED].increment(1),
-            Event::HedgeSuppressed { .. } => self.hedges[SUPPRESSED].increment(1),
-            Event::FallbackUsed { stop, .. } => self.fallbacks[stop as usize].increment(1),
+            Event::BreakerTransition { from, to, .. } => self.count(
+                &self.transitions[from as usize][to as usize],
+                "rampart.breaker.transitions",
+                &[("from", from.as_str()), ("to", to.as_str())],
+            ),
+            Event::HedgeStarted { .. } => self.hedge(STARTED),
+            Event::HedgeWon { .. } => self.hedge(WON),
+            Event::HedgeDiscarded { .. } => self.hedge(DISCARDED),
+            Event::HedgeSuppressed { .. } => self.hedge(SUPPRESSED),
+            Event::FallbackUsed { stop, .. } => self.count(
+                &self.fallbacks[stop as usize],
+                "rampart.fallbacks",
+                &[("stop_reason", stop.as_str())],
+            ),
             Event::StreamEnded { end, items, .. } => {
-                self.stream_ended[end as usize].increment(1);
-                self.stream_items.increment(items);
+                self.count(
+                    &self.stream_ended[end as usize],
+                    "rampart.stream.ended",
+                    &[("reason", end.as_str())],
+                );
+                self.stream_items
+                    .get_or_init(|| self.register_counter("rampart.stream.items", &[]))
+                    .increment(items);
             }
             Event::CallEnded { stop, elapsed, .. } => {
                 let i = stop as usize;
-                self.calls[i].increment(1);
-                self.call_duration[i].record(seconds(elapsed));
+                let own = [("stop_reason", stop.as_str())];
+                self.count(&self.calls[i], "rampart.calls", &own);
+                self.record(
+                    &self.call_duration[i],
+                    "rampart.call.duration",
+                    &own,
+                    elapsed,
+                );
                 let rejected = match stop {
                     StopReason::DependencyUnavailable => Some(BREAKER),
                     StopReason::BudgetExhausted => Some(BUDGET),
@@ -318,41 +404,59 @@ impl Handles {
                     _ => None,
                 };
                 if let Some(reason) = rejected {
-                    self.rejections[reason].increment(1);
+                    self.rejection(reason);
                 }
             }
         }
     }
-}
 
-impl Handles {
-    /// Sets the gauges of the parts this policy has from `gauges`.
+    fn timeout(&self, i: usize) {
+        self.count(
+            &self.timeouts[i],
+            "rampart.timeouts",
+            &[("outcome", TIMEOUTS[i])],
+        );
+    }
+
+    fn rejection(&self, i: usize) {
+        self.count(
+            &self.rejections[i],
+            "rampart.rejections",
+            &[("reason", REJECTIONS[i])],
+        );
+    }
+
+    fn hedge(&self, i: usize) {
+        self.count(&self.hedges[i], "rampart.hedges", &[("event", HEDGES[i])]);
+    }
+
     #[inline]
-    pub(super) fn sample<A: crate::admit::Admit>(&self, gauges: &Gauges<'_, A>) {
+    fn sample<A: crate::admit::Admit>(&self, gauges: &Gauges<'_, A>) {
         let levels = &self.levels;
         if let (Some((states, last)), Some(breaker), Some(now)) =
             (&levels.breaker, gauges.breaker, gauges.now)
         {
-            let kind = breaker.state(now).kind() as u8;
-            let was = last.swap(kind, Relaxed);
-            if was != kind {
-                if let Some(old) = states.get(usize::from(was)) {
+            let kind = breaker.state(now).kind();
+            let was = last.swap(kind as u8, Relaxed);
+            if was != kind as u8 {
+                // The state left was set to 1 when entered, so its series exists.
+                if let Some(old) = states.get(usize::from(was)).and_then(OnceLock::get) {
                     old.set(0.0);
                 }
-                states[usize::from(kind)].set(1.0);
+                let own = [("state", kind.as_str())];
+                self.set(&states[kind as usize], "rampart.breaker.state", &own, 1.0);
             }
         }
-        if let (Some(gauge), Some(budget), Some(now)) = (&levels.budget, gauges.budget, gauges.now)
-        {
-            gauge.set(budget.balance(now));
+        if let (Some(slot), Some(budget), Some(now)) = (&levels.budget, gauges.budget, gauges.now) {
+            self.set(slot, "rampart.budget.tokens", &[], budget.balance(now));
         }
         if levels.in_flight.is_some() || levels.queued.is_some() {
             let load = gauges.admit.load();
-            if let (Some(gauge), Some(n)) = (&levels.in_flight, load.in_flight) {
-                gauge.set(n as f64);
+            if let (Some(slot), Some(n)) = (&levels.in_flight, load.in_flight) {
+                self.set(slot, "rampart.limiter.in_flight", &[], n as f64);
             }
-            if let (Some(gauge), Some(n)) = (&levels.queued, load.queued) {
-                gauge.set(n as f64);
+            if let (Some(slot), Some(n)) = (&levels.queued, load.queued) {
+                self.set(slot, "rampart.limiter.queued", &[], n as f64);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The `metrics` feature is off: nothing to register, nothing to record.
 
-use super::{Gauges, Parts};
+use super::{Gauges, MetricLabels, Parts};
 use crate::event::Event;
 
 /// Without `metrics`, events are built only for listeners and `tracing`.
@@ -11,7 +11,7 @@ pub(super) struct Handles;
 
 impl Handles {
     #[inline(always)]
-    pub(super) fn new(_policy: &str, _parts: Parts) -> Self {
+    pub(super) fn new(_policy: &str, _labels: &MetricLabels, _parts: Parts) -> Self {
         Handles
     }
 

@@ -11,7 +11,7 @@ use std::task::Poll;
 use crate::event::{CallbackFailure, Event, RetryInfo, TimeoutInfo};
 use crate::timeout::{MaybeAsync, PendingAnswer};
 
-use super::{Observer, Span};
+use super::{MetricLabels, Observer, Span};
 
 pub(crate) type Listener = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
 pub(crate) type RetryHook = Arc<dyn Fn(&RetryInfo<'_>) + Send + Sync>;
@@ -27,6 +27,8 @@ pub(crate) struct Telemetry {
     pub(crate) diagnostics: Option<Diagnostics>,
     /// The `tracing` and `metrics` features' view of the events (nothing without them).
     pub(crate) observer: Observer,
+    /// How the observer labels the policy's metrics, set before it is built.
+    pub(crate) labels: MetricLabels,
 }
 
 impl Telemetry {

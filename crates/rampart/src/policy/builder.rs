@@ -348,6 +348,13 @@ impl<C, A> PolicyBuilder<C, A> {
         self
     }
 
+    /// How the policy's metrics are labelled (feature `metrics`; default: `policy` is the
+    /// policy's [name](Self::name), nothing else): see [`MetricLabels`](crate::observe::MetricLabels).
+    pub fn metric_labels(mut self, labels: crate::observe::MetricLabels) -> Self {
+        self.settings.telemetry.labels = labels;
+        self
+    }
+
     /// Validates every setting and builds the policy, or lists every problem.
     ///
     /// # Errors
@@ -402,6 +409,7 @@ impl<C, A> PolicyBuilder<C, A> {
         let mut telemetry = s.telemetry;
         telemetry.observer = crate::observe::Observer::new(
             &s.name,
+            &telemetry.labels,
             crate::observe::Parts {
                 breaker: s.breaker.is_some(),
                 budget: budget.is_some(),
