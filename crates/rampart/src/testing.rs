@@ -1,5 +1,52 @@
-//! Helpers for tests on a [`ManualClock`]: move time until something happens, and fail with a
-//! message that says what was awaited and how much virtual time went by.
+//! Testing code that runs under a policy: on tokio's paused time (no rampart code at all), or
+//! on a [`ManualClock`] with the helpers of this module, which move time until something
+//! happens and fail with a message that says what was awaited and how much virtual time went
+//! by.
+//!
+//! # Which clock
+//!
+//! **tokio's paused time first.** A policy's default clock, [`Clock::system`](crate::Clock::system), is tokio's, and
+//! honours tokio's paused time: in a test started paused (`#[tokio::test(start_paused =
+//! true)]`, with tokio's `test-util` feature in the dev-dependencies), time stands still
+//! while any task can run and jumps to the next timer when the runtime is idle. A whole
+//! service (an axum router behind rampart-http's inbound layer, handlers whose clients run
+//! under policies) is tested as it runs in production, with no test code of rampart's and no
+//! clock passed anywhere, and a 30 s backoff takes no real time. It needs a current-thread
+//! runtime, and every timer in the test to be tokio's.
+//!
+//! ```
+//! use std::time::Duration;
+//! use rampart::Policy;
+//! use rampart::backoff::Backoff;
+//!
+//! # fn main() {
+//! // `#[tokio::test(start_paused = true)]` in a test; spelt out for the doctest.
+//! let runtime = tokio::runtime::Builder::new_current_thread()
+//!     .enable_time()
+//!     .start_paused(true)
+//!     .build()
+//!     .expect("runtime");
+//! runtime.block_on(async {
+//!     let policy = Policy::builder()
+//!         .max_attempts(3)
+//!         .backoff(Backoff::constant(Duration::from_secs(30)))
+//!         .no_deadline()
+//!         .build()
+//!         .expect("valid policy");
+//!     let start = tokio::time::Instant::now();
+//!     let outcome = policy.run(async |_attempt| Err::<(), _>("unavailable")).await;
+//!     assert!(outcome.is_err());
+//!     // Two backoffs of 30 s, exactly, in no real time.
+//!     assert_eq!(start.elapsed(), Duration::from_secs(60));
+//! });
+//! # }
+//! ```
+//!
+//! **A [`ManualClock`] when the test must decide when time moves**: to look at a call in the
+//! middle of a backoff, to run on a multi-threaded runtime or with blocking execution (which
+//! paused time does not reach), or beside timers that must not move. Give the clock to each
+//! policy ([`PolicyBuilder::clock`](crate::PolicyBuilder::clock)) and to rampart-http's
+//! `InboundLayer::clock`, then move it with [`advance_until`]:
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -41,11 +88,17 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::clock::ManualClock;
+use crate::clock::{Instant, ManualClock};
 
 /// How many times a helper lets other tasks run before it gives up on a condition for this
-/// step of time.
+/// step of time, when it cannot tell that the runtime has settled.
 const SETTLE_ROUNDS: u32 = 10_000;
+
+/// How many rounds in a row the clock must see no activity, with every sleeper an advance
+/// woke polled again, for a helper to take the runtime as settled. Each round lets every other
+/// ready task run once (and other threads get the processor), so this covers a chain of
+/// wake-ups between tasks and a worker thread that is slow to pick its task up.
+const QUIET_ROUNDS: u32 = 1_000;
 
 /// A testing helper's condition was not met.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,11 +146,30 @@ async fn yield_now() {
     .await;
 }
 
-/// Lets other tasks and threads run until `condition` holds; false if it never did.
-async fn settle(condition: &mut impl FnMut() -> bool) -> bool {
+/// Lets other tasks and threads run until `condition` holds (true), or until the runtime has
+/// settled with it false (false).
+///
+/// Settled means: every sleeper the last advance woke has been polled again, and then the
+/// clock saw nothing for [`QUIET_ROUNDS`] rounds, while someone still sleeps on it (the next
+/// advance has something to wake). With nobody asleep on the clock, something may be on its
+/// way to it (a task another thread has not run yet): then it waits [`SETTLE_ROUNDS`] rounds,
+/// as it does while the clock keeps changing.
+async fn settle(clock: &ManualClock, condition: &mut impl FnMut() -> bool) -> bool {
+    let mut seen = clock.activity();
+    let mut quiet = 0;
     for _ in 0..SETTLE_ROUNDS {
         if condition() {
             return true;
+        }
+        let now = clock.activity();
+        if now == seen && now.unobserved == 0 {
+            quiet += 1;
+            if quiet >= QUIET_ROUNDS && clock.next_due().is_some() {
+                return false;
+            }
+        } else {
+            seen = now;
+            quiet = 0;
         }
         yield_now().await;
         std::thread::yield_now();
@@ -105,11 +177,32 @@ async fn settle(condition: &mut impl FnMut() -> bool) -> bool {
     condition()
 }
 
+/// How many steps of `step` from `now` reach `due`: at least one, at most `left`.
+fn steps_to(now: Instant, due: Option<Instant>, step: Duration, left: u32) -> u32 {
+    let (Some(due), false) = (due, step.is_zero()) else {
+        return 1;
+    };
+    let gap = due.saturating_duration_since(now).as_nanos();
+    let steps = gap.div_ceil(step.as_nanos());
+    u32::try_from(steps).unwrap_or(u32::MAX).clamp(1, left)
+}
+
 /// Advances `clock` by `step` at a time, letting the runtime run in between, until `condition`
 /// holds; at most `max_advances` steps.
 ///
-/// Checks the condition before the first advance too. Works on current-thread and
-/// multi-threaded runtimes.
+/// Checks the condition before the first advance too. Steps that would wake nobody cost
+/// nothing: the helper jumps over them at once, to the first step that reaches the clock's
+/// next due instant (a sleeper's deadline, or a scheduled cancellation), so a scenario of
+/// minutes of virtual time in steps of milliseconds runs in as many rounds as it has
+/// wake-ups. Time still moves in whole steps, and each skipped step counts against
+/// `max_advances`, as if it had been taken. After a step that wakes someone, the helper lets
+/// the runtime run until the condition holds or the runtime has settled (every woken task has
+/// run, and the clock sees no more activity), which costs no measurable real time.
+///
+/// Works on current-thread and multi-threaded runtimes. It takes the work it waits for to be
+/// driven by this clock: a task waiting on real I/O at the same time is not waited for (as
+/// with tokio's paused time, which also jumps to the next timer once the runtime is idle);
+/// wait for that first, with [`wait_for_pending`].
 ///
 /// # Errors
 ///
@@ -122,12 +215,15 @@ pub async fn advance_until(
     what: &str,
     max_advances: u32,
 ) -> Result<(), Stalled> {
-    if settle(&mut condition).await {
+    if settle(clock, &mut condition).await {
         return Ok(());
     }
-    for _ in 0..max_advances {
-        clock.advance(step);
-        if settle(&mut condition).await {
+    let mut advances = 0;
+    while advances < max_advances {
+        let steps = steps_to(clock.now(), clock.next_due(), step, max_advances - advances);
+        clock.advance(step.saturating_mul(steps));
+        advances += steps;
+        if settle(clock, &mut condition).await {
             return Ok(());
         }
     }

@@ -359,6 +359,21 @@ struct ManualState {
     next_id: u64,
     sleepers: Vec<Sleeper>,
     cancels: Vec<(u64, Instant, CancellationToken)>,
+    /// Bumped by everything that touches the clock's sleepers and cancellations, so that
+    /// `testing` can tell a runtime that has settled from one still at work.
+    activity: u64,
+    /// Sleepers an advance woke whose future has not been polled (or dropped) since.
+    unobserved: usize,
+}
+
+/// What [`ManualClock::activity`] reports: how a test helper tells a settled runtime from one
+/// still reacting to an advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Activity {
+    /// Changes whenever a sleeper or a scheduled cancellation is added, polled or removed.
+    pub(crate) generation: u64,
+    /// Sleepers woken by an advance whose task has not looked at them yet.
+    pub(crate) unobserved: usize,
 }
 
 struct Sleeper {
@@ -377,6 +392,8 @@ impl ManualClock {
                     next_id: 0,
                     sleepers: Vec::new(),
                     cancels: Vec::new(),
+                    activity: 0,
+                    unobserved: 0,
                 }),
             }),
         }
@@ -403,6 +420,7 @@ impl ManualClock {
         let (due, cancels) = {
             let mut state = self.lock();
             state.now = saturating_add(state.now, by);
+            state.activity += 1;
             let now = state.now;
             let mut due = Vec::new();
             state.sleepers.retain(|sleeper| {
@@ -422,6 +440,7 @@ impl ManualClock {
                     true
                 }
             });
+            state.unobserved += due.len();
             (due, cancels)
         };
         cancels.iter().for_each(CancellationToken::cancel);
@@ -439,6 +458,23 @@ impl ManualClock {
     /// The earliest deadline anyone is sleeping until, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.lock().sleepers.iter().map(|s| s.deadline).min()
+    }
+
+    /// The earliest instant at which an advance wakes a sleeper or fires a scheduled
+    /// cancellation, if any: where `testing::advance_until` can jump to.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        let state = self.lock();
+        let sleeping = state.sleepers.iter().map(|s| s.deadline);
+        sleeping.chain(state.cancels.iter().map(|c| c.1)).min()
+    }
+
+    /// A reading of the clock's activity, for `testing`'s helpers.
+    pub(crate) fn activity(&self) -> Activity {
+        let state = self.lock();
+        Activity {
+            generation: state.activity,
+            unobserved: state.unobserved,
+        }
     }
 
     fn sleep_until(&self, deadline: Instant) -> ManualSleep {
@@ -465,13 +501,16 @@ impl ManualClock {
             return None;
         }
         state.next_id += 1;
+        state.activity += 1;
         let id = state.next_id;
         state.cancels.push((id, at, token));
         Some(id)
     }
 
     fn unschedule_cancel(&self, id: u64) {
-        self.lock().cancels.retain(|(entry, _, _)| *entry != id);
+        let mut state = self.lock();
+        state.activity += 1;
+        state.cancels.retain(|(entry, _, _)| *entry != id);
     }
 }
 
@@ -501,9 +540,10 @@ struct ManualSleep {
 impl ManualSleep {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let mut state = self.clock.lock();
+        state.activity += 1;
         if state.now >= self.deadline {
             if self.registered {
-                state.sleepers.retain(|s| s.id != self.id);
+                state.forget(self.id);
                 self.registered = false;
             }
             return Poll::Ready(());
@@ -524,7 +564,20 @@ impl ManualSleep {
 impl Drop for ManualSleep {
     fn drop(&mut self) {
         if self.registered {
-            self.clock.lock().sleepers.retain(|s| s.id != self.id);
+            let mut state = self.clock.lock();
+            state.activity += 1;
+            state.forget(self.id);
+        }
+    }
+}
+
+impl ManualState {
+    /// Removes a registered sleeper, or notes that its task has seen the advance that woke it.
+    fn forget(&mut self, id: u64) {
+        let before = self.sleepers.len();
+        self.sleepers.retain(|s| s.id != id);
+        if self.sleepers.len() == before {
+            self.unobserved = self.unobserved.saturating_sub(1);
         }
     }
 }

@@ -76,3 +76,44 @@ fn blocking_wait_returns_when_time_is_advanced_from_another_thread() {
     manual.advance(Duration::from_secs(30));
     assert!(!waiter.join().expect("waiter thread"));
 }
+
+#[test]
+fn next_due_is_the_earliest_sleeper_or_scheduled_cancellation() {
+    let manual = ManualClock::new();
+    let clock = Clock::from(manual.clone());
+    assert_eq!(manual.next_due(), None);
+    let start = clock.now();
+    let mut sleep = Box::pin(clock.sleep_until(start + Duration::from_secs(5)));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(manual.next_due(), Some(start + Duration::from_secs(5)));
+    let guard = clock.cancel_at(start + Duration::from_secs(2), CancellationToken::new());
+    assert_eq!(manual.next_due(), Some(start + Duration::from_secs(2)));
+    assert_eq!(manual.next_deadline(), Some(start + Duration::from_secs(5)));
+    drop(guard);
+    assert_eq!(manual.next_due(), Some(start + Duration::from_secs(5)));
+}
+
+#[test]
+fn a_woken_sleeper_counts_as_unobserved_until_its_future_is_polled_or_dropped() {
+    let manual = ManualClock::new();
+    let clock = Clock::from(manual.clone());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut polled = Box::pin(clock.sleep_until(clock.now() + Duration::from_secs(1)));
+    let dropped = {
+        let mut sleep = Box::pin(clock.sleep_until(clock.now() + Duration::from_secs(1)));
+        assert!(sleep.as_mut().poll(&mut cx).is_pending());
+        sleep
+    };
+    assert!(polled.as_mut().poll(&mut cx).is_pending());
+    let before = manual.activity();
+    assert_eq!(before.unobserved, 0);
+    manual.advance(Duration::from_secs(1));
+    assert_eq!(manual.activity().unobserved, 2);
+    assert!(polled.as_mut().poll(&mut cx).is_ready());
+    assert_eq!(manual.activity().unobserved, 1);
+    drop(dropped);
+    let after = manual.activity();
+    assert_eq!(after.unobserved, 0);
+    assert_ne!(after.generation, before.generation);
+}
