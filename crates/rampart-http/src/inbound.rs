@@ -38,6 +38,7 @@
 //! | [`admit`](InboundLayer::admit) | none | an [`Admit`] component asked before the handler runs; a refusal is a 503 with `Retry-After` |
 //! | [`enforce`](InboundLayer::enforce) | off | drop the handler's future at the deadline and answer 504 |
 //! | [`dry_run`](InboundLayer::dry_run) | off | `reject_expired` and `admit` report what they would refuse and serve it anyway |
+//! | [`clock`](InboundLayer::clock) | [`Clock::system`] | where the received deadline is measured from and `enforce` waits |
 //! | header names | `x-deadline-ms`, `x-criticality`, `x-rampart-retry` | see [`crate::header::Names`] |
 //!
 //! Why `reject_expired` is off by default: an expired request may still be answerable (from a
@@ -60,6 +61,49 @@
 //! [`Problem::into_connect_stream_response`]). The form is read from the request only when the
 //! layer answers it (or, with `enforce`, before the handler takes the request).
 //!
+//! # Testing
+//!
+//! The layer waits on tokio's clock by default, so tokio's paused time (`#[tokio::test(start_paused
+//! = true)]`, tokio's `test-util` feature) tests a whole router, layer, handlers and the
+//! policies inside them, with no test code of rampart's: time stands still while anything
+//! can run and jumps to the next timer when nothing can.
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{Router, body::Body, routing::get};
+//! use rampart_http::InboundLayer;
+//! use tower::ServiceExt;
+//!
+//! # fn main() {
+//! // `#[tokio::test(start_paused = true)]` in a test; spelt out for the doctest.
+//! let runtime = tokio::runtime::Builder::new_current_thread()
+//!     .enable_time()
+//!     .start_paused(true)
+//!     .build()
+//!     .expect("runtime");
+//! runtime.block_on(async {
+//!     let app = Router::new()
+//!         .route("/", get(|| async {
+//!             tokio::time::sleep(Duration::from_secs(60)).await;
+//!             "too late"
+//!         }))
+//!         .layer(InboundLayer::new().enforce(true));
+//!     let request = http::Request::get("/")
+//!         .header("x-deadline-ms", "250")
+//!         .body(Body::empty())
+//!         .expect("valid request");
+//!     let start = tokio::time::Instant::now();
+//!     let response = app.oneshot(request).await.expect("infallible");
+//!     assert_eq!(response.status(), http::StatusCode::GATEWAY_TIMEOUT);
+//!     assert_eq!(start.elapsed(), Duration::from_millis(250)); // exactly, in no real time
+//! });
+//! # }
+//! ```
+//!
+//! A test on a [`ManualClock`](rampart::ManualClock) gives the layer the clock its policies
+//! run on ([`clock`](InboundLayer::clock)), and moves it with
+//! [`rampart::testing::advance_until`].
+//!
 //! # Cancellation
 //!
 //! With `enforce` on, the handler's future is dropped at the deadline: code after its next
@@ -80,9 +124,8 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use rampart::admit::{Admit, AdmitContext, Feedback, Refusal, Unlimited};
-use rampart::clock::Instant;
+use rampart::clock::{Clock, Instant, Sleep};
 use rampart::{Ambient, AttemptOutcome, Criticality, Deadline, Verdict};
-use tokio::time::Sleep;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -112,6 +155,7 @@ struct Config<A> {
     dry_run: bool,
     admit: A,
     listeners: Listeners,
+    clock: Clock,
 }
 
 impl InboundLayer {
@@ -129,6 +173,7 @@ impl InboundLayer {
                 dry_run: false,
                 admit: Unlimited,
                 listeners: Listeners::new(crate::observe::Side::Inbound),
+                clock: Clock::system(),
             },
         }
     }
@@ -221,6 +266,7 @@ impl<A> InboundLayer<A> {
                 dry_run: c.dry_run,
                 admit,
                 listeners: c.listeners,
+                clock: c.clock,
             },
         }
     }
@@ -233,6 +279,30 @@ impl<A> InboundLayer<A> {
     /// [`enforce`](Self::enforce) is not affected.
     pub fn dry_run(mut self, on: bool) -> Self {
         self.config.dry_run = on;
+        self
+    }
+
+    /// The clock the layer reads and waits on (default [`Clock::system`], tokio's, which
+    /// honours tokio's paused time): the received deadline is measured from this clock's
+    /// now, `enforce` and a queued admission wait on it, and an admission component is told
+    /// how long the handler took by it.
+    ///
+    /// Give it the [`ManualClock`](rampart::ManualClock) the service's policies run on, and a
+    /// test drives a whole router on that clock: the deadline the handler's policies see and
+    /// the one the layer enforces are on the same time line, and move only when the test
+    /// advances it.
+    ///
+    /// ```
+    /// use rampart::{ManualClock, Policy};
+    /// use rampart_http::InboundLayer;
+    ///
+    /// let clock = ManualClock::new();
+    /// let policy = Policy::builder().clock(clock.clone()).build().expect("valid");
+    /// let layer = InboundLayer::new().enforce(true).clock(policy.clock().clone());
+    /// # drop(layer);
+    /// ```
+    pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
+        self.config.clock = clock.into();
         self
     }
 
@@ -254,6 +324,7 @@ impl<A> fmt::Debug for InboundLayer<A> {
             .field("reject_expired", &c.reject_expired)
             .field("enforce", &c.enforce)
             .field("dry_run", &c.dry_run)
+            .field("clock", &c.clock)
             .finish_non_exhaustive()
     }
 }
@@ -307,7 +378,7 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let config = &*self.config;
-        let now = Instant::now();
+        let now = config.clock.now();
         let mut received = Received::read(request.headers(), &config.names, config.maximum);
         received.deadline = received.deadline.or(config.default_deadline);
         if config.reject_expired
@@ -321,7 +392,7 @@ where
                 });
             } else {
                 let wire = Wire::of(request.headers());
-                return ResponseFuture::answered(expired(config, left), wire);
+                return ResponseFuture::answered(expired(config, left), wire, now);
             }
         }
         let budget = received
@@ -346,7 +417,7 @@ where
         let timer = |on: bool| {
             deadline
                 .filter(|_| on)
-                .map(|d| tokio::time::sleep_until(d.instant()))
+                .map(|d| config.clock.sleep_until(d.instant()))
         };
         let mut held = None;
         if !A::ALWAYS_ADMITS {
@@ -365,7 +436,7 @@ where
                 Poll::Ready(Err(refusal)) if config.dry_run => would_shed(config, level, refusal),
                 Poll::Ready(Err(refusal)) => {
                     let wire = Wire::of(request.headers());
-                    return ResponseFuture::answered(shed(config, level, refusal), wire);
+                    return ResponseFuture::answered(shed(config, level, refusal), wire, now);
                 }
                 Poll::Pending => {
                     // Queued: wait without holding this service, boxed because the wait
@@ -516,7 +587,12 @@ impl<A: Admit> Held<A> {
 
     fn release(&mut self, outcome: AttemptOutcome) {
         if let Some(permit) = self.permit.take() {
-            let feedback = Feedback::new(outcome, self.since.elapsed());
+            let took = self
+                .config
+                .clock
+                .now()
+                .saturating_duration_since(self.since);
+            let feedback = Feedback::new(outcome, took);
             self.config.admit.release(permit, feedback);
         }
     }
@@ -565,7 +641,7 @@ where
     S: Service<Request<B>>,
     A: Admit,
 {
-    fn answered(problem: Problem, wire: Wire) -> Self {
+    fn answered(problem: Problem, wire: Wire, since: Instant) -> Self {
         ResponseFuture {
             state: State::Answered {
                 problem: Some((problem, wire)),
@@ -575,7 +651,7 @@ where
             enforce: None,
             held: None,
             config: None,
-            since: Instant::now(),
+            since,
         }
     }
 }
