@@ -75,7 +75,7 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`] (through `axum-core` only) |
+//! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`], and the `extract` module's extractors for the request's deadline and criticality (through `axum-core` only) |
 //! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
 //! | `tonic` | off | `OutboundLayer::grpc`: a tonic channel under the outbound layer in one line, rampart's decisions as `tonic::Status` (tonic without default features: no transport, no TLS) |
 //!
@@ -93,6 +93,7 @@
 //! | [`error`] | the client error |
 //! | [`report`] | the report of a call, in the extensions of its response |
 //! | [`event`] | what the layers decided on their own |
+//! | `extract` | axum extractors for the request's deadline and criticality (feature `axum`) |
 //! | `reqwest` | the reqwest client (feature `reqwest`) |
 //! | `grpc` | the tonic channel and `tonic::Status` (feature `tonic`) |
 
@@ -100,6 +101,8 @@ pub mod body;
 pub mod classify;
 pub mod error;
 pub mod event;
+#[cfg(feature = "axum")]
+pub mod extract;
 #[cfg(feature = "tonic")]
 pub mod grpc;
 pub mod header;
