@@ -17,10 +17,21 @@
 //!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
-//! let channel = layer.grpc("inventory:50051", channel); // the one line
+//! let channel = layer
+//!     .grpc("http://inventory:50051", channel) // the one line
+//!     .repeatable("/inventory.Stock/Get"); // a method safe to send again: retried
 //! let client = tonic::client::Grpc::new(channel);
 //! # drop(client); Ok(()) }
 //! ```
+//!
+//! The origin is the channel's endpoint, with or without its scheme (`http://inventory:50051`
+//! or `inventory:50051`); it names the host entry. gRPC calls are `POST`s, so a call is sent
+//! once unless it may be sent again: name such methods (idempotent reads, writes with a
+//! request id the server deduplicates) once on the channel with
+//! [`repeatable`](GrpcChannel::repeatable), or mark a single request with the [`Repeatable`]
+//! extension. The example `grpc_unary` (`cargo run -p rampart-http --features tonic --example
+//! grpc_unary`) makes a unary call this way without protoc or generated code: tonic's `Grpc`
+//! client, a path and a codec.
 //!
 //! What the channel adds to the [outbound layer](crate::outbound)'s behaviour:
 //!
@@ -45,9 +56,11 @@
 //! | the transport's own error | what tonic makes of it (`Status::from_error`) | |
 //! | a retryable status ended the call ([`ClientError::Status`], with [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) on) | `DeadlineExceeded` when the deadline ran out on it, else `Unavailable` | |
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -68,31 +81,119 @@ use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture};
 
 impl<A> OutboundLayer<A> {
     /// A tonic channel (or any service over `tonic::body::Body`) under this layer, every
-    /// request keyed by `origin` in the host table (by convention `host:port`, as the keys
-    /// the layer makes from URIs are), its errors as `tonic::Status`. See [`crate::grpc`].
+    /// request keyed by `origin` in the host table, its errors as `tonic::Status`. See
+    /// [`crate::grpc`].
+    ///
+    /// `origin` is the channel's endpoint, with or without a scheme: `http://inventory:50051`
+    /// and `inventory:50051` name the same host entry, `inventory:50051`, as the keys the
+    /// layer makes from URIs do; without a port, a scheme gives its own (80 for `http`, 443
+    /// for `https`).
     pub fn grpc<S>(&self, origin: &str, channel: S) -> GrpcChannel<S, A> {
         let limit = self.engine().edge.replay_limit;
         GrpcChannel {
             inner: self.layer_for(
-                origin,
+                &origin_key(origin),
                 ReadAhead {
                     inner: channel,
                     limit,
                 },
             ),
+            repeatable: Arc::from([]),
         }
     }
+}
+
+/// The host key of a channel's origin: `host:port` as given, or the authority of a URI with a
+/// scheme, its port explicit.
+fn origin_key(origin: &str) -> Cow<'_, str> {
+    let Ok(uri) = origin.parse::<http::Uri>() else {
+        return Cow::Borrowed(origin);
+    };
+    let (Some(scheme), Some(authority)) = (uri.scheme(), uri.authority()) else {
+        return Cow::Borrowed(origin);
+    };
+    let default = if *scheme == http::uri::Scheme::HTTPS {
+        443
+    } else {
+        80
+    };
+    let port = authority.port_u16().unwrap_or(default);
+    Cow::Owned(format!("{}:{port}", authority.host()))
 }
 
 /// A tonic channel under an [`OutboundLayer`]: made by [`OutboundLayer::grpc`].
 pub struct GrpcChannel<S, A = Unlimited> {
     inner: Outbound<ReadAhead<S>, A>,
+    /// The methods sent as [`Repeatable`], as [`GrpcChannel::repeatable`] was given them.
+    repeatable: Arc<[Method]>,
+}
+
+/// A method named to [`GrpcChannel::repeatable`]: a path, or every path under a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Method {
+    /// `/pkg.Service/Method`.
+    Exact(Box<str>),
+    /// `/pkg.Service/`, from `/pkg.Service/*`.
+    Service(Box<str>),
+}
+
+impl Method {
+    fn parse(method: &str) -> Method {
+        let path = if method.starts_with('/') {
+            method.to_owned()
+        } else {
+            format!("/{method}")
+        };
+        match path.strip_suffix('*') {
+            Some(service) if service.ends_with('/') => Method::Service(service.into()),
+            _ => Method::Exact(path.into()),
+        }
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        match self {
+            Method::Exact(method) => path == &**method,
+            Method::Service(service) => path.starts_with(&**service),
+        }
+    }
+}
+
+impl<S, A> GrpcChannel<S, A> {
+    /// Sends every call of `method` as [`Repeatable`]: retried, hedged and read ahead to its
+    /// trailers as a `GET` would be, with no extension on each request. For methods that may
+    /// run twice without harm: reads, and writes with a request id the server deduplicates.
+    ///
+    /// `method` is the gRPC path, `/package.Service/Method` (the leading `/` may be left
+    /// out), or `/package.Service/*` for every method of a service. Only unary and
+    /// client-streaming methods: a server-streaming response is read ahead too (see the
+    /// [module docs](crate::grpc)).
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    /// use tonic::transport::Endpoint;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let layer = OutboundLayer::new();
+    /// let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
+    /// let channel = layer
+    ///     .grpc("http://inventory:50051", channel)
+    ///     .repeatable("/inventory.Stock/Get")
+    ///     .repeatable("/inventory.Catalog/*");
+    /// # drop(channel); }
+    /// ```
+    pub fn repeatable(mut self, method: &str) -> Self {
+        let mut methods = self.repeatable.to_vec();
+        methods.push(Method::parse(method));
+        self.repeatable = Arc::from(methods);
+        self
+    }
 }
 
 impl<S: Clone, A> Clone for GrpcChannel<S, A> {
     fn clone(&self) -> Self {
         GrpcChannel {
             inner: self.inner.clone(),
+            repeatable: Arc::clone(&self.repeatable),
         }
     }
 }
@@ -101,6 +202,7 @@ impl<S: fmt::Debug, A> fmt::Debug for GrpcChannel<S, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrpcChannel")
             .field("inner", &self.inner)
+            .field("repeatable", &self.repeatable)
             .finish()
     }
 }
@@ -124,7 +226,11 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<B>) -> GrpcFuture {
+    fn call(&mut self, mut request: Request<B>) -> GrpcFuture {
+        let path = request.uri().path();
+        if self.repeatable.iter().any(|method| method.matches(path)) {
+            request.extensions_mut().insert(Repeatable);
+        }
         GrpcFuture {
             inner: self.inner.call(request),
         }
@@ -331,6 +437,29 @@ mod tests {
             refused: 0,
             last: None,
         }
+    }
+
+    #[test]
+    fn an_origin_with_a_scheme_is_keyed_by_its_authority_with_an_explicit_port() {
+        assert_eq!(origin_key("inventory:50051"), "inventory:50051");
+        assert_eq!(origin_key("http://inventory:50051"), "inventory:50051");
+        assert_eq!(origin_key("http://inventory:50051/"), "inventory:50051");
+        assert_eq!(origin_key("https://inventory"), "inventory:443");
+        assert_eq!(origin_key("http://inventory"), "inventory:80");
+        assert_eq!(origin_key("http://[::1]:9"), "[::1]:9");
+        assert_eq!(origin_key("127.0.0.1:50051"), "127.0.0.1:50051");
+    }
+
+    #[test]
+    fn a_repeatable_method_matches_its_path_and_a_service_wildcard_every_method_of_it() {
+        let get = Method::parse("/inventory.Stock/Get");
+        assert!(get.matches("/inventory.Stock/Get"));
+        assert!(!get.matches("/inventory.Stock/GetAll"));
+        assert_eq!(Method::parse("inventory.Stock/Get"), get);
+        let all = Method::parse("/inventory.Stock/*");
+        assert!(all.matches("/inventory.Stock/Get"));
+        assert!(all.matches("/inventory.Stock/Put"));
+        assert!(!all.matches("/inventory.StockLevels/Get"));
     }
 
     #[test]

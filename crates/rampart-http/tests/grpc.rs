@@ -295,6 +295,49 @@ async fn each_channel_is_its_own_host_entry() {
     assert_eq!(layer.hosts(), 2);
 }
 
+#[tokio::test]
+async fn an_origin_with_a_scheme_names_the_same_host_entry_as_host_and_port() {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new()).await;
+    let layer = layer();
+    let with_scheme = layer.grpc(&format!("http://{addr}"), channel(addr).await);
+    let without = layer.grpc(&addr.to_string(), channel(addr).await);
+    for client in [&with_scheme, &without] {
+        call(client, "/t.T/Echo", false, None)
+            .await
+            .expect("answered");
+    }
+    assert_eq!(layer.hosts(), 1);
+    assert!(layer.breaker(&addr.to_string()).is_some());
+}
+
+#[tokio::test]
+async fn a_method_named_repeatable_on_the_channel_is_retried_without_a_request_extension() {
+    let (server, client) = connected(&layer()).await;
+    let client = client.repeatable("/t.T/Flaky");
+    let answer = call(&client, "/t.T/Flaky", false, None).await;
+    assert_eq!(answer.expect("answered"), "ok");
+    assert_eq!(server.seen("/t.T/Flaky").len(), 3);
+}
+
+#[tokio::test]
+async fn a_service_named_repeatable_retries_its_methods_and_no_other_services() {
+    let (server, client) = connected(&layer()).await;
+    let client = client
+        .repeatable("t.T/*")
+        .repeatable("/other.Service/Flaky");
+    let answer = call(&client, "/t.T/FlakyTrailers", false, None).await;
+    assert_eq!(answer.expect("answered"), "ok");
+    assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 3);
+    let (server, client) = connected(&layer()).await;
+    let client = client.repeatable("/t.T/Echo");
+    let status = call(&client, "/t.T/Flaky", false, None)
+        .await
+        .expect_err("not named: sent once");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.seen("/t.T/Flaky").len(), 1);
+}
+
 /// Refuses every request, asking for 250 ms.
 #[derive(Debug, Clone, Copy)]
 struct Refuse;
