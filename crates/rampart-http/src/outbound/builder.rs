@@ -31,6 +31,7 @@ pub struct OutboundBuilder<A = Unlimited> {
     replay_limit: usize,
     quota: Switch,
     fail_on_status: Switch,
+    metrics_by_host: bool,
     names: Names,
     listeners: Listeners,
 }
@@ -51,6 +52,7 @@ impl OutboundBuilder {
             replay_limit: 64 * 1024,
             quota: Switch::default(),
             fail_on_status: Switch::default(),
+            metrics_by_host: true,
             names: Names::default(),
             listeners: Listeners::new(crate::observe::Side::Outbound),
         }
@@ -58,8 +60,9 @@ impl OutboundBuilder {
 }
 
 impl<A> OutboundBuilder<A> {
-    /// The name of the layer's policies, followed by the host: `"outbound 10.0.0.7:8080"`
-    /// (default `"outbound"`).
+    /// The name of the layer's policies, followed by the host in their events, errors and
+    /// `explain`: `"outbound 10.0.0.7:8080"` (default `"outbound"`). Their metrics carry the
+    /// name alone as `policy`, the host apart (see [`metrics_by_host`](Self::metrics_by_host)).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -120,6 +123,7 @@ impl<A> OutboundBuilder<A> {
             replay_limit: self.replay_limit,
             quota: self.quota,
             fail_on_status: self.fail_on_status,
+            metrics_by_host: self.metrics_by_host,
             names: self.names,
             listeners: self.listeners,
         }
@@ -261,6 +265,34 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
+    /// Whether rampart's metrics of the layer's calls are split by host, under the attribute
+    /// `server.address` (the host key, `host:port`, as OpenTelemetry's HTTP client
+    /// conventions name it) beside `policy`, the layer's [name](Self::name) (default on).
+    ///
+    /// A host's series appear on its first request, and stay in the recorder after the table
+    /// evicts the host (let the exporter drop idle series, for Prometheus
+    /// `PrometheusBuilder::idle_timeout`): with on, a layer makes up to
+    /// [`max_hosts`](Self::max_hosts) times a host's series over its life. Off, every host's
+    /// calls count in the same series, and the gauges of each host's own breaker and budget
+    /// (`rampart.breaker.state`, `rampart.budget.tokens`) are not reported (the breakers'
+    /// transitions still are). Needs the `metrics` feature to matter.
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// // URIs from outside: one set of series for the whole layer.
+    /// let layer = OutboundLayer::builder()
+    ///     .name("webhooks")
+    ///     .metrics_by_host(false)
+    ///     .build()
+    ///     .expect("valid policy");
+    /// # drop(layer);
+    /// ```
+    pub fn metrics_by_host(mut self, on: bool) -> Self {
+        self.metrics_by_host = on;
+        self
+    }
+
     /// The deadline header written on non-gRPC requests (default `x-deadline-ms`).
     pub fn deadline_header(mut self, name: HeaderName) -> Self {
         self.names.deadline = name;
@@ -302,12 +334,15 @@ impl<A> OutboundBuilder<A> {
             hosts: self.hosts,
             quota: self.quota,
             fail_on_status: self.fail_on_status,
+            metrics_by_host: self.metrics_by_host,
         };
         let edge = Arc::new(Edge {
             names: self.names,
             replay_limit: self.replay_limit,
             listeners: self.listeners,
         });
+        // Built and dropped: no call runs under them, so they register no metric (a series
+        // is registered on its first use), and no phantom host shows in the exporter.
         factory.build("validation:0", &edge)?;
         for (key, _) in &factory.hosts {
             factory
@@ -332,6 +367,7 @@ impl<A> fmt::Debug for OutboundBuilder<A> {
             .field("max_attempts", &self.max_attempts)
             .field("max_hosts", &self.max_hosts)
             .field("replay_limit", &self.replay_limit)
+            .field("metrics_by_host", &self.metrics_by_host)
             .finish_non_exhaustive()
     }
 }

@@ -87,6 +87,7 @@
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
+//! | [`metrics_by_host`](OutboundBuilder::metrics_by_host) | on: rampart's metrics carry `policy` (the layer's name) and `server.address` (the host, `host:port`) |
 //! | [`quota`](OutboundBuilder::quota), [`host_quota`](OutboundBuilder::host_quota) | off: quota headers are not read (see [`crate::quota`] for why) |
 //! | [`fail_on_retryable_status`](OutboundBuilder::fail_on_retryable_status), [`host_fail_on_retryable_status`](OutboundBuilder::host_fail_on_retryable_status) | off: a call that ends on a retryable status returns that response, its [`CallReport`](crate::CallReport) in its extensions |
 //! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
@@ -116,6 +117,7 @@ use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::budget::RetryBudgetBuilder;
 use rampart::hedge::Hedge;
+use rampart::observe::MetricLabels;
 use rampart::{Ambient, ConfigError, Policy, PolicyBuilder};
 use tower_layer::Layer;
 
@@ -282,6 +284,8 @@ struct Factory<A> {
     quota: Switch,
     /// Which hosts answer a final retryable status as an error.
     fail_on_status: Switch,
+    /// Whether the policies' metrics carry the host as `server.address`.
+    metrics_by_host: bool,
 }
 
 /// A setting on or off for every host, then per-host exceptions.
@@ -307,6 +311,22 @@ impl Switch {
     }
 }
 
+impl<A> Factory<A> {
+    /// The labels of host `key`'s metrics: the layer's name as `policy`, and the host as
+    /// `server.address` (no host: the entry `""`, and the layer that does not split by host,
+    /// whose hosts then share their series and so report no gauge of a host's own state).
+    fn metric_labels(&self, key: &str) -> MetricLabels {
+        let labels = MetricLabels::new().policy(self.name.as_str());
+        if !self.metrics_by_host {
+            labels.state_gauges(false)
+        } else if key.is_empty() {
+            labels
+        } else {
+            labels.attribute("server.address", key)
+        }
+    }
+}
+
 impl<A: Admit + Clone> Factory<A> {
     fn build(&self, key: &str, edge: &Arc<Edge>) -> Result<Host<A>, ConfigError> {
         let breaker = self
@@ -328,6 +348,7 @@ impl<A: Admit + Clone> Factory<A> {
             }
             let mut builder = builder
                 .name(format!("{} {key}", self.name))
+                .metric_labels(self.metric_labels(key))
                 .classifier(HttpClassifier)
                 .admit(self.admit.clone())
                 .max_attempts(attempts)
