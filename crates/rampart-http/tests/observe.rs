@@ -1,6 +1,7 @@
-//! The edge's observability (issue 12): inbound requests counted by what the layer did, the
-//! single-attempt decisions of the outbound layer, and each outbound attempt in a
-//! `rampart.http.attempt` span with OpenTelemetry's HTTP attributes.
+//! The edge's observability (issues 12 and 24): inbound requests counted by what the layer
+//! did, the single-attempt decisions of the outbound layer, each outbound attempt in a
+//! `rampart.http.attempt` span with OpenTelemetry's HTTP attributes, and the series the
+//! outbound layer's policies make (`tests/observe_series.rs` has them).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -28,6 +29,17 @@ use tracing_subscriber::registry::{LookupSpan, Registry};
 /// binary, makes it ask every dispatcher.
 static SECOND: std::sync::LazyLock<tracing::Dispatch> =
     std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+
+/// A fresh debugging recorder, the thread's recorder while the guard lives: a series is
+/// registered on its first use, with the recorder current then (the runtime is
+/// current-thread, so the whole test runs on this thread).
+fn recorded() -> (Snapshotter, metrics::LocalRecorderGuard<'static>) {
+    let recorder: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
+    (
+        recorder.snapshotter(),
+        metrics::set_default_local_recorder(recorder),
+    )
+}
 
 /// The counters that moved, as `name{labels} count`, sorted.
 fn counters(snapshotter: &Snapshotter) -> Vec<String> {
@@ -79,16 +91,13 @@ fn request(deadline_ms: Option<&str>) -> Request<Full<Bytes>> {
 
 #[tokio::test(start_paused = true)]
 async fn inbound_requests_are_counted_by_what_the_layer_did_with_them() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let mut service = metrics::with_local_recorder(&recorder, || {
-        InboundLayer::new()
-            .reject_expired(true)
-            .reserve(Duration::from_millis(50))
-            .enforce(true)
-            .admit(ConcurrencyLimit::new(1))
-            .layer(handler(Duration::from_secs(1)))
-    });
+    let (snapshotter, _recorder) = recorded();
+    let mut service = InboundLayer::new()
+        .reject_expired(true)
+        .reserve(Duration::from_millis(50))
+        .enforce(true)
+        .admit(ConcurrencyLimit::new(1))
+        .layer(handler(Duration::from_secs(1)));
     // Holds the one permit for a second.
     let holding = tokio::spawn(service.call(request(Some("5000"))));
     tokio::task::yield_now().await;
@@ -224,15 +233,12 @@ async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
 
 #[tokio::test(start_paused = true)]
 async fn in_dry_run_a_request_that_would_have_expired_is_admitted_and_counted_as_such() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let service = metrics::with_local_recorder(&recorder, || {
-        InboundLayer::new()
-            .reject_expired(true)
-            .reserve(Duration::from_millis(50))
-            .dry_run(true)
-            .layer(handler(Duration::ZERO))
-    });
+    let (snapshotter, _recorder) = recorded();
+    let service = InboundLayer::new()
+        .reject_expired(true)
+        .reserve(Duration::from_millis(50))
+        .dry_run(true)
+        .layer(handler(Duration::ZERO));
     let response = service
         .oneshot(request(Some("10")))
         .await
@@ -249,18 +255,15 @@ async fn in_dry_run_a_request_that_would_have_expired_is_admitted_and_counted_as
 
 #[tokio::test(start_paused = true)]
 async fn outbound_requests_given_one_attempt_are_counted_by_why() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let (snapshotter, _recorder) = recorded();
     let ok = tower::service_fn(|_: UpstreamRequest| async {
         Ok::<_, Infallible>(Response::new(Full::<Bytes>::default()))
     });
-    let client = metrics::with_local_recorder(&recorder, || {
-        OutboundLayer::builder()
-            .replay_limit(4)
-            .build()
-            .expect("valid outbound layer")
-            .layer(ok)
-    });
+    let client = OutboundLayer::builder()
+        .replay_limit(4)
+        .build()
+        .expect("valid outbound layer")
+        .layer(ok);
     let get = |body: &'static str| {
         Request::get("http://a.test/")
             .body(Full::new(Bytes::from_static(body.as_bytes())))

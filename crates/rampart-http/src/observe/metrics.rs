@@ -1,78 +1,133 @@
-//! The `metrics` feature: the edge's counters, registered once per layer.
+//! The `metrics` feature: the edge's counters, each registered on its first use.
+//!
+//! Each counter has a slot, shared by the layer's clones, that takes the recorder's handle the
+//! first time it moves (its key is static: registering allocates nothing of rampart's); after
+//! that a count is a load of the slot and an add, with nothing allocated. A counter that never
+//! moves (a reason never seen, the other side's) has no series.
 
-use metrics::{Counter, Unit};
+use std::sync::{Arc, Once, OnceLock};
+
+use metrics::{Counter, Key, Label, Level, Metadata, Unit};
 
 use super::Side;
 use crate::event::EdgeEvent;
 
-/// The handles of one layer: those of its side are registered, the others record nothing.
+/// Every counter of the edge: its key (name and label, both static, so that registering it
+/// builds nothing) and the side that moves it.
+static COUNTERS: [(&str, &[Label], Side); 9] = [
+    (
+        "rampart.http.server.requests",
+        &[Label::from_static_parts("result", "admitted")],
+        Side::Inbound,
+    ),
+    (
+        "rampart.http.server.requests",
+        &[Label::from_static_parts("result", "expired")],
+        Side::Inbound,
+    ),
+    (
+        "rampart.http.server.requests",
+        &[Label::from_static_parts("result", "shed")],
+        Side::Inbound,
+    ),
+    ("rampart.http.server.enforced", &[], Side::Inbound),
+    (
+        "rampart.http.server.dry_run",
+        &[Label::from_static_parts("would", "expire")],
+        Side::Inbound,
+    ),
+    (
+        "rampart.http.server.dry_run",
+        &[Label::from_static_parts("would", "shed")],
+        Side::Inbound,
+    ),
+    (
+        "rampart.http.client.single_attempt",
+        &[Label::from_static_parts("reason", "inbound_retry")],
+        Side::Outbound,
+    ),
+    (
+        "rampart.http.client.single_attempt",
+        &[Label::from_static_parts("reason", "not_replayable")],
+        Side::Outbound,
+    ),
+    ("rampart.http.client.quota_refused", &[], Side::Outbound),
+];
+
+/// What the recorder is told about where the counters come from.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+const ADMITTED: usize = 0;
+const EXPIRED: usize = 1;
+const SHED: usize = 2;
+const ENFORCED: usize = 3;
+const WOULD_EXPIRE: usize = 4;
+const WOULD_SHED: usize = 5;
+const INBOUND_RETRY: usize = 6;
+const NOT_REPLAYABLE: usize = 7;
+const QUOTA_REFUSED: usize = 8;
+
+/// The counters of one layer, shared by its clones: those of its side move, the others never
+/// do (and so are never registered).
 #[derive(Clone)]
-pub(super) struct Handles {
-    admitted: Counter,
-    expired: Counter,
-    shed: Counter,
-    enforced: Counter,
-    would_expire: Counter,
-    would_shed: Counter,
-    inbound_retry: Counter,
-    not_replayable: Counter,
-    quota_refused: Counter,
+pub(super) struct Handles(Arc<Slots>);
+
+struct Slots {
+    side: Side,
+    described: Once,
+    counters: [OnceLock<Counter>; COUNTERS.len()],
 }
 
 impl Handles {
     pub(super) fn new(side: Side) -> Self {
-        describe();
-        let server = |result: &'static str| match side {
-            Side::Inbound => metrics::counter!("rampart.http.server.requests", "result" => result),
-            Side::Outbound => Counter::noop(),
-        };
-        let dry_run = |would: &'static str| match side {
-            Side::Inbound => metrics::counter!("rampart.http.server.dry_run", "would" => would),
-            Side::Outbound => Counter::noop(),
-        };
-        let client = |reason: &'static str| match side {
-            Side::Outbound => {
-                metrics::counter!("rampart.http.client.single_attempt", "reason" => reason)
-            }
-            Side::Inbound => Counter::noop(),
-        };
-        Handles {
-            admitted: server("admitted"),
-            expired: server("expired"),
-            shed: server("shed"),
-            enforced: match side {
-                Side::Inbound => metrics::counter!("rampart.http.server.enforced"),
-                Side::Outbound => Counter::noop(),
-            },
-            would_expire: dry_run("expire"),
-            would_shed: dry_run("shed"),
-            inbound_retry: client("inbound_retry"),
-            not_replayable: client("not_replayable"),
-            quota_refused: match side {
-                Side::Outbound => metrics::counter!("rampart.http.client.quota_refused"),
-                Side::Inbound => Counter::noop(),
-            },
-        }
+        Handles(Arc::new(Slots {
+            side,
+            described: Once::new(),
+            counters: std::array::from_fn(|_| OnceLock::new()),
+        }))
     }
 
     #[inline]
     pub(super) fn event(&self, event: &EdgeEvent<'_>) {
-        let counter = match event {
-            EdgeEvent::ExpiredOnArrival { .. } => &self.expired,
-            EdgeEvent::Shed { .. } => &self.shed,
-            EdgeEvent::Enforced { .. } => &self.enforced,
-            EdgeEvent::WouldExpire { .. } => &self.would_expire,
-            EdgeEvent::WouldShed { .. } => &self.would_shed,
-            EdgeEvent::RetriesSuppressed { .. } => &self.inbound_retry,
-            EdgeEvent::NotReplayable { .. } => &self.not_replayable,
-            EdgeEvent::QuotaRefused { .. } => &self.quota_refused,
+        let i = match event {
+            EdgeEvent::ExpiredOnArrival { .. } => EXPIRED,
+            EdgeEvent::Shed { .. } => SHED,
+            EdgeEvent::Enforced { .. } => ENFORCED,
+            EdgeEvent::WouldExpire { .. } => WOULD_EXPIRE,
+            EdgeEvent::WouldShed { .. } => WOULD_SHED,
+            EdgeEvent::RetriesSuppressed { .. } => INBOUND_RETRY,
+            EdgeEvent::NotReplayable { .. } => NOT_REPLAYABLE,
+            EdgeEvent::QuotaRefused { .. } => QUOTA_REFUSED,
         };
-        counter.increment(1);
+        self.count(i);
     }
 
     #[inline]
     pub(super) fn admitted(&self) {
-        self.admitted.increment(1);
+        self.count(ADMITTED);
+    }
+
+    #[inline]
+    fn count(&self, i: usize) {
+        let slots = &*self.0;
+        if COUNTERS[i].2 != slots.side {
+            return;
+        }
+        slots.counters[i]
+            .get_or_init(|| slots.register(i))
+            .increment(1);
+    }
+}
+
+impl Slots {
+    #[cold]
+    #[inline(never)]
+    fn register(&self, i: usize) -> Counter {
+        self.described.call_once(describe);
+        let (name, labels, _) = COUNTERS[i];
+        let key = Key::from_static_labels(name, labels);
+        metrics::with_recorder(|recorder| recorder.register_counter(&key, &METADATA))
     }
 }
 

@@ -12,8 +12,17 @@
 //!
 //! # Metrics
 //!
-//! Handles are registered when a layer is built (install the recorder first); a request
-//! allocates nothing for them.
+//! Each series is registered on its first use (install the recorder before the first
+//! request), so a reason that never happens has none; once it exists, a request allocates
+//! nothing for it.
+//!
+//! rampart's own metrics of the outbound layer's calls (the table in `rampart::observe`)
+//! carry `policy`, the layer's [name](crate::outbound::OutboundBuilder::name), and
+//! `server.address`, the host key (`host:port`), as series of their own per host, which a host
+//! makes on its first request. [`metrics_by_host(false)`](crate::outbound::OutboundBuilder::metrics_by_host)
+//! keeps one set of series for the whole layer instead (for a client whose hosts come from
+//! outside), without the gauges of each host's own breaker and budget. Building a layer
+//! registers nothing.
 //!
 //! | name | kind | unit | attributes | when it moves |
 //! |---|---|---|---|---|
