@@ -406,6 +406,20 @@ impl Client {
         })
     }
 
+    /// A caller's way to `target` through `policy` (a graph file's policy, built with
+    /// [`classify`]), sending `min(attempt ceiling, time left)` and the level on the wire when
+    /// `propagate`.
+    pub fn with_policy(
+        target: Rc<Service>,
+        policy: Policy<Classifier>,
+        propagate: bool,
+    ) -> Rc<Client> {
+        Rc::new(Client {
+            target,
+            how: How::Rampart { policy, propagate },
+        })
+    }
+
     /// Calls the target for root `trace` at `level` (the caller's current level).
     pub async fn call(&self, trace: Trace, level: Criticality) -> Reply {
         match &self.how {

@@ -1,9 +1,11 @@
 //! Random draws for the simulator: lognormal service times (Box-Muller over a seeded
-//! [`fastrand::Rng`]), exponential inter-arrival gaps, and seed derivation.
+//! [`fastrand::Rng`]), empirical service times (a histogram of latencies and weights, as a
+//! graph file gives them), exponential inter-arrival gaps, and seed derivation.
 //!
 //! Every random number in a run comes from an `Rng` seeded from the run's seed, so the same
 //! seed gives the same run.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The z-score of the 99th percentile of a standard normal distribution.
@@ -54,6 +56,97 @@ impl LogNormal {
     pub fn sample(&self, rng: &mut fastrand::Rng) -> Duration {
         let ms = (self.mu + self.sigma * standard_normal(rng)).exp();
         Duration::from_secs_f64(ms.min(3.6e6) / 1e3)
+    }
+}
+
+/// An empirical distribution of durations: each latency drawn with a probability in proportion
+/// to its weight (a histogram read from a graph file, or from traces).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Empirical {
+    /// `(latency, cumulative weight)`, in the order given.
+    points: Vec<(Duration, f64)>,
+}
+
+impl Empirical {
+    /// The distribution of `(latency, weight)` pairs; `None` when there is none, or a weight is
+    /// negative or not finite, or they sum to zero.
+    pub fn new(pairs: &[(Duration, f64)]) -> Option<Empirical> {
+        let mut total = 0.0;
+        let mut points = Vec::with_capacity(pairs.len());
+        for &(latency, weight) in pairs {
+            if !(weight.is_finite() && weight >= 0.0) {
+                return None;
+            }
+            total += weight;
+            points.push((latency, total));
+        }
+        (total > 0.0 && total.is_finite()).then_some(Empirical { points })
+    }
+
+    fn total(&self) -> f64 {
+        self.points.last().map_or(0.0, |&(_, total)| total)
+    }
+
+    /// The mean, the weighted sum of the latencies.
+    pub fn mean(&self) -> Duration {
+        let mut before = 0.0;
+        let mut sum = 0.0;
+        for &(latency, cumulative) in &self.points {
+            sum += latency.as_secs_f64() * (cumulative - before);
+            before = cumulative;
+        }
+        Duration::from_secs_f64(sum / self.total())
+    }
+
+    /// One draw (one uniform number from `rng`).
+    pub fn sample(&self, rng: &mut fastrand::Rng) -> Duration {
+        let at = rng.f64() * self.total();
+        let index = self
+            .points
+            .partition_point(|&(_, cumulative)| cumulative <= at);
+        let last = self.points.len().saturating_sub(1);
+        self.points
+            .get(index.min(last))
+            .map_or(Duration::ZERO, |&(d, _)| d)
+    }
+}
+
+/// A service time: lognormal (every built-in scenario) or empirical (a graph file's histogram).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceTime {
+    /// Lognormal.
+    LogNormal(LogNormal),
+    /// Drawn from a histogram.
+    Empirical(Arc<Empirical>),
+}
+
+impl ServiceTime {
+    /// The mean.
+    pub fn mean(&self) -> Duration {
+        match self {
+            ServiceTime::LogNormal(d) => d.mean(),
+            ServiceTime::Empirical(d) => d.mean(),
+        }
+    }
+
+    /// One draw.
+    pub fn sample(&self, rng: &mut fastrand::Rng) -> Duration {
+        match self {
+            ServiceTime::LogNormal(d) => d.sample(rng),
+            ServiceTime::Empirical(d) => d.sample(rng),
+        }
+    }
+}
+
+impl From<LogNormal> for ServiceTime {
+    fn from(d: LogNormal) -> Self {
+        ServiceTime::LogNormal(d)
+    }
+}
+
+impl From<Empirical> for ServiceTime {
+    fn from(d: Empirical) -> Self {
+        ServiceTime::Empirical(Arc::new(d))
     }
 }
 
@@ -152,6 +245,22 @@ mod tests {
         assert!((at(0.5) - 1.0).abs() < 0.02, "median {}", at(0.5));
         assert!((at(0.99) - 10.0).abs() < 0.4, "p99 {}", at(0.99));
         assert!((d.quantile(0.99).as_secs_f64() * 1e3 - 10.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn an_empirical_histogram_draws_each_latency_by_its_weight() {
+        let ms = Duration::from_millis;
+        let d = Empirical::new(&[(ms(1), 3.0), (ms(10), 1.0), (ms(50), 0.0)]).expect("valid");
+        let mean = d.mean().as_secs_f64();
+        assert!((mean - 0.013 / 4.0).abs() < 1e-9, "mean {mean}");
+        let mut rng = fastrand::Rng::with_seed(7);
+        let draws: Vec<Duration> = (0..40_000).map(|_| d.sample(&mut rng)).collect();
+        let slow = draws.iter().filter(|&&x| x == ms(10)).count() as f64 / 40_000.0;
+        assert!((slow - 0.25).abs() < 0.01, "share of 10 ms draws {slow}");
+        assert!(!draws.contains(&ms(50)), "a zero weight is never drawn");
+        assert!(Empirical::new(&[]).is_none());
+        assert!(Empirical::new(&[(ms(1), -1.0)]).is_none());
+        assert!(Empirical::new(&[(ms(1), 0.0)]).is_none());
     }
 
     #[test]

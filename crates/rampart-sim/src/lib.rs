@@ -15,7 +15,8 @@
 //! | [`calibration`] | arithmetic the simulator must reproduce first (4³ = 64; 1 - 0.99¹⁰⁰) |
 //! | [`report`] | text tables, `report.json`, `index.html` with SVG charts |
 //! | [`sim`] | the paused-time runtime and the edge that sends root requests |
-//! | [`dist`] | lognormal (Box-Muller) and exponential draws from seeded generators |
+//! | [`dist`] | lognormal (Box-Muller), empirical (a histogram) and exponential draws from seeded generators |
+//! | [`plan`] | the downstream calls of a graph file's service: steps in sequence, calls at once |
 //! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
 //! | [`cli`] | the command line |
 
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod contender;
 pub mod dist;
 pub mod loopback;
+pub mod plan;
 pub mod report;
 pub mod scenario;
 pub mod service;

@@ -42,7 +42,8 @@ use tokio::sync::oneshot;
 
 use crate::SimError;
 use crate::contender::{Client, classify, whole_seconds};
-use crate::dist::LogNormal;
+use crate::dist::ServiceTime;
+use crate::plan::Plan;
 
 /// Why a request failed, as its caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +195,18 @@ pub struct Faults {
     pub capacity_drop: Option<(Duration, u32)>,
 }
 
+/// A fault that starts and ends during a run (a graph file's `[[faults]]`); several may
+/// overlap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimedFault {
+    /// Inside the window every request fails at once (connection refused).
+    Outage(Window),
+    /// Inside the window every handler takes this much longer (counted from when it starts).
+    AddedLatency(Window, Duration),
+    /// Inside the window only this many workers (at least 1) serve; a [`CriticalityLimit`]
+    /// gets this capacity at the window's start and its own back at the end.
+    LostCapacity(Window, u32),
+}
 /// What a service is.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
@@ -205,9 +218,11 @@ pub struct ServiceConfig {
     /// [`CriticalityLimit`]'s queue.
     pub queue: usize,
     /// Time a handler works on a request before its downstream calls.
-    pub service_time: LogNormal,
+    pub service_time: ServiceTime,
     /// Injected faults.
     pub faults: Faults,
+    /// Faults that start and end during the run (none in the built-in scenarios).
+    pub timeline: Vec<TimedFault>,
     /// Where the level of a request comes from.
     pub levels: LevelSource,
     /// Record when each handler starts, and at what level (for priority inversions).
@@ -216,13 +231,19 @@ pub struct ServiceConfig {
 
 impl ServiceConfig {
     /// A service with no faults that reads levels from the wire.
-    pub fn new(name: &'static str, workers: u32, queue: usize, service_time: LogNormal) -> Self {
+    pub fn new(
+        name: &'static str,
+        workers: u32,
+        queue: usize,
+        service_time: impl Into<ServiceTime>,
+    ) -> Self {
         ServiceConfig {
             name,
             workers,
             queue,
-            service_time,
+            service_time: service_time.into(),
             faults: Faults::default(),
+            timeline: Vec::new(),
             levels: LevelSource::Wire,
             record_starts: false,
         }
@@ -244,6 +265,8 @@ pub enum Downstream {
     /// This many calls at once through this client; the answer waits for all of them and
     /// fails if any failed.
     FanOut(Rc<Client>, u32),
+    /// A graph file's calls: steps in sequence, each step's calls at once.
+    Plan(Rc<Plan>),
 }
 
 /// Counters of one service over a run. Counts marked *measured* only include requests whose
@@ -332,7 +355,7 @@ impl Service {
                     .build()?,
             ),
         };
-        Ok(Rc::new(Service {
+        let service = Rc::new(Service {
             config,
             server,
             downstream,
@@ -346,7 +369,72 @@ impl Service {
                 black_hole: Vec::new(),
             }),
             last_finish: Cell::new(None),
-        }))
+        });
+        service.schedule_capacity();
+        Ok(service)
+    }
+
+    /// For each [`TimedFault::LostCapacity`], a task that resizes the limit at the window's
+    /// start and end (a limit-admitted service), or starts workers for what queued once the
+    /// window ends (a FIFO service).
+    fn schedule_capacity(self: &Rc<Self>) {
+        for fault in &self.config.timeline {
+            let &TimedFault::LostCapacity(window, left) = fault else {
+                continue;
+            };
+            let service = Rc::clone(self);
+            tokio::task::spawn_local(async move {
+                let at = |offset| tokio::time::sleep_until(service.start + offset);
+                if let Some(limit) = &service.limit {
+                    at(window.from).await;
+                    let workers = service.workers_at(Instant::now()).min(left).max(1);
+                    let _ = limit.set_capacity(usize::try_from(workers).unwrap_or(1));
+                    at(window.to).await;
+                    let workers = service.workers_at(Instant::now());
+                    let _ = limit.set_capacity(usize::try_from(workers).unwrap_or(1));
+                } else {
+                    at(window.to).await;
+                    service.refill();
+                }
+            });
+        }
+    }
+
+    /// Starts workers for queued requests while there are fewer busy than workers.
+    fn refill(self: &Rc<Self>) {
+        loop {
+            let mut state = self.state.borrow_mut();
+            if state.busy >= self.workers_at(Instant::now()) {
+                return;
+            }
+            let Some(item) = self.next(&mut state) else {
+                return;
+            };
+            state.busy += 1;
+            drop(state);
+            let service = Rc::clone(self);
+            tokio::task::spawn_local(async move { service.work(item).await });
+        }
+    }
+
+    /// Whether a [`TimedFault::Outage`] covers `at` (from the start of the run).
+    fn out_at(&self, at: Duration) -> bool {
+        self.config
+            .timeline
+            .iter()
+            .any(|f| matches!(f, TimedFault::Outage(w) if w.contains(at)))
+    }
+
+    /// The latency every [`TimedFault::AddedLatency`] covering `at` adds.
+    fn added_latency_at(&self, at: Duration) -> Duration {
+        self.config
+            .timeline
+            .iter()
+            .map(|f| match f {
+                TimedFault::AddedLatency(w, added) if w.contains(at) => *added,
+                _ => Duration::ZERO,
+            })
+            .sum()
     }
 
     /// Its configuration.
@@ -360,10 +448,18 @@ impl Service {
     }
 
     fn workers_at(&self, now: Instant) -> u32 {
-        match self.config.faults.capacity_drop {
-            Some((at, workers)) if now.duration_since(self.start) >= at => workers,
+        let since_start = now.duration_since(self.start);
+        let workers = match self.config.faults.capacity_drop {
+            Some((at, workers)) if since_start >= at => workers,
             _ => self.config.workers,
-        }
+        };
+        self.config
+            .timeline
+            .iter()
+            .fold(workers, |workers, fault| match fault {
+                TimedFault::LostCapacity(w, left) if w.contains(since_start) => workers.min(*left),
+                _ => workers,
+            })
     }
 
     /// Sends `request`; the receiver yields the reply (or never, for a request that hangs).
@@ -381,6 +477,7 @@ impl Service {
             .faults
             .outage
             .is_some_and(|w| w.contains(since_start))
+            || self.out_at(since_start)
         {
             if measured {
                 state.stats.refused += 1;
@@ -548,6 +645,8 @@ impl Service {
             } else {
                 self.config.service_time.sample(rng)
             };
+            let since_start = Instant::now().duration_since(self.start);
+            let took = took + self.added_latency_at(since_start);
             let failed = faults.error_rate > 0.0 && rng.f64() < faults.error_rate;
             (hang, took, failed)
         };
@@ -614,6 +713,7 @@ impl Service {
                 }
                 outcome
             }
+            Downstream::Plan(plan) => plan.call(trace).await,
         }
     }
 }
@@ -635,6 +735,7 @@ fn expire(state: &mut State, item: Queued, why: Failure) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dist::LogNormal;
     use crate::sim::virtual_time;
 
     const MS: Duration = Duration::from_millis(1);
@@ -843,6 +944,63 @@ mod tests {
         assert_eq!(out[0], (Err(Failure::Expired), Duration::ZERO));
         assert_eq!(out[1], (Ok(()), 10 * MS));
         assert_eq!((stats.expired, stats.handled), (1, 1));
+    }
+
+    #[test]
+    fn timed_faults_strike_inside_their_window_only() {
+        let window = |from: u32, to: u32| Window {
+            from: from * MS,
+            to: to * MS,
+        };
+        let (outage, slow, fifo, limit) = virtual_time(|| async {
+            let r = request(None, Criticality::Critical);
+            let mut c = config(2, 10);
+            c.timeline = vec![TimedFault::Outage(window(50, 100))];
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
+            let mut outage = replies(&s, vec![r]).await;
+            tokio::time::sleep(50 * MS).await;
+            outage.extend(replies(&s, vec![r]).await);
+            tokio::time::sleep(50 * MS).await;
+            outage.extend(replies(&s, vec![r]).await);
+
+            let mut c = config(2, 10);
+            c.timeline = vec![
+                TimedFault::AddedLatency(window(0, 20), 5 * MS),
+                TimedFault::AddedLatency(window(0, 100), 10 * MS),
+            ];
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
+            let mut slow = replies(&s, vec![r]).await;
+            tokio::time::sleep(100 * MS).await;
+            slow.extend(replies(&s, vec![r]).await);
+
+            // Two workers, one of them lost from 0 to 15 ms: the second request waits for the
+            // first, the third (sent once the window is over) does not.
+            let mut c = config(2, 10);
+            c.timeline = vec![TimedFault::LostCapacity(window(0, 15), 1)];
+            let s = Service::new(c, FIFO, Downstream::None, 1).unwrap();
+            let mut fifo = replies(&s, vec![r, r]).await;
+            fifo.extend(replies(&s, vec![r, r]).await);
+
+            let mut c = config(2, 10);
+            c.timeline = vec![TimedFault::LostCapacity(window(0, 15), 1)];
+            let s = Service::new(c, RAMPART, Downstream::None, 1).unwrap();
+            tokio::task::yield_now().await;
+            let limit = replies(&s, vec![r, r]).await;
+            (outage, slow, fifo, limit)
+        })
+        .expect("runtime");
+        assert_eq!(outage[0], (Ok(()), 10 * MS), "before the window");
+        assert_eq!(
+            outage[1],
+            (Err(Failure::Error), Duration::ZERO),
+            "inside it"
+        );
+        assert_eq!(outage[2], (Ok(()), 10 * MS), "after it");
+        assert_eq!(slow[0], (Ok(()), 25 * MS), "both windows add their latency");
+        assert_eq!(slow[1], (Ok(()), 10 * MS), "none after them");
+        assert_eq!(fifo[1], (Ok(()), 20 * MS), "one worker inside the window");
+        assert_eq!((fifo[2], fifo[3]), ((Ok(()), 10 * MS), (Ok(()), 10 * MS)));
+        assert_eq!(limit[1], (Ok(()), 20 * MS), "the limit resized to one");
     }
 
     #[test]

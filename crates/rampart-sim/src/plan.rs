@@ -1,0 +1,178 @@
+//! The downstream calls of a service described by a graph file: steps one after another, the
+//! calls of a step at once.
+//!
+//! A step is one or more entries of the file's `calls` (an entry with `with_previous = true`
+//! joins the step before it); each entry makes `count` calls to one callee through one
+//! client, at once or one after another. A handler's answer fails when any call failed: a step
+//! waits for all its calls, and a failed step ends the handler (the steps after it are not
+//! made), as a handler that returns its first error does.
+
+use std::rc::Rc;
+
+use rampart::{Ambient, Criticality};
+
+use crate::contender::Client;
+use crate::service::{Failure, Reply, Trace};
+
+/// One entry of a service's calls: `count` calls to one callee through `client`.
+#[derive(Clone)]
+pub struct Calls {
+    /// The client of the callee (its policy, its propagation).
+    pub client: Rc<Client>,
+    /// How many calls.
+    pub count: u32,
+    /// At once (true) or one after another.
+    pub parallel: bool,
+}
+
+/// A service's calls: steps in order, each step's entries at once.
+pub struct Plan {
+    /// The steps, in order.
+    pub steps: Vec<Vec<Calls>>,
+}
+
+impl Plan {
+    /// Makes every step in order for root `trace`, at the caller's current level; the first
+    /// failure, after its step has finished.
+    pub async fn call(&self, trace: Trace) -> Reply {
+        let level = Criticality::current();
+        for step in &self.steps {
+            match step.as_slice() {
+                [one] => one.call(trace, level).await?,
+                entries => {
+                    let legs: Vec<_> = entries
+                        .iter()
+                        .map(|entry| {
+                            let entry = entry.clone();
+                            tokio::task::spawn_local(Ambient::bind(async move {
+                                entry.call(trace, level).await
+                            }))
+                        })
+                        .collect();
+                    join(legs).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Calls {
+    async fn call(&self, trace: Trace, level: Criticality) -> Reply {
+        if self.count == 1 {
+            return self.client.call(trace, level).await;
+        }
+        if !self.parallel {
+            for _ in 0..self.count {
+                self.client.call(trace, level).await?;
+            }
+            return Ok(());
+        }
+        let legs: Vec<_> = (0..self.count)
+            .map(|_| {
+                let client = Rc::clone(&self.client);
+                tokio::task::spawn_local(Ambient::bind(
+                    async move { client.call(trace, level).await },
+                ))
+            })
+            .collect();
+        join(legs).await
+    }
+}
+
+/// Waits for every leg; the first failure among them, in order.
+async fn join(legs: Vec<tokio::task::JoinHandle<Reply>>) -> Reply {
+    let mut outcome = Ok(());
+    for leg in legs {
+        let reply = leg.await.unwrap_or(Err(Failure::Error));
+        outcome = outcome.and(reply);
+    }
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rampart::Instant;
+
+    use super::*;
+    use crate::dist::LogNormal;
+    use crate::service::{Admission, Downstream, ServerSide, Service, ServiceConfig};
+    use crate::sim::virtual_time;
+
+    const MS: Duration = Duration::from_millis(1);
+    const PLAIN: ServerSide = ServerSide {
+        admission: Admission::Fifo,
+        inbound: false,
+        reserve: Duration::ZERO,
+        reject_expired: false,
+    };
+
+    fn leaf(name: &'static str, error_rate: f64) -> Rc<Service> {
+        let mut c =
+            ServiceConfig::new(name, 100, 100, LogNormal::from_median_p99(10 * MS, 10 * MS));
+        c.faults.error_rate = error_rate;
+        Service::new(c, PLAIN, Downstream::None, 1).expect("a service")
+    }
+
+    fn calls(service: &Rc<Service>, count: u32, parallel: bool) -> Calls {
+        Calls {
+            client: Client::direct(Rc::clone(service)),
+            count,
+            parallel,
+        }
+    }
+
+    fn trace() -> Trace {
+        Trace {
+            root: 0,
+            root_deadline: Instant::now() + Duration::from_secs(60),
+            measured: true,
+        }
+    }
+
+    /// Runs `plan(a, b)` on two 10 ms leaves (b failing `b_errors`); its reply, how long it
+    /// took, and the requests each leaf saw.
+    fn run(
+        b_errors: f64,
+        plan: fn(&Rc<Service>, &Rc<Service>) -> Plan,
+    ) -> (Reply, Duration, u64, u64) {
+        virtual_time(|| async move {
+            let (a, b) = (leaf("a", 0.0), leaf("b", b_errors));
+            let start = Instant::now();
+            let reply = plan(&a, &b).call(trace()).await;
+            (
+                reply,
+                Instant::now() - start,
+                a.stats().arrivals,
+                b.stats().arrivals,
+            )
+        })
+        .expect("runtime")
+    }
+
+    #[test]
+    fn steps_go_in_turn_and_the_calls_of_a_step_at_once() {
+        let parallel = run(0.0, |a, b| Plan {
+            steps: vec![vec![calls(a, 3, true), calls(b, 2, false)]],
+        });
+        assert_eq!(
+            parallel,
+            (Ok(()), 20 * MS, 3, 2),
+            "b's two in turn bound the step"
+        );
+        let in_turn = run(0.0, |a, b| Plan {
+            steps: vec![vec![calls(a, 3, false)], vec![calls(b, 1, true)]],
+        });
+        assert_eq!(in_turn, (Ok(()), 40 * MS, 3, 1));
+    }
+
+    #[test]
+    fn a_failed_step_fails_the_handler_and_ends_it() {
+        let failed = run(1.0, |a, b| Plan {
+            steps: vec![vec![calls(b, 2, true)], vec![calls(a, 1, true)]],
+        });
+        assert_eq!(failed, (Err(Failure::Error), 10 * MS, 0, 2));
+    }
+}
