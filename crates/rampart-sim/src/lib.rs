@@ -17,6 +17,7 @@
 //! | [`sim`] | the paused-time runtime and the edge that sends root requests |
 //! | [`dist`] | lognormal (Box-Muller), empirical (a histogram) and exponential draws from seeded generators |
 //! | [`plan`] | the downstream calls of a graph file's service: steps in sequence, calls at once |
+//! | [`graph`] | a call graph described in a TOML file (services, calls, policies by name, traffic and faults over time), checked with every problem at once, and run |
 //! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
 //! | [`cli`] | the command line |
 
@@ -24,6 +25,7 @@ pub mod calibration;
 pub mod cli;
 pub mod contender;
 pub mod dist;
+pub mod graph;
 pub mod loopback;
 pub mod plan;
 pub mod report;

@@ -1,0 +1,762 @@
+//! Checking a graph file: every problem at once, each under its key path, then the graph the
+//! simulator runs.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rampart::ConfigError;
+use rampart::ConfigProblem;
+use rampart::config::format_duration;
+
+use super::file::{
+    AdmissionKind, CallFile, FaultFile, FaultKind, GraphFile, LevelsKind, Mode, SegmentFile,
+    SegmentKind, ServiceFile, ServiceTimeFile, Span, TrafficFile,
+};
+use super::{DEFAULT_SCENARIO, Edge, Graph, Node, Traffic};
+use crate::contender::SHED_HOLD;
+use crate::dist::{Empirical, LogNormal, ServiceTime};
+use crate::service::{Admission, LevelSource, ServerSide, ServiceConfig, TimedFault, Window};
+use crate::sim::{ALL_CRITICAL, Load, Mix};
+
+/// How finely a ramp is cut into constant steps.
+const RAMP_STEP: Duration = Duration::from_millis(100);
+
+/// The problems found so far.
+#[derive(Default)]
+struct Problems(Vec<ConfigProblem>);
+
+impl Problems {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigProblem::new(path.into(), message));
+    }
+
+    fn required<T: Copy>(&mut self, value: Option<T>, path: &str, why: &str) -> Option<T> {
+        if value.is_none() {
+            self.add(path, format!("is required{why}"));
+        }
+        value
+    }
+
+    fn not_for(&mut self, set: bool, path: &str, value: impl std::fmt::Display, what: &str) {
+        if set {
+            self.add(path, format!("does not apply to {what} (was {value})"));
+        }
+    }
+
+    fn share(&mut self, value: Option<f64>, path: &str) -> f64 {
+        let share = value.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&share) {
+            self.add(path, format!("must be between 0 and 1 (was {share})"));
+        }
+        share
+    }
+
+    fn rate(&mut self, value: Option<f64>, path: &str, kind: &str) -> Option<f64> {
+        let rate = self.required(value, path, &format!(" for a {kind} segment"))?;
+        if !(rate.is_finite() && rate >= 0.0) {
+            self.add(
+                path,
+                format!("must be a finite number of roots per second, at least 0 (was {rate})"),
+            );
+            return None;
+        }
+        Some(rate)
+    }
+}
+
+fn show(span: Option<Span>) -> String {
+    span.map_or_else(String::new, |s| format_duration(s.0))
+}
+
+fn leak(name: &str) -> &'static str {
+    // The simulator names services with `&'static str` (they live for the whole program);
+    // a graph file's few names are leaked once per load.
+    Box::leak(name.to_owned().into_boxed_str())
+}
+
+impl GraphFile {
+    /// Checks the whole file (every scenario) and returns the graph of `scenario` (the
+    /// default one when `None` or `"default"`).
+    ///
+    /// # Errors
+    ///
+    /// Every problem of the file at once, each under its key path
+    /// (`services.cart.workers must be at least 1 (was 0)`).
+    pub fn check(&self, scenario: Option<&str>) -> Result<Graph, ConfigError> {
+        let mut p = Problems::default();
+        let names: Vec<&str> = self.services.keys().map(String::as_str).collect();
+        let index = |name: &str| names.iter().position(|n| *n == name);
+        let entry = match p.required(self.entry.as_deref(), "entry", "") {
+            Some(name) => {
+                let found = index(name);
+                if found.is_none() {
+                    p.add(
+                        "entry",
+                        format!(
+                            "names no service (was {name:?}, the services: {})",
+                            names.join(", ")
+                        ),
+                    );
+                }
+                found
+            }
+            None => None,
+        };
+        let mut nodes = Vec::new();
+        for (name, service) in &self.services {
+            nodes.push(check_service(&mut p, name, service, &names));
+        }
+        let tiers = tiers(&mut p, &nodes, &names, entry);
+        let base_traffic = match &self.traffic {
+            Some(t) => check_traffic(&mut p, "traffic", t),
+            None => {
+                p.add("traffic", "is required");
+                None
+            }
+        };
+        let base_faults = check_faults(&mut p, "faults", &self.faults, &names, &self.services);
+        let mut scenarios = BTreeMap::new();
+        for (name, s) in &self.scenarios {
+            if name == DEFAULT_SCENARIO {
+                p.add(
+                    format!("scenarios.{name}"),
+                    "is the name of the file's own traffic and faults; choose another",
+                );
+            }
+            let traffic = s
+                .traffic
+                .as_ref()
+                .map(|t| check_traffic(&mut p, &format!("scenarios.{name}.traffic"), t));
+            let faults = s.faults.as_ref().map(|f| {
+                let path = format!("scenarios.{name}.faults");
+                check_faults(&mut p, &path, f, &names, &self.services)
+            });
+            scenarios.insert(name.as_str(), (s.summary.clone(), traffic, faults));
+        }
+        let chosen = scenario.filter(|s| *s != DEFAULT_SCENARIO);
+        let (summary, traffic, faults) = match chosen {
+            None => (None, base_traffic, base_faults),
+            Some(name) => match scenarios.remove(name) {
+                Some((summary, traffic, faults)) => (
+                    summary,
+                    traffic.unwrap_or(base_traffic),
+                    faults.unwrap_or(base_faults),
+                ),
+                None => {
+                    let mut all = vec![DEFAULT_SCENARIO];
+                    all.extend(self.scenarios.keys().map(String::as_str));
+                    p.add(
+                        format!("scenarios.{name}"),
+                        format!("is not in the file (it has: {})", all.join(", ")),
+                    );
+                    (None, None, Vec::new())
+                }
+            },
+        };
+        if !p.0.is_empty() {
+            return Err(ConfigError::new(p.0));
+        }
+        let (Some(entry), Some(traffic)) = (entry, traffic) else {
+            return Err(ConfigError::new(vec![ConfigProblem::new(
+                "entry",
+                "could not be checked",
+            )]));
+        };
+        let mut services = Vec::with_capacity(nodes.len());
+        for (i, node) in nodes.into_iter().enumerate() {
+            let Some(mut node) = node else {
+                return Err(ConfigError::new(vec![ConfigProblem::new(
+                    format!("services.{}", names[i]),
+                    "could not be checked",
+                )]));
+            };
+            node.tier = tiers[i].unwrap_or(0);
+            for (service, fault) in &faults {
+                if *service == i {
+                    node.config.timeline.push(*fault);
+                }
+            }
+            services.push(node);
+        }
+        Ok(Graph {
+            scenario: chosen.unwrap_or(DEFAULT_SCENARIO).to_owned(),
+            summary,
+            entry,
+            services,
+            traffic,
+            faults: faults
+                .into_iter()
+                .map(|(i, f)| (names[i].to_owned(), f))
+                .collect(),
+        })
+    }
+}
+
+fn check_service(p: &mut Problems, name: &str, s: &ServiceFile, names: &[&str]) -> Option<Node> {
+    let at = |key: &str| format!("services.{name}.{key}");
+    let workers = p.required(s.workers, &at("workers"), "");
+    if workers == Some(0) {
+        p.add(at("workers"), "must be at least 1 (was 0)");
+    }
+    let admission = match s.admission.unwrap_or(AdmissionKind::Fifo) {
+        AdmissionKind::Fifo => {
+            p.not_for(
+                s.hold.is_some(),
+                &at("hold"),
+                show(s.hold),
+                "fifo admission",
+            );
+            Admission::Fifo
+        }
+        AdmissionKind::Criticality => {
+            let hold = s.hold.map_or(SHED_HOLD, |h| h.0);
+            if hold.is_zero() {
+                p.add(at("hold"), "must be positive (was 0ns)");
+            }
+            Admission::Criticality { hold }
+        }
+    };
+    let inbound = s.inbound.unwrap_or(false);
+    if !inbound {
+        let what = "a service without inbound = true";
+        p.not_for(s.reserve.is_some(), &at("reserve"), show(s.reserve), what);
+        let expired = s.reject_expired.unwrap_or(false);
+        p.not_for(
+            s.reject_expired.is_some(),
+            &at("reject_expired"),
+            expired,
+            what,
+        );
+    }
+    let service_time = match &s.service_time {
+        Some(t) => check_service_time(p, &at("service_time"), t),
+        None => {
+            p.add(at("service_time"), "is required");
+            None
+        }
+    };
+    let error_rate = p.share(s.error_rate, &at("error_rate"));
+    let hang_rate = p.share(s.hang_rate, &at("hang_rate"));
+    let mut steps: Vec<Vec<Edge>> = Vec::new();
+    for (i, call) in s.calls.iter().enumerate() {
+        let path = at(&format!("calls[{i}]"));
+        let edge = check_call(p, &path, name, call, names);
+        if call.with_previous == Some(true) && i == 0 {
+            p.add(
+                format!("{path}.with_previous"),
+                "has no entry before it (was true)",
+            );
+        }
+        if let Some(edge) = edge {
+            match steps.last_mut() {
+                Some(step) if call.with_previous == Some(true) => step.push(edge),
+                _ => steps.push(vec![edge]),
+            }
+        }
+    }
+    let (workers, service_time) = (workers?, service_time?);
+    let mut config = ServiceConfig::new(leak(name), workers, s.queue.unwrap_or(0), service_time);
+    config.faults.error_rate = error_rate;
+    config.faults.hang_rate = hang_rate;
+    config.levels = match s.levels.unwrap_or(LevelsKind::Wire) {
+        LevelsKind::Wire => LevelSource::Wire,
+        LevelsKind::Route => LevelSource::Route,
+    };
+    Some(Node {
+        config,
+        server: ServerSide {
+            admission,
+            inbound,
+            reserve: s.reserve.map_or(Duration::ZERO, |r| r.0),
+            reject_expired: s.reject_expired.unwrap_or(false),
+        },
+        steps,
+        tier: 0,
+    })
+}
+
+fn check_service_time(p: &mut Problems, at: &str, t: &ServiceTimeFile) -> Option<ServiceTime> {
+    match (&t.histogram, t.median, t.p99) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            p.add(
+                format!("{at}.histogram"),
+                "cannot be set with median and p99 (give one form: a histogram, or a lognormal's median and p99)",
+            );
+            None
+        }
+        (Some(histogram), None, None) => {
+            if histogram.is_empty() {
+                p.add(
+                    format!("{at}.histogram"),
+                    "must have at least one [latency, weight] pair",
+                );
+                return None;
+            }
+            let mut fine = true;
+            for (i, &(_, weight)) in histogram.iter().enumerate() {
+                if !(weight.is_finite() && weight >= 0.0) {
+                    p.add(
+                        format!("{at}.histogram[{i}]"),
+                        format!("weight must be a finite number, at least 0 (was {weight})"),
+                    );
+                    fine = false;
+                }
+            }
+            let pairs: Vec<(Duration, f64)> = histogram.iter().map(|&(d, w)| (d.0, w)).collect();
+            let empirical = Empirical::new(&pairs);
+            if fine && empirical.is_none() {
+                p.add(format!("{at}.histogram"), "weights must not all be 0");
+            }
+            empirical.map(ServiceTime::from)
+        }
+        (None, median, p99) => {
+            let why = " (or give a histogram)";
+            let median = p.required(median, &format!("{at}.median"), why);
+            let p99 = p.required(p99, &format!("{at}.p99"), why);
+            let (median, p99) = (median?, p99?);
+            if median.0.is_zero() {
+                p.add(format!("{at}.median"), "must be positive (was 0ns)");
+                return None;
+            }
+            if p99 < median {
+                p.add(
+                    format!("{at}.p99"),
+                    format!(
+                        "must be at least the median (was {}, median {})",
+                        format_duration(p99.0),
+                        format_duration(median.0)
+                    ),
+                );
+                return None;
+            }
+            Some(LogNormal::from_median_p99(median.0, p99.0).into())
+        }
+    }
+}
+
+fn check_call(
+    p: &mut Problems,
+    path: &str,
+    caller: &str,
+    call: &CallFile,
+    names: &[&str],
+) -> Option<Edge> {
+    let to = match p.required(call.to.as_deref(), &format!("{path}.to"), "") {
+        Some(to) if to == caller => {
+            p.add(
+                format!("{path}.to"),
+                format!("names the service itself (was {to:?})"),
+            );
+            None
+        }
+        Some(to) => {
+            let found = names.iter().position(|n| *n == to);
+            if found.is_none() {
+                p.add(
+                    format!("{path}.to"),
+                    format!(
+                        "names no service (was {to:?}, the services: {})",
+                        names.join(", ")
+                    ),
+                );
+            }
+            found
+        }
+        None => None,
+    };
+    let policy = p.required(call.policy.as_deref(), &format!("{path}.policy"), "");
+    if call.count == Some(0) {
+        p.add(format!("{path}.count"), "must be at least 1 (was 0)");
+    }
+    Some(Edge {
+        to: to?,
+        policy: policy?.to_owned(),
+        count: call.count.unwrap_or(1).max(1),
+        parallel: call.mode.unwrap_or(Mode::Parallel) == Mode::Parallel,
+        propagate: call.propagate.unwrap_or(true),
+        path: path.to_owned(),
+    })
+}
+
+/// Each service's tier (calls from the entry); problems for cycles and for services the
+/// entry never reaches.
+fn tiers(
+    p: &mut Problems,
+    nodes: &[Option<Node>],
+    names: &[&str],
+    entry: Option<usize>,
+) -> Vec<Option<usize>> {
+    let callees = |i: usize| -> Vec<(usize, &str)> {
+        nodes[i].as_ref().map_or_else(Vec::new, |n| {
+            n.steps
+                .iter()
+                .flatten()
+                .map(|e| (e.to, e.path.as_str()))
+                .collect()
+        })
+    };
+    // A cycle: a depth-first search that meets a service on its own path.
+    let mut state = vec![0u8; nodes.len()]; // 0 unseen, 1 on the path, 2 done
+    let mut cycle = None;
+    for start in 0..nodes.len() {
+        let mut stack = vec![(start, 0usize)];
+        while let Some(&mut (at, ref mut next)) = stack.last_mut() {
+            if *next == 0 {
+                if state[at] == 2 {
+                    stack.pop();
+                    continue;
+                }
+                state[at] = 1;
+            }
+            let list = callees(at);
+            if let Some(&(to, path)) = list.get(*next) {
+                *next += 1;
+                if state[to] == 1 && cycle.is_none() {
+                    let from = stack.iter().position(|&(s, _)| s == to).unwrap_or(0);
+                    let mut loop_names: Vec<&str> =
+                        stack[from..].iter().map(|&(s, _)| names[s]).collect();
+                    loop_names.push(names[to]);
+                    cycle = Some((format!("{path}.to"), loop_names.join(" → ")));
+                } else if state[to] == 0 {
+                    stack.push((to, 0));
+                }
+            } else {
+                state[at] = 2;
+                stack.pop();
+            }
+        }
+    }
+    if let Some((path, loop_names)) = &cycle {
+        p.add(
+            path.clone(),
+            format!("makes a cycle ({loop_names}), which a call graph cannot have"),
+        );
+    }
+    let mut tier = vec![None; nodes.len()];
+    let Some(entry) = entry else {
+        return tier;
+    };
+    if cycle.is_some() {
+        return tier;
+    }
+    tier[entry] = Some(0);
+    let mut frontier = vec![entry];
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        depth += 1;
+        let mut next = Vec::new();
+        for &at in &frontier {
+            for (to, _) in callees(at) {
+                if tier[to].is_none() {
+                    tier[to] = Some(depth);
+                    next.push(to);
+                }
+            }
+        }
+        frontier = next;
+    }
+    for (i, t) in tier.iter().enumerate() {
+        if t.is_none() && nodes[i].is_some() {
+            p.add(
+                format!("services.{}", names[i]),
+                format!("is not reached from the entry ({})", names[entry]),
+            );
+        }
+    }
+    tier
+}
+
+fn check_traffic(p: &mut Problems, at: &str, t: &TrafficFile) -> Option<Traffic> {
+    let key = |k: &str| format!("{at}.{k}");
+    let deadline = p.required(t.deadline, &key("deadline"), "");
+    if deadline.is_some_and(|d| d.0.is_zero()) {
+        p.add(key("deadline"), "must be positive (was 0ns)");
+    }
+    let mix = match &t.mix {
+        None => ALL_CRITICAL,
+        Some(m) => {
+            let mut mix: Mix = [0.0; 4];
+            for (i, (name, share)) in [
+                ("sheddable", m.sheddable),
+                ("sheddable_plus", m.sheddable_plus),
+                ("critical", m.critical),
+                ("critical_plus", m.critical_plus),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let share = share.unwrap_or(0.0);
+                if !(share.is_finite() && share >= 0.0) {
+                    p.add(
+                        key(&format!("mix.{name}")),
+                        format!("must be a finite share, at least 0 (was {share})"),
+                    );
+                } else {
+                    mix[i] = share;
+                }
+            }
+            if mix.iter().sum::<f64>() <= 0.0 {
+                p.add(key("mix"), "must give some level a share above 0");
+            }
+            mix
+        }
+    };
+    let mut phases = Vec::new();
+    let mut total = Duration::ZERO;
+    let mut described = Vec::new();
+    match t.segments.as_deref() {
+        None | Some([]) => p.add(key("segments"), "must have at least one segment"),
+        Some(segments) => {
+            let (mut sends, mut checked) = (false, 0);
+            for (i, s) in segments.iter().enumerate() {
+                let path = key(&format!("segments[{i}]"));
+                if let Some((lasts, rates, text)) = check_segment(p, &path, s) {
+                    sends |= rates.0 > 0.0 || rates.1 > 0.0;
+                    push_phases(&mut phases, total, lasts, rates);
+                    total += lasts;
+                    described.push(text);
+                    checked += 1;
+                }
+            }
+            if !sends && checked == segments.len() {
+                p.add(key("segments"), "must send some roots (every rate is 0)");
+            }
+        }
+    }
+    let warmup = t.warmup.map_or(Duration::ZERO, |w| w.0);
+    if !total.is_zero() && warmup >= total {
+        p.add(
+            key("warmup"),
+            format!(
+                "must be shorter than the segments' {} (was {})",
+                format_duration(total),
+                format_duration(warmup)
+            ),
+        );
+    }
+    if t.policy.as_deref() == Some("") {
+        p.add(key("policy"), "must name a policy (was \"\")");
+    }
+    let deadline = deadline?.0;
+    if total.is_zero() {
+        return None;
+    }
+    Some(Traffic {
+        load: Load {
+            phases,
+            duration: total,
+            warmup,
+            patience: deadline,
+            patience_change: None,
+            mix,
+        },
+        policy: t.policy.clone(),
+        propagate: t.propagate.unwrap_or(true),
+        linger: t.linger.map_or(Duration::from_secs(30), |l| l.0),
+        segments: described,
+    })
+}
+
+/// A segment's length, its rates at start and end, and a description.
+fn check_segment(
+    p: &mut Problems,
+    path: &str,
+    s: &SegmentFile,
+) -> Option<(Duration, (f64, f64), String)> {
+    let kind = p.required(s.kind, &format!("{path}.kind"), " (steady, ramp or spike)");
+    let lasts = p.required(s.lasts, &format!("{path}.for"), "");
+    if lasts.is_some_and(|l| l.0.is_zero()) {
+        p.add(format!("{path}.for"), "must be positive (was 0ns)");
+    }
+    let rates = match kind? {
+        SegmentKind::Steady | SegmentKind::Spike => {
+            let name = if kind == Some(SegmentKind::Spike) {
+                "spike"
+            } else {
+                "steady"
+            };
+            let what = format!("a {name} segment");
+            p.not_for(
+                s.from.is_some(),
+                &format!("{path}.from"),
+                s.from.unwrap_or(0.0),
+                &what,
+            );
+            p.not_for(
+                s.to.is_some(),
+                &format!("{path}.to"),
+                s.to.unwrap_or(0.0),
+                &what,
+            );
+            let rate = p.rate(s.rate, &format!("{path}.rate"), name);
+            (rate, rate)
+        }
+        SegmentKind::Ramp => {
+            let what = "a ramp segment (give from and to)";
+            p.not_for(
+                s.rate.is_some(),
+                &format!("{path}.rate"),
+                s.rate.unwrap_or(0.0),
+                what,
+            );
+            let from = p.rate(s.from, &format!("{path}.from"), "ramp");
+            let to = p.rate(s.to, &format!("{path}.to"), "ramp");
+            (from, to)
+        }
+    };
+    let rates = (rates.0?, rates.1?);
+    let lasts = lasts?.0;
+    if lasts.is_zero() {
+        return None;
+    }
+    let text = match kind? {
+        SegmentKind::Ramp => format!(
+            "ramp {}/s → {}/s for {}",
+            rates.0,
+            rates.1,
+            format_duration(lasts)
+        ),
+        SegmentKind::Spike => format!("spike {}/s for {}", rates.0, format_duration(lasts)),
+        SegmentKind::Steady => format!("steady {}/s for {}", rates.0, format_duration(lasts)),
+    };
+    Some((lasts, rates, text))
+}
+
+/// Appends a segment starting at `start` to `phases`: one phase, or a ramp cut into steps of
+/// at most [`RAMP_STEP`] at the rate of each step's middle.
+fn push_phases(
+    phases: &mut Vec<(Duration, f64)>,
+    start: Duration,
+    lasts: Duration,
+    rates: (f64, f64),
+) {
+    let (from, to) = rates;
+    if from == to {
+        phases.push((start + lasts, from));
+        return;
+    }
+    let steps = lasts.as_nanos().div_ceil(RAMP_STEP.as_nanos()).max(1) as u32;
+    for i in 0..steps {
+        let until = start + lasts.mul_f64(f64::from(i + 1) / f64::from(steps));
+        let middle = (f64::from(i) + 0.5) / f64::from(steps);
+        phases.push((until, from + (to - from) * middle));
+    }
+}
+
+fn check_faults(
+    p: &mut Problems,
+    at: &str,
+    faults: &[FaultFile],
+    names: &[&str],
+    services: &BTreeMap<String, ServiceFile>,
+) -> Vec<(usize, TimedFault)> {
+    let mut out = Vec::new();
+    for (i, f) in faults.iter().enumerate() {
+        let path = format!("{at}[{i}]");
+        let key = |k: &str| format!("{path}.{k}");
+        let kind = p.required(f.kind, &key("kind"), " (outage, latency or capacity)");
+        let service = match p.required(f.service.as_deref(), &key("service"), "") {
+            Some(name) => {
+                let found = names.iter().position(|n| *n == name);
+                if found.is_none() {
+                    p.add(
+                        key("service"),
+                        format!(
+                            "names no service (was {name:?}, the services: {})",
+                            names.join(", ")
+                        ),
+                    );
+                }
+                found
+            }
+            None => None,
+        };
+        let from = p.required(f.from, &key("from"), "");
+        let to = p.required(f.to, &key("to"), "");
+        if let (Some(from), Some(to)) = (from, to)
+            && from >= to
+        {
+            p.add(
+                key("from"),
+                format!(
+                    "must be before to (was {}, to {})",
+                    format_duration(from.0),
+                    format_duration(to.0)
+                ),
+            );
+        }
+        let fault = match kind {
+            None => None,
+            Some(FaultKind::Outage) => {
+                p.not_for(f.added.is_some(), &key("added"), show(f.added), "an outage");
+                p.not_for(
+                    f.workers.is_some(),
+                    &key("workers"),
+                    f.workers.unwrap_or(0),
+                    "an outage",
+                );
+                Some(Kind::Outage)
+            }
+            Some(FaultKind::Latency) => {
+                let what = "a latency fault";
+                p.not_for(
+                    f.workers.is_some(),
+                    &key("workers"),
+                    f.workers.unwrap_or(0),
+                    what,
+                );
+                let added = p.required(f.added, &key("added"), " for a latency fault");
+                if added.is_some_and(|a| a.0.is_zero()) {
+                    p.add(key("added"), "must be positive (was 0ns)");
+                }
+                added.map(|a| Kind::Latency(a.0))
+            }
+            Some(FaultKind::Capacity) => {
+                let what = "a capacity fault";
+                p.not_for(f.added.is_some(), &key("added"), show(f.added), what);
+                let workers = p.required(
+                    f.workers,
+                    &key("workers"),
+                    " (the workers left) for a capacity fault",
+                );
+                if workers == Some(0) {
+                    p.add(
+                        key("workers"),
+                        "must be at least 1 (was 0; an outage is kind = \"outage\")",
+                    );
+                }
+                if let (Some(left), Some(service)) = (workers, service)
+                    && let Some(all) = services.get(names[service]).and_then(|s| s.workers)
+                    && left >= all
+                {
+                    p.add(
+                        key("workers"),
+                        format!("must be fewer than the service's {all} workers (was {left})"),
+                    );
+                }
+                workers.map(Kind::Capacity)
+            }
+        };
+        if let (Some(fault), Some(service), Some(from), Some(to)) = (fault, service, from, to) {
+            let window = Window {
+                from: from.0,
+                to: to.0,
+            };
+            out.push((
+                service,
+                match fault {
+                    Kind::Outage => TimedFault::Outage(window),
+                    Kind::Latency(added) => TimedFault::AddedLatency(window, added),
+                    Kind::Capacity(left) => TimedFault::LostCapacity(window, left.max(1)),
+                },
+            ));
+        }
+    }
+    out
+}
+
+enum Kind {
+    Outage,
+    Latency(Duration),
+    Capacity(u32),
+}

@@ -1,0 +1,162 @@
+//! Graph files: the example parses, every problem is reported at once under its key path, an
+//! unknown key is refused with its name.
+
+use std::path::Path;
+
+use rampart_sim::graph::Graph;
+
+const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/shop.toml");
+
+fn problems(text: &str) -> Vec<String> {
+    let error = Graph::parse(text, None).expect_err("the graph is refused");
+    error.to_string().split("; ").map(str::to_owned).collect()
+}
+
+#[test]
+fn the_example_graph_parses_with_each_of_its_scenarios() {
+    let graph = Graph::load(Path::new(SHOP), None).expect("shop.toml is valid");
+    let names: Vec<&str> = graph.services.iter().map(|s| s.config.name).collect();
+    assert_eq!(names, ["cart", "catalog", "db", "frontend", "prices"]);
+    assert_eq!(graph.services[graph.entry].config.name, "frontend");
+    let tiers: Vec<usize> = graph.services.iter().map(|s| s.tier).collect();
+    assert_eq!(tiers, [1, 1, 2, 0, 1]);
+    assert_eq!(graph.policies(), ["cart", "catalog", "db", "prices"]);
+    assert_eq!(graph.faults.len(), 2);
+    assert_eq!(graph.traffic.load.duration.as_secs(), 24);
+
+    let outage = Graph::load(Path::new(SHOP), Some("db-outage")).expect("its scenario is valid");
+    assert_eq!(outage.scenario, "db-outage");
+    assert_eq!(outage.faults.len(), 1);
+    assert_eq!(
+        outage.traffic.load, graph.traffic.load,
+        "the scenario keeps the traffic"
+    );
+
+    let missing = Graph::load(Path::new(SHOP), Some("nope")).expect_err("no such scenario");
+    assert!(
+        missing
+            .to_string()
+            .ends_with("scenarios.nope is not in the file (it has: default, db-outage)"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn every_problem_of_a_graph_is_reported_at_once_under_its_key_path() {
+    let found = problems(
+        r#"
+        entry = "front"
+
+        [services.front]
+        workers = 0
+        hold = "1s"
+        service_time = { median = "5ms", p99 = "2ms" }
+        error_rate = 1.5
+        calls = [
+          { to = "nowhere", policy = "p", count = 0 },
+          { to = "leaf", policy = "p", with_previous = true },
+        ]
+
+        [services.leaf]
+        workers = 1
+        reserve = "5ms"
+        service_time = { histogram = [] }
+
+        [traffic]
+        warmup = "5s"
+        segments = [{ kind = "ramp", rate = 10, for = "2s" }]
+
+        [[faults]]
+        kind = "latency"
+        service = "ghost"
+        from = "3s"
+        to = "1s"
+        "#,
+    );
+    assert_eq!(
+        found,
+        [
+            "services.front.workers must be at least 1 (was 0)",
+            "services.front.hold does not apply to fifo admission (was 1s)",
+            "services.front.service_time.p99 must be at least the median (was 2ms, median 5ms)",
+            "services.front.error_rate must be between 0 and 1 (was 1.5)",
+            "services.front.calls[0].to names no service (was \"nowhere\", the services: front, leaf)",
+            "services.front.calls[0].count must be at least 1 (was 0)",
+            "services.leaf.reserve does not apply to a service without inbound = true (was 5ms)",
+            "services.leaf.service_time.histogram must have at least one [latency, weight] pair",
+            "traffic.deadline is required",
+            "traffic.segments[0].rate does not apply to a ramp segment (give from and to) (was 10)",
+            "traffic.segments[0].from is required for a ramp segment",
+            "traffic.segments[0].to is required for a ramp segment",
+            "faults[0].service names no service (was \"ghost\", the services: front, leaf)",
+            "faults[0].from must be before to (was 3s, to 1s)",
+            "faults[0].added is required for a latency fault",
+        ]
+    );
+}
+
+#[test]
+fn a_call_cycle_and_an_unreached_service_are_refused() {
+    let found = problems(
+        r#"
+        entry = "a"
+        [services.a]
+        workers = 1
+        service_time = { median = "1ms", p99 = "1ms" }
+        calls = [{ to = "b", policy = "p" }]
+        [services.b]
+        workers = 1
+        service_time = { median = "1ms", p99 = "1ms" }
+        calls = [{ to = "a", policy = "p" }]
+        [services.c]
+        workers = 1
+        service_time = { median = "1ms", p99 = "1ms" }
+        [traffic]
+        deadline = "1s"
+        segments = [{ kind = "steady", rate = 1, for = "1s" }]
+        "#,
+    );
+    assert_eq!(
+        found,
+        ["services.b.calls[0].to makes a cycle (a → b → a), which a call graph cannot have"]
+    );
+    let found = problems(
+        r#"
+        entry = "a"
+        [services.a]
+        workers = 1
+        service_time = { median = "1ms", p99 = "1ms" }
+        [services.c]
+        workers = 1
+        service_time = { median = "1ms", p99 = "1ms" }
+        [traffic]
+        deadline = "1s"
+        segments = [{ kind = "steady", rate = 1, for = "1s" }]
+        "#,
+    );
+    assert_eq!(found, ["services.c is not reached from the entry (a)"]);
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_its_name() {
+    let error = Graph::parse(
+        r#"
+        entry = "a"
+        [services.a]
+        workers = 1
+        wrokers = 2
+        service_time = { median = "1ms", p99 = "1ms" }
+        [traffic]
+        deadline = "1s"
+        segments = [{ kind = "steady", rate = 1, for = "1s" }]
+        "#,
+        None,
+    )
+    .expect_err("an unknown key is refused");
+    let message = error.to_string();
+    assert!(message.contains("unknown field `wrokers`"), "{message}");
+    assert!(message.contains("line 5"), "{message}");
+    let duration = Graph::parse("entry = \"a\"\n[traffic]\ndeadline = \"300\"\n", None)
+        .expect_err("a duration needs a unit");
+    assert!(duration.to_string().contains("no unit"), "{duration}");
+}
