@@ -1,9 +1,12 @@
-//! The command line, parsed by hand: `--scenario NAME`, `--seed N`, `--quick`, `--out DIR`,
-//! `--list`, `--jobs N`, `--loopback`, `--help`.
+//! The command line, parsed by clap: with no subcommand, the report (`--scenario NAME`,
+//! `--seed N`, `--quick`, `--out DIR`, `--jobs N`, `--loopback`, `--list`); `what-if` runs a
+//! graph file under two policy files (see [`crate::whatif`]).
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
-use crate::SimError;
+use clap::{Args, Parser, Subcommand};
+
 use crate::scenario::{self, Scenario};
 
 /// What to run.
@@ -23,6 +26,11 @@ pub struct Options {
     pub loopback: bool,
 }
 
+/// The default number of threads: the cores, at most 8.
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(8))
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -30,10 +38,27 @@ impl Default for Options {
             seed: 1,
             quick: false,
             out: PathBuf::from("target/rampart-report"),
-            jobs: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            jobs: default_jobs(),
             loopback: false,
         }
     }
+}
+
+/// What `what-if` runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhatIfOptions {
+    /// The graph file.
+    pub graph: PathBuf,
+    /// The two policy files, A then B.
+    pub policies: [PathBuf; 2],
+    /// The graph's scenario (its own traffic and faults when `None`).
+    pub scenario: Option<String>,
+    /// The seed of every run.
+    pub seed: u64,
+    /// Where to write every number as JSON.
+    pub json: Option<PathBuf>,
+    /// OS threads running simulations.
+    pub jobs: usize,
 }
 
 /// What the command line asks for.
@@ -43,105 +68,181 @@ pub enum Command {
     Run(Options),
     /// List the scenarios.
     List,
-    /// Print the usage.
-    Help,
+    /// Run a graph file under two policy files.
+    WhatIf(WhatIfOptions),
 }
 
-/// The usage text.
-pub const USAGE: &str = "\
-rampart-sim: the real rampart executor against simulated services, in virtual time
+/// rampart-sim: the real rampart executor against simulated services, in virtual time.
+///
+/// With no subcommand: runs every scenario (or those named), prints their tables and writes
+/// the report.
+#[derive(Debug, Parser)]
+#[command(name = "rampart-sim", args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// A subcommand instead of the report.
+    #[command(subcommand)]
+    pub command: Option<Sub>,
+    /// The report's options.
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
 
-usage: rampart-sim [--scenario NAME]... [--seed N] [--quick] [--out DIR] [--jobs N]
-       rampart-sim --loopback [--seed N] [--quick]
-       rampart-sim --list
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Run a call graph described in a file under two policy files, side by side, and show
+    /// which changed setting moved which number.
+    WhatIf(WhatIfArgs),
+}
 
-  --scenario NAME  run only this scenario (repeatable; see --list)
-  --seed N         seed every random draw with N (default 1); the same seed prints the same numbers
-  --quick          CI size: every scenario in a second or two
-  --out DIR        write index.html, report.json and the charts here (default target/rampart-report)
-  --jobs N         simulations run at once on N threads (default: the cores, at most 8)
-  --loopback       instead: the deadline scenario on three real axum services on 127.0.0.1
-                   through rampart-http's layers, in real time (200 roots, 40 with --quick);
-                   prints its table only
-  --list           list the scenarios (and the loopback mode)
-";
+/// The report's options.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run only this scenario (repeatable; see --list)
+    #[arg(long = "scenario", value_name = "NAME", value_parser = scenario_named)]
+    pub scenarios: Vec<Scenario>,
+    /// Seed every random draw with N; the same seed prints the same numbers
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// CI size: every scenario in a second or two
+    #[arg(long)]
+    pub quick: bool,
+    /// Write index.html, report.json and the charts here
+    #[arg(long, value_name = "DIR", default_value = "target/rampart-report")]
+    pub out: PathBuf,
+    /// Simulations run at once on N threads [default: the cores, at most 8]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
+    /// Instead: the deadline scenario on three real axum services on 127.0.0.1 through
+    /// rampart-http's layers, in real time (200 roots, 40 with --quick); prints its table only
+    #[arg(long)]
+    pub loopback: bool,
+    /// List the scenarios (and the loopback mode)
+    #[arg(long)]
+    pub list: bool,
+}
 
-/// Parses the arguments after the program name.
-pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, SimError> {
-    let mut options = Options::default();
-    let mut chosen: Vec<Scenario> = Vec::new();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => {
-                (flag.to_owned(), Some(value.to_owned()))
-            }
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| SimError::new(format!("{name} needs a value\n\n{USAGE}")))
-        };
-        match flag.as_str() {
-            "--list" => return Ok(Command::List),
-            "-h" | "--help" => return Ok(Command::Help),
-            "--quick" => options.quick = true,
-            "--loopback" => options.loopback = true,
-            "--scenario" => {
-                let name = value("--scenario")?;
-                let found = scenario::find(&name).ok_or_else(|| {
-                    let names: Vec<_> = scenario::ALL.iter().map(|s| s.name).collect();
-                    SimError::new(format!(
-                        "no scenario named {name:?}; there are: {}",
-                        names.join(", ")
-                    ))
-                })?;
-                if !chosen.iter().any(|s| s.name == found.name) {
-                    chosen.push(found);
-                }
-            }
-            "--seed" => {
-                let text = value("--seed")?;
-                options.seed = text.parse().map_err(|_| {
-                    SimError::new(format!("--seed takes a whole number (was {text:?})"))
-                })?;
-            }
-            "--out" => options.out = PathBuf::from(value("--out")?),
-            "--jobs" => {
-                let text = value("--jobs")?;
-                options.jobs = text
-                    .parse()
-                    .ok()
-                    .filter(|&n: &usize| n > 0)
-                    .ok_or_else(|| {
-                        SimError::new(format!("--jobs takes a positive number (was {text:?})"))
-                    })?;
-            }
-            other => {
-                return Err(SimError::new(format!(
-                    "unknown argument {other:?}\n\n{USAGE}"
-                )));
-            }
+/// `what-if`'s options.
+#[derive(Debug, Args)]
+pub struct WhatIfArgs {
+    /// The call graph (TOML; see crates/rampart-sim/graphs/shop.toml)
+    #[arg(long, value_name = "FILE")]
+    pub graph: PathBuf,
+    /// A policy file (rampart::config::Policies, TOML); give two: A, then B
+    #[arg(long = "policies", value_name = "FILE", required = true, num_args = 1)]
+    pub policies: Vec<PathBuf>,
+    /// The graph's scenario to run [default: the file's own traffic and faults]
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// Seed every run with N; the same seed prints the same numbers
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Also write every number as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Simulations run at once on N threads [default: the cores, at most 8]
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<NonZeroUsize>,
+}
+
+fn scenario_named(name: &str) -> Result<Scenario, String> {
+    scenario::find(name).ok_or_else(|| {
+        let names: Vec<_> = scenario::ALL.iter().map(|s| s.name).collect();
+        format!(
+            "no scenario named {name:?}; there are: {}",
+            names.join(", ")
+        )
+    })
+}
+
+impl Cli {
+    /// What the parsed command line asks for.
+    ///
+    /// # Errors
+    ///
+    /// `what-if` was given other than two policy files.
+    pub fn into_command(self) -> Result<Command, clap::Error> {
+        if let Some(Sub::WhatIf(w)) = self.command {
+            let [a, b]: [PathBuf; 2] = w.policies.try_into().map_err(|given: Vec<PathBuf>| {
+                use clap::CommandFactory;
+                <Cli as CommandFactory>::command().error(
+                    clap::error::ErrorKind::WrongNumberOfValues,
+                    format!(
+                        "what-if compares two policy files: give --policies twice (was {})",
+                        given.len()
+                    ),
+                )
+            })?;
+            return Ok(Command::WhatIf(WhatIfOptions {
+                graph: w.graph,
+                policies: [a, b],
+                scenario: w.scenario,
+                seed: w.seed,
+                json: w.json,
+                jobs: w.jobs.map_or_else(default_jobs, NonZeroUsize::get),
+            }));
         }
+        let r = self.report;
+        if r.list {
+            return Ok(Command::List);
+        }
+        let mut options = Options {
+            seed: r.seed,
+            quick: r.quick,
+            out: r.out,
+            loopback: r.loopback,
+            ..Options::default()
+        };
+        if let Some(jobs) = r.jobs {
+            options.jobs = jobs.get();
+        }
+        if !r.scenarios.is_empty() {
+            // Report order, whatever order they were named in, each once.
+            options.scenarios = scenario::ALL
+                .into_iter()
+                .filter(|s| r.scenarios.iter().any(|c| c.name == s.name))
+                .collect();
+        }
+        Ok(Command::Run(options))
     }
-    if !chosen.is_empty() {
-        // Report order, whatever order they were named in.
-        options.scenarios = scenario::ALL
-            .into_iter()
-            .filter(|s| chosen.iter().any(|c| c.name == s.name))
-            .collect();
-    }
-    Ok(Command::Run(options))
+}
+
+/// Parses the arguments after the program name. `--help` and `--version` come back as clap
+/// errors of their kind, which print themselves ([`clap::Error::exit`]).
+///
+/// # Errors
+///
+/// What clap refuses (an unknown flag, a missing value, an unknown scenario), with the usage.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, clap::Error> {
+    let args = std::iter::once("rampart-sim".to_owned()).chain(args);
+    Cli::try_parse_from(args)?.into_command()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_arguments_run_every_scenario_with_seed_one() {
+        let Ok(Command::Run(o)) = parse(args(&[])) else {
+            panic!("expected a run");
+        };
+        let names: Vec<_> = o.scenarios.iter().map(|s| s.name).collect();
+        let all: Vec<_> = scenario::ALL.iter().map(|s| s.name).collect();
+        assert_eq!(names, all);
+        assert_eq!((o.seed, o.quick, o.loopback), (1, false, false));
+        assert_eq!(o.out, PathBuf::from("target/rampart-report"));
+        assert_eq!(o.jobs, default_jobs());
     }
 
     #[test]
@@ -171,8 +272,43 @@ mod tests {
         assert!(parse(args(&["--scenario", "nope"])).is_err());
         assert!(parse(args(&["--seed", "x"])).is_err());
         assert!(parse(args(&["--seed"])).is_err());
+        assert!(parse(args(&["--jobs", "0"])).is_err());
         assert!(parse(args(&["--bogus"])).is_err());
         assert!(matches!(parse(args(&["--list"])), Ok(Command::List)));
         assert!(matches!(parse(args(&["--loopback"])), Ok(Command::Run(o)) if o.loopback));
+        let help = parse(args(&["--help"])).expect_err("help prints itself");
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn what_if_takes_a_graph_two_policy_files_and_its_options() {
+        let Ok(Command::WhatIf(w)) = parse(args(&[
+            "what-if",
+            "--graph",
+            "g.toml",
+            "--policies",
+            "a.toml",
+            "--policies",
+            "b.toml",
+            "--scenario",
+            "spike",
+            "--seed",
+            "9",
+            "--json",
+            "out.json",
+        ])) else {
+            panic!("expected what-if");
+        };
+        assert_eq!(w.graph, PathBuf::from("g.toml"));
+        assert_eq!(
+            w.policies,
+            [PathBuf::from("a.toml"), PathBuf::from("b.toml")]
+        );
+        assert_eq!(w.scenario.as_deref(), Some("spike"));
+        assert_eq!((w.seed, w.json), (9, Some(PathBuf::from("out.json"))));
+        let one = parse(args(&["what-if", "--graph", "g", "--policies", "a"]));
+        assert!(one.is_err(), "one policy file is refused");
+        assert!(parse(args(&["what-if", "--policies", "a", "--policies", "b"])).is_err());
+        assert!(parse(args(&["--quick", "what-if", "--graph", "g"])).is_err());
     }
 }

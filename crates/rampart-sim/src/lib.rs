@@ -19,6 +19,7 @@
 //! | [`plan`] | the downstream calls of a graph file's service: steps in sequence, calls at once |
 //! | [`graph`] | a call graph described in a TOML file (services, calls, policies by name, traffic and faults over time), checked with every problem at once, and run |
 //! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
+//! | [`whatif`] | `what-if`: a graph file under two policy files side by side, and which changed setting moved which number |
 //! | [`cli`] | the command line |
 
 pub mod calibration;
@@ -32,6 +33,7 @@ pub mod report;
 pub mod scenario;
 pub mod service;
 pub mod sim;
+pub mod whatif;
 
 use std::fmt;
 

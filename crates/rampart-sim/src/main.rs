@@ -3,12 +3,13 @@
 
 use std::process::ExitCode;
 
-use rampart_sim::cli::{self, Command, USAGE};
+use rampart_sim::cli::{self, Command, WhatIfOptions};
 use rampart_sim::scenario::{self, Runner};
 
 fn main() -> ExitCode {
     let options = match cli::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => options,
+        Ok(Command::WhatIf(options)) => return what_if(&options),
         Ok(Command::List) => {
             for s in scenario::ALL {
                 println!("{:<12} {}", s.name, s.summary);
@@ -19,14 +20,8 @@ fn main() -> ExitCode {
             );
             return ExitCode::SUCCESS;
         }
-        Ok(Command::Help) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("rampart-sim: {e}");
-            return ExitCode::from(2);
-        }
+        // Help and version print themselves and exit 0; a refused command line exits 2.
+        Err(e) => e.exit(),
     };
     if options.loopback {
         return loopback(&options);
@@ -77,6 +72,30 @@ fn main() -> ExitCode {
         eprintln!("rampart-sim: a calibration check FAILED; do not believe the comparisons");
         ExitCode::FAILURE
     }
+}
+
+fn what_if(options: &WhatIfOptions) -> ExitCode {
+    let runner = Runner::new(options.jobs, true);
+    let report = match rampart_sim::whatif::command(options, &runner) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("graph: {}", options.graph.display());
+    print!("{}", report.text());
+    if let Some(path) = &options.json {
+        let mut json = report.json();
+        json["graph_file"] = options.graph.display().to_string().into();
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("rampart-sim: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("\njson: {}", path.display());
+    }
+    ExitCode::SUCCESS
 }
 
 fn loopback(options: &cli::Options) -> ExitCode {
