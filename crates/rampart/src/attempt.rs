@@ -99,6 +99,7 @@ impl Attempt {
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
     /// owned token (a new one is made if the next attempt asks); `retry`: an earlier attempt
     /// reached its callback.
+    #[inline]
     pub(crate) fn begin(
         &mut self,
         number: u32,
@@ -128,6 +129,7 @@ impl Attempt {
     }
 
     /// Ends the attempt: a failed attempt's owned token is cancelled so work it spawned stops.
+    #[inline]
     pub(crate) fn end(&self, succeeded: bool) {
         if !succeeded && let Some(token) = self.token.get() {
             token.cancel();
@@ -180,6 +182,7 @@ impl Attempt {
     /// The instant of the attempt's ceiling, `min(attempt timeout, time left)` after its
     /// start; `None` when unbounded. (The call's deadline, the instant its caller stops
     /// waiting, is the [`Deadline`](crate::Deadline) the call was given or inherited.)
+    #[inline]
     pub fn ceiling(&self) -> Option<Instant> {
         match (self.ceiling, self.began) {
             (Some(ceiling), Some(began)) => began.checked_add(ceiling),
@@ -252,6 +255,7 @@ impl Attempt {
         token.clone()
     }
 
+    #[inline]
     pub(crate) fn fired(&self) -> Option<Fired> {
         let state = self.state.load(Ordering::Acquire);
         if state & CALLER != 0 {

@@ -169,16 +169,24 @@ impl RetryBudget {
 
     /// Records one successful call: deposits `fraction` of a token, up to capacity. Into a full
     /// bucket this only reads the shared state.
+    #[inline]
     pub fn deposit(&self, now: Instant) {
         let inner = &*self.inner;
         if inner.deposit == 0 {
             return;
         }
-        let mut z = inner.state.load(Relaxed);
+        let z = inner.state.load(Relaxed);
         // Once the time base is set (the first deposit or spend sets it).
         if inner.full.load(Relaxed) == z && inner.base.get().is_some() {
             return;
         }
+        self.deposit_into(z, now);
+    }
+
+    /// [`deposit`](Self::deposit) into a bucket that was not full at `z`.
+    #[inline(never)]
+    fn deposit_into(&self, mut z: u64, now: Instant) {
+        let inner = &*self.inner;
         let refilled = inner.refilled(*inner.base.get_or_init(|| now), now);
         loop {
             let balance = inner.balance(refilled, z);

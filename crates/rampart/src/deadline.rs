@@ -69,6 +69,7 @@ impl Deadline {
     }
 
     /// The earlier of `deadline` and `other`, if either is set.
+    #[inline]
     pub(crate) fn earliest(
         deadline: Option<Deadline>,
         other: Option<Deadline>,

@@ -182,7 +182,25 @@ impl Breaker {
     ///
     /// [`Rejected`] while the breaker is open (with the time left of the break), isolated, or
     /// half-open with every probe slot taken; it carries the transition the refusal caused, if any.
+    #[inline]
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
+        // Closed: one load, inlined into the caller.
+        let word = self.shared.load();
+        if matches!(word.kind(), StateKind::Closed | StateKind::ForcedClosed) {
+            return Ok(BreakerPermit {
+                breaker: self,
+                admitted: word,
+                opened_probe: false,
+                after_expiry: false,
+                settled: false,
+            });
+        }
+        self.try_acquire_slow(now)
+    }
+
+    /// [`try_acquire`](Self::try_acquire) when the breaker was not closed at its first look.
+    #[inline(never)]
+    fn try_acquire_slow(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
         let s = &*self.shared;
         // A re-opening by expired probes, reported with whatever this acquire ends in.
         let mut expired: Option<Transition> = None;

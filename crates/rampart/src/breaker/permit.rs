@@ -25,6 +25,7 @@ pub struct BreakerPermit<'a> {
 
 impl BreakerPermit<'_> {
     /// Whether this attempt is a half-open probe.
+    #[inline]
     pub fn is_probe(&self) -> bool {
         self.admitted.kind() == StateKind::HalfOpen
     }
@@ -66,6 +67,7 @@ impl BreakerPermit<'_> {
 
     /// Reports the attempt's outcome; `elapsed` is how long it took (for
     /// [`slow_call`](BreakerBuilder::slow_call)). Returns the transition it caused, if any.
+    #[inline]
     pub fn record(
         mut self,
         evidence: Evidence,
@@ -80,6 +82,7 @@ impl BreakerPermit<'_> {
 }
 
 impl Drop for BreakerPermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.settled && self.is_probe() {
             self.breaker.shared.release_probe(self.admitted);

@@ -168,6 +168,7 @@ impl Shared {
         self.watchers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    #[inline]
     pub(super) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Acquire))
     }
@@ -259,7 +260,31 @@ impl Shared {
         nominal - cut.min(nominal - 1)
     }
 
+    #[inline]
     pub(super) fn record(
+        &self,
+        admitted: Word,
+        evidence: Evidence,
+        elapsed: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        // The common success, inlined into the caller: no slow-call threshold, a closed
+        // consecutive breaker with no failures counted, and nothing moved since admission.
+        if evidence == Evidence::Success
+            && self.window.is_none()
+            && self.slow_call.load(Ordering::Relaxed) == 0
+            && self.load() == admitted
+            && admitted.failures() == 0
+            && !admitted.is_half_open()
+        {
+            return None;
+        }
+        self.record_slow(admitted, evidence, elapsed, now)
+    }
+
+    /// [`record`](Self::record) for everything but the common success.
+    #[inline(never)]
+    fn record_slow(
         &self,
         admitted: Word,
         evidence: Evidence,

@@ -89,6 +89,7 @@ impl Word {
         }
     }
 
+    #[inline]
     pub(super) fn kind(self) -> StateKind {
         match self.0 >> KIND_SHIFT {
             CLOSED => StateKind::Closed,

@@ -96,13 +96,33 @@ where
     // here would be moved with it, and cost a copy of the whole future per call).
     if shared.hedge.is_some() {
         Execute::Hedged {
-            call: Box::pin(hedged::drive(shared, caller, deadline, op, log)),
+            call: hedged(shared, caller, deadline, op, log),
         }
     } else {
         Execute::Plain {
             call: run::drive(shared, caller, deadline, op, log),
         }
     }
+}
+
+/// The hedged driver's future, in its box. Out of line: building that future (the legs'
+/// state) is a large copy, and inlined it would weigh on the code of every call that does not
+/// hedge.
+#[inline(never)]
+fn hedged<'a, T, E, C, A, F, L>(
+    shared: &'a Shared<C, A>,
+    caller: Option<&'a CancellationToken>,
+    deadline: Option<Deadline>,
+    op: F,
+    log: L,
+) -> Pin<Box<impl Future<Output = Result<T, Error<E>>> + use<'a, T, E, C, A, F, L>>>
+where
+    C: Classify<T, E>,
+    A: Admit,
+    F: Callback<T, E>,
+    L: Record,
+{
+    Box::pin(hedged::drive(shared, caller, deadline, op, log))
 }
 
 pin_project_lite::pin_project! {
@@ -121,9 +141,16 @@ impl<O, P: Future<Output = O>, H: Future<Output = O>> Future for Execute<P, H> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
         match self.project() {
             ExecuteProj::Plain { call } => call.poll(cx),
-            ExecuteProj::Hedged { call } => call.as_mut().poll(cx),
+            ExecuteProj::Hedged { call } => poll_hedged(call, cx),
         }
     }
+}
+
+/// Polls the hedged driver, out of line: inlined, its code would weigh on the poll of every
+/// call that does not hedge (and measurably did, through the inlining of the caller's future).
+#[inline(never)]
+fn poll_hedged<H: Future>(call: &mut Pin<Box<H>>, cx: &mut Context<'_>) -> Poll<H::Output> {
+    call.as_mut().poll(cx)
 }
 
 /// Where the attempts of a call are recorded: nowhere for `run`, a report for `try_run`,
