@@ -1,6 +1,6 @@
 //! A call graph described in a file (TOML): services, their calls and client policies by name,
 //! the root traffic over time and faults over time; checked with every problem at once under
-//! its key path, then run by [`run`] on the simulator's engine (the real rampart executor
+//! its key path, then run by [`run()`] on the simulator's engine (the real rampart executor
 //! against simulated services, in virtual time).
 //!
 //! Teams change retry, timeout, budget and hedging settings blind; a graph file describes
