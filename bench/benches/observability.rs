@@ -89,9 +89,9 @@ fn observability(c: &mut Criterion) {
     }
     if cfg!(feature = "metrics") {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let recorded = metrics::with_local_recorder(&recorder, || {
-            full().name("bench").build().expect("valid policy")
-        });
+        // Each series is registered on its first use: the recorder is the thread's throughout.
+        let _recorder = metrics::set_default_local_recorder(&recorder);
+        let recorded = full().name("bench").build().expect("valid policy");
         group.bench_function("rampart_full_prometheus", |b| {
             b.to_async(&rt)
                 .iter(|| recorded.run(async |attempt| work(attempt.number()).await))
