@@ -55,7 +55,7 @@
 //! | `rampart.fallbacks` | counter | `{call}` | `policy`, `stop_reason` | a [fallback](crate::fallback) answered a call that stopped for `stop_reason` |
 //! | `rampart.stream.ended` | counter | `{stream}` | `policy`, `reason` ([`StreamEnd::as_str`]) | once per stream a [`Call::stream`](crate::Call::stream) call opened, when it ends |
 //! | `rampart.stream.items` | counter | `{item}` | `policy` | when a stream ends, by the items it delivered |
-//! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends, and when the breaker's manual control (`Breaker::reset`, `isolate`, `force_closed`, `release`) changes its state: 1 for the breaker's current state, 0 for the others (policies with a breaker) |
+//! | `rampart.breaker.state` | gauge | `1` | `policy`, `state` ([`StateKind::as_str`]) | set when a call ends, and when the breaker's manual control (`Breaker::reset`, `isolate`, `force_closed`, `release`) changes its state: 1 for the breaker's current state, 0 for the states it was set in before (policies with a breaker) |
 //! | `rampart.budget.tokens` | gauge | `{token}` | `policy` | set when a call ends: the retry budget's balance (policies with a budget) |
 //! | `rampart.limiter.in_flight` | gauge | `{attempt}` | `policy` | set when a call ends: attempts holding an admission permit ([`Admit::load`]; limiters that count them) |
 //! | `rampart.limiter.queued` | gauge | `{attempt}` | `policy` | set when a call ends: attempts waiting in admission's queue ([`Admit::load`]) |
