@@ -38,13 +38,21 @@
 //! | what | how |
 //! |---|---|
 //! | errors | `tonic::Status`, from [`ClientError`] (see the table below); tonic's `Grpc` client passes it to the caller as it is |
-//! | trailers | the response of a [`Repeatable`] call is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]; a named future per attempt, no box, and the trailers copied into the response's extensions only when their status is not OK); the caller gets the same frames |
+//! | trailers | the response of a [`Repeatable`] call, or of a method named [`unary`](GrpcChannel::unary), is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]; a named future per attempt, no box, and the trailers copied into the response's extensions only when their status is not OK); the caller gets the same frames |
 //! | the caller's timeout | tonic's `set_timeout` writes `grpc-timeout`; the call runs within it and never extends it |
 //! | the timer tie | the channel arms its own timer from the `grpc-timeout` an attempt carries; when it fires with the attempt's ceiling (all but) reached, rampart's timer decides, so the caller sees `DEADLINE_EXCEEDED`, not tonic's `CANCELLED` |
 //!
 //! Only mark unary (and client-streaming) calls `Repeatable`: a server-streaming response is
 //! read ahead too, so its first messages reach the caller only when the stream ends or passes
 //! the replay limit.
+//!
+//! A call neither repeatable nor named unary is not read ahead (the channel cannot tell a
+//! unary call from a streaming one): an `UNAVAILABLE` in the trailers of its 200 reaches the
+//! caller, but the outbound layer has already classified the 200, so its breaker counts the
+//! call a success. Name a method that must not be sent twice (a write without a request id)
+//! [`unary`](GrpcChannel::unary) for its breaker to see such a status; a trailers-only answer
+//! (the status in the headers, as tonic's server sends an error before any message) is seen
+//! either way.
 //!
 //! | rampart decided | `tonic::Code` | `grpc-retry-pushback-ms` |
 //! |---|---|---|
@@ -98,7 +106,7 @@ impl<A> OutboundLayer<A> {
                     limit,
                 },
             ),
-            repeatable: Arc::from([]),
+            methods: Arc::from([]),
         }
     }
 }
@@ -124,9 +132,23 @@ fn origin_key(origin: &str) -> Cow<'_, str> {
 /// A tonic channel under an [`OutboundLayer`]: made by [`OutboundLayer::grpc`].
 pub struct GrpcChannel<S, A = Unlimited> {
     inner: Outbound<ReadAhead<S>, A>,
-    /// The methods sent as [`Repeatable`], as [`GrpcChannel::repeatable`] was given them.
-    repeatable: Arc<[Method]>,
+    /// The methods named on the channel, in the order they were given.
+    methods: Arc<[(Method, Mark)]>,
 }
+
+/// What naming a method on a [`GrpcChannel`] does to its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// [`GrpcChannel::repeatable`]: sent as [`Repeatable`].
+    Repeatable,
+    /// [`GrpcChannel::unary`]: read ahead to its trailers, sent once.
+    Unary,
+}
+
+/// In a request's extensions, between the channel and [`ReadAhead`]: read the response ahead
+/// to its trailers although the call is not [`Repeatable`].
+#[derive(Debug, Clone, Copy)]
+struct ReadTrailers;
 
 /// A method named to [`GrpcChannel::repeatable`]: a path, or every path under a service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,10 +203,24 @@ impl<S, A> GrpcChannel<S, A> {
     ///     .repeatable("/inventory.Catalog/*");
     /// # drop(channel); }
     /// ```
-    pub fn repeatable(mut self, method: &str) -> Self {
-        let mut methods = self.repeatable.to_vec();
-        methods.push(Method::parse(method));
-        self.repeatable = Arc::from(methods);
+    pub fn repeatable(self, method: &str) -> Self {
+        self.name(method, Mark::Repeatable)
+    }
+
+    /// Reads every response of `method` ahead to its trailers, as a repeatable call's is, but
+    /// sends each call once: the `grpc-status` in the trailers is classified, so that an
+    /// `UNAVAILABLE` there is evidence for the host's breaker (and the call report's stop
+    /// reason) where it would otherwise count as a success. For a unary or client-streaming
+    /// method that must not be sent twice; `method` is written as for
+    /// [`repeatable`](Self::repeatable), which reads ahead too and needs no `unary`.
+    pub fn unary(self, method: &str) -> Self {
+        self.name(method, Mark::Unary)
+    }
+
+    fn name(mut self, method: &str, mark: Mark) -> Self {
+        let mut methods = self.methods.to_vec();
+        methods.push((Method::parse(method), mark));
+        self.methods = Arc::from(methods);
         self
     }
 }
@@ -193,7 +229,7 @@ impl<S: Clone, A> Clone for GrpcChannel<S, A> {
     fn clone(&self) -> Self {
         GrpcChannel {
             inner: self.inner.clone(),
-            repeatable: Arc::clone(&self.repeatable),
+            methods: Arc::clone(&self.methods),
         }
     }
 }
@@ -202,7 +238,7 @@ impl<S: fmt::Debug, A> fmt::Debug for GrpcChannel<S, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrpcChannel")
             .field("inner", &self.inner)
-            .field("repeatable", &self.repeatable)
+            .field("methods", &self.methods)
             .finish()
     }
 }
@@ -228,8 +264,16 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> GrpcFuture {
         let path = request.uri().path();
-        if self.repeatable.iter().any(|method| method.matches(path)) {
+        let named = |mark| {
+            self.methods
+                .iter()
+                .any(|(method, given)| *given == mark && method.matches(path))
+        };
+        let (repeatable, unary) = (named(Mark::Repeatable), named(Mark::Unary));
+        if repeatable {
             request.extensions_mut().insert(Repeatable);
+        } else if unary {
+            request.extensions_mut().insert(ReadTrailers);
         }
         GrpcFuture {
             inner: self.inner.call(request),
@@ -329,7 +373,9 @@ where
     }
 
     fn call(&mut self, request: Request<ReplayBody<B>>) -> Self::Future {
-        let read_ahead = request.extensions().get::<Repeatable>().is_some();
+        let extensions = request.extensions();
+        let read_ahead =
+            extensions.get::<Repeatable>().is_some() || extensions.get::<ReadTrailers>().is_some();
         ReadAheadFuture {
             state: ReadState::Calling {
                 call: self.inner.call(request.map(tonic::body::Body::new)),
@@ -341,7 +387,8 @@ where
 }
 
 pin_project! {
-    /// An attempt's response, read ahead to its trailers when the call is repeatable: a named
+    /// An attempt's response, read ahead to its trailers when the call is repeatable (or its
+    /// method named unary): a named
     /// future, not a box per attempt.
     pub(crate) struct ReadAheadFuture<F, ResB> {
         #[pin]

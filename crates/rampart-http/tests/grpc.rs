@@ -338,6 +338,40 @@ async fn a_service_named_repeatable_retries_its_methods_and_no_other_services() 
     assert_eq!(server.seen("/t.T/Flaky").len(), 1);
 }
 
+#[tokio::test]
+async fn a_method_named_unary_is_sent_once_and_an_unavailable_in_its_trailers_opens_the_breaker() {
+    let layer = OutboundLayer::builder()
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer");
+    let (server, client) = connected(&layer).await;
+    let client = client.unary("/t.T/FlakyTrailers");
+    for _ in 0..2 {
+        let status = call(&client, "/t.T/FlakyTrailers", false, None)
+            .await
+            .expect_err("the server is warming up");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(status.message(), "warming up", "the server's own status");
+    }
+    assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 2, "each sent once");
+    let status = call(&client, "/t.T/FlakyTrailers", false, None)
+        .await
+        .expect_err("the breaker is open");
+    assert!(
+        status.message().contains("circuit breaker open"),
+        "{status:?}"
+    );
+    assert_eq!(
+        server.seen("/t.T/FlakyTrailers").len(),
+        2,
+        "the third call was not sent"
+    );
+}
+
 /// Refuses every request, asking for 250 ms.
 #[derive(Debug, Clone, Copy)]
 struct Refuse;
