@@ -46,8 +46,8 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::executor::{
-    Admitted, Call, Next, Record, Report, Shared, StopOnly, begin, is_cancelled, later,
-    settle_admission,
+    Admitted, Call, Machine, Next, Record, Report, Sequential, Shared, StopOnly, begin,
+    is_cancelled, later, settle_admission,
 };
 use crate::fallback::Ending;
 use crate::outcome::StopReason;
@@ -148,7 +148,7 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let mut machine = begin(shared, live, log, deadline);
+    let mut machine: Machine<'_, T, E, C, A, L, Sequential> = begin(shared, live, log, deadline);
     if let Some(problem) = shared.needs_async() {
         return machine.config_error(problem, clock.now()).outcome;
     }
@@ -210,7 +210,7 @@ where
             Next::Generate { .. } | Next::Hook { .. } => {
                 return machine.cannot_block(clock.now()).outcome;
             }
-            Next::Wait => unreachable!("a blocking call runs one attempt at a time"),
+            Next::Wait(never) => match never {},
             Next::Done(finish) => return finish.outcome,
         };
     }

@@ -35,7 +35,9 @@ use super::machine::Bounded;
 use super::machine::Ticket;
 use super::race::{Race, admission};
 use super::run::{Bounding, sleep_or_cancel};
-use super::{Callback, Next, Record, Shared, begin, is_cancelled, later, settle_admission};
+use super::{
+    Callback, Hedging, Machine, Next, Record, Shared, begin, is_cancelled, later, settle_admission,
+};
 
 /// What woke the driver while legs were in flight.
 enum Wake<O> {
@@ -63,7 +65,7 @@ where
 {
     let clock = &shared.clock;
     let live = shared.snapshot();
-    let mut machine = begin(shared, live, log, deadline);
+    let mut machine: Machine<'_, T, E, C, A, L, Hedging> = begin(shared, live, log, deadline);
     // One attempt handle per leg; leg `i` is attempt `i + 1` (`max_attempts <= MAX_LEGS`).
     let attempts: [OnceLock<Attempt>; MAX_LEGS] = array::from_fn(|_| OnceLock::new());
     let mut flight = pin!(Flight::new());
@@ -99,9 +101,9 @@ where
                 let callback = span.clone().instrument(op(attempt));
                 let race = Race::new(callback, attempt, caller, clock, machine.mode());
                 flight.as_mut().launch(leg, Leg { ticket, span }, race);
-                Next::Wait
+                Next::Wait(Hedging)
             }
-            Next::Wait => {
+            Next::Wait(Hedging) => {
                 let due = machine.hedge_due();
                 if due != timer_at {
                     timer.set(None);
@@ -161,7 +163,7 @@ where
                             Err(next) => next,
                         };
                         // Anything but waiting on the legs makes a hedge's generator moot.
-                        if !matches!(next, Next::Wait) {
+                        if !matches!(next, Next::Wait(_)) {
                             generator = None;
                         }
                         next
@@ -180,7 +182,7 @@ where
             // races watch the caller and the deadline; else it is awaited, bounded by both.
             Next::Generate { future, .. } if flight.in_flight() => {
                 generator = Some(future);
-                Next::Wait
+                Next::Wait(Hedging)
             }
             Next::Generate { future, until } => {
                 let answer = Bounding::new(clock, future, caller, until).await;

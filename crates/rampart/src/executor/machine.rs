@@ -86,17 +86,40 @@ pub(crate) struct Finish<T, E> {
     pub(crate) outcome: Result<T, Error<E>>,
 }
 
+/// Which driver a machine answers: it fixes whether [`Next::Wait`] can be one of the answers.
+/// A sequential driver's machine never answers it (its `W` is uninhabited, so the driver's
+/// match needs no arm that cannot run); a hedged driver's does.
+pub(crate) trait Shape: Sized {
+    /// The value of [`Next::Wait`], if this driver can be asked to wait on legs.
+    const WAIT: Option<Self>;
+}
+
+/// The shape of the async and blocking drivers: one attempt at a time, never a wait on legs.
+pub(crate) enum Sequential {}
+
+impl Shape for Sequential {
+    const WAIT: Option<Self> = None;
+}
+
+/// The shape of the hedged driver: legs in flight, which it waits on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hedging;
+
+impl Shape for Hedging {
+    const WAIT: Option<Self> = Some(Hedging);
+}
+
 /// What the driver does next.
-pub(crate) enum Next<'p, T, E, P> {
+pub(crate) enum Next<'p, T, E, P, W> {
     /// Begin an attempt with this ticket: ask admission unless it is already
     /// [`admitted`](Ticket::admitted), then run the callback.
     Attempt(Ticket<'p, P>),
     /// Sleep `delay` from `from` (the reading the machine was given), ending early if the
     /// caller cancels; then [`Machine::woke`].
     Sleep { from: Instant, delay: Duration },
-    /// Hedged calls only: wait for a leg in flight or the hedge delay
-    /// ([`Machine::hedge_due`]).
-    Wait,
+    /// Hedged calls only (a sequential driver's `W` has no value): wait for a leg in flight or
+    /// the hedge delay ([`Machine::hedge_due`]).
+    Wait(W),
     /// The timeout generator answered with this future: await it until it answers, the
     /// caller cancels or `until` (the call's deadline) passes, then [`Machine::generated`].
     /// Legs in flight go on meanwhile (and bound it themselves).
@@ -114,6 +137,10 @@ pub(crate) enum Next<'p, T, E, P> {
     /// The call is over.
     Done(Finish<T, E>),
 }
+
+/// Admission's answer as the machine takes it: the ticket to run the callback with, or what
+/// comes instead.
+pub(crate) type Let<'p, T, E, P, W> = Result<Ticket<'p, P>, Next<'p, T, E, P, W>>;
 
 /// An attempt the machine let start: what the driver begins the [`Attempt`] with, and the
 /// permits it holds until it hands the ticket back with the attempt's end.
@@ -189,7 +216,7 @@ struct Legs {
 }
 
 /// The state of one call: everything its decisions need.
-pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
+pub(crate) struct Machine<'p, T, E, C, A, L: Record, W> {
     shared: &'p Shared<C, A>,
     /// The live settings this call started with, kept to its end.
     live: &'p Live,
@@ -224,9 +251,11 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record> {
     ended: bool,
     /// What the driver awaits for the machine (a generator's or hook's future), if anything.
     awaiting: Awaiting,
+    /// Which driver this machine answers.
+    shape: std::marker::PhantomData<fn() -> W>,
 }
 
-impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
+impl<T, E, C, A, L: Record, W> Drop for Machine<'_, T, E, C, A, L, W> {
     fn drop(&mut self) {
         if !self.ended && self.shared.telemetry.is_listened() {
             let now = self.shared.clock.now();
@@ -243,8 +272,9 @@ impl<T, E, C, A, L: Record> Drop for Machine<'_, T, E, C, A, L> {
     }
 }
 
-impl<'p, T, E, C, A, L> Machine<'p, T, E, C, A, L>
+impl<'p, T, E, C, A, L, W> Machine<'p, T, E, C, A, L, W>
 where
+    W: Shape,
     C: Classify<T, E>,
     A: Admit,
     L: Record,
@@ -297,6 +327,7 @@ where
             outcome: LastOutcome::new(),
             ended: false,
             awaiting: Awaiting::Nothing,
+            shape: std::marker::PhantomData,
         }
     }
 
@@ -333,7 +364,7 @@ where
 
     /// Rule 1: the call begins; `cancelled` is whether the caller already cancelled.
     #[inline(always)]
-    pub(crate) fn start(&mut self, cancelled: bool) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn start(&mut self, cancelled: bool) -> Next<'p, T, E, A::Permit, W> {
         let now = self.start;
         if cancelled {
             return Next::Done(self.cancelled(now));
@@ -356,7 +387,7 @@ where
         mut ticket: Ticket<'p, A::Permit>,
         answer: Admitted<A::Permit>,
         now: Instant,
-    ) -> Result<Ticket<'p, A::Permit>, Next<'p, T, E, A::Permit>> {
+    ) -> Let<'p, T, E, A::Permit, W> {
         let (outcome, retry_after) = match answer {
             Admitted::Permit(permit) => {
                 if let Some(refusal) = permit.as_ref().and_then(A::dry_refusal) {
@@ -400,7 +431,7 @@ where
         returned: Option<Result<T, E>>,
         cancelled: bool,
         now: Instant,
-    ) -> Result<T, Next<'p, T, E, A::Permit>> {
+    ) -> Result<T, Next<'p, T, E, A::Permit, W>> {
         // The success path: a value classified Ok, before its ceiling fired, with the caller
         // still waiting.
         match returned {
@@ -432,7 +463,7 @@ where
         returned: Option<Result<T, E>>,
         cancelled: bool,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         match self.returned(attempt, ticket, returned, cancelled, now) {
             Ok(value) => Next::Done(Finish { outcome: Ok(value) }),
             Err(next) => next,
@@ -448,7 +479,7 @@ where
         returned: Option<Result<T, E>>,
         cancelled: bool,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         self.ran = true;
         let fired = attempt.fired();
         let caller = cancelled || fired == Some(Fired::Caller);
@@ -494,7 +525,7 @@ where
     }
 
     /// The backoff ended at `now`, or the caller cancelled during it.
-    pub(crate) fn woke(&mut self, now: Instant, cancelled: bool) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn woke(&mut self, now: Instant, cancelled: bool) -> Next<'p, T, E, A::Permit, W> {
         if cancelled {
             return Next::Done(self.cancelled(now));
         }
@@ -516,10 +547,10 @@ where
     /// Rule 6: the hedge delay passed (or a leg failed while others run): a hedge starts now,
     /// admitted at once, or not at all. A hedge that does not start costs no attempt and no
     /// budget; the budget is charged once the breaker has let it through.
-    pub(crate) fn hedge(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn hedge(&mut self, now: Instant) -> Next<'p, T, E, A::Permit, W> {
         self.legs.due = None;
         if self.awaiting == Awaiting::Generator || !self.hedge_free() {
-            return Next::Wait;
+            return self.wait();
         }
         let remaining = self.remaining(now);
         if remaining == Some(Duration::ZERO) {
@@ -551,7 +582,7 @@ where
         timeout: Option<Duration>,
         remaining: Option<Duration>,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         let ceiling = self.ceiling(timeout, now, remaining);
         let Ok(breaker) = self.breaker_permit(now) else {
             return self.no_hedge(Some(Suppressed::BreakerNotClosed));
@@ -586,7 +617,7 @@ where
         &mut self,
         answer: Bounded<Duration>,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         self.awaiting = Awaiting::Nothing;
         let timeout = match answer {
             Bounded::Answered(timeout) => timeout,
@@ -608,7 +639,7 @@ where
         }
         // A hedge: a leg may have ended while the generator ran.
         if !self.hedge_free() {
-            return Next::Wait;
+            return self.wait();
         }
         if remaining == Some(Duration::ZERO) {
             return self.no_hedge(None);
@@ -623,7 +654,7 @@ where
     /// which was reported, or the wait was cut short by the caller or the deadline); the
     /// timed-out attempt's outcome stands.
     #[inline(never)]
-    pub(crate) fn hooked(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
+    pub(crate) fn hooked(&mut self, now: Instant) -> Next<'p, T, E, A::Permit, W> {
         self.awaiting = Awaiting::Nothing;
         // The timed-out outcome waited in `last`, where the decision leaves it anyway; the
         // number only names a hedge that won, which a timed-out attempt never is.
@@ -710,7 +741,7 @@ where
 
     /// The next attempt's ticket, or why no attempt may start.
     #[inline(always)]
-    fn next_attempt(&mut self, now: Instant) -> Next<'p, T, E, A::Permit> {
+    fn next_attempt(&mut self, now: Instant) -> Next<'p, T, E, A::Permit, W> {
         let remaining = self.remaining(now);
         if remaining == Some(Duration::ZERO) {
             return Next::Done(self.deadline_exceeded(None, now));
@@ -729,7 +760,7 @@ where
         timeout: Option<Duration>,
         remaining: Option<Duration>,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         let ceiling = self.ceiling(timeout, now, remaining);
         let breaker = match self.breaker_permit(now) {
             Ok(permit) => permit,
@@ -743,7 +774,7 @@ where
 
     /// Hands the driver a generator's future to await.
     #[cold]
-    fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit> {
+    fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit, W> {
         self.awaiting = Awaiting::Generator;
         let until = self.deadline.map(|bound| bound.at);
         Next::Generate { future, until }
@@ -936,14 +967,26 @@ where
         Ok(delay)
     }
 
+    /// Wait on the legs in flight: reached only with a leg in flight (a hedge, or a failed
+    /// leg while others run), which only a hedged call has.
+    fn wait(&self) -> Next<'p, T, E, A::Permit, W> {
+        match W::WAIT {
+            Some(wait) => Next::Wait(wait),
+            None => unreachable!(
+                "a sequential call has at most one leg, and waits on none (legs in flight: {})",
+                self.legs.in_flight
+            ),
+        }
+    }
+
     /// No hedge in this round (`why`, if it is worth an event).
     #[cold]
-    fn no_hedge(&mut self, why: Option<Suppressed>) -> Next<'p, T, E, A::Permit> {
+    fn no_hedge(&mut self, why: Option<Suppressed>) -> Next<'p, T, E, A::Permit, W> {
         self.legs.blocked = true;
         if let Some(why) = why {
             self.suppressed(why);
         }
-        Next::Wait
+        self.wait()
     }
 
     #[cold]
@@ -961,7 +1004,11 @@ where
 
     /// The caller cancelled while the attempt ran (and it did not succeed).
     #[cold]
-    fn cancelled_attempt(&mut self, attempt: &Attempt, now: Instant) -> Next<'p, T, E, A::Permit> {
+    fn cancelled_attempt(
+        &mut self,
+        attempt: &Attempt,
+        now: Instant,
+    ) -> Next<'p, T, E, A::Permit, W> {
         attempt.end(false);
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         Next::Done(self.cancelled(now))
@@ -1038,7 +1085,7 @@ where
         outcome: Outcome<T, E>,
         verdict: Verdict,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         let number = ticket.number;
         let kind = attempt_outcome(&outcome, verdict);
         self.settle(attempt, ticket, kind, now);
@@ -1093,7 +1140,11 @@ where
     /// driver's to await (the timed-out outcome then waits in `last`).
     #[cold]
     #[inline(never)]
-    fn timed_out(&mut self, number: u32, ceiling: Duration) -> Option<Next<'p, T, E, A::Permit>> {
+    fn timed_out(
+        &mut self,
+        number: u32,
+        ceiling: Duration,
+    ) -> Option<Next<'p, T, E, A::Permit, W>> {
         let future = self.shared.telemetry.timed_out(TimeoutInfo {
             policy: &self.shared.name,
             attempt: number,
@@ -1140,7 +1191,7 @@ where
         verdict: Verdict,
         kind: AttemptOutcome,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         match verdict {
             Verdict::Ok => {
                 self.won(number, now);
@@ -1184,7 +1235,7 @@ where
         verdict: Verdict,
         kind: AttemptOutcome,
         now: Instant,
-    ) -> Next<'p, T, E, A::Permit> {
+    ) -> Next<'p, T, E, A::Permit, W> {
         if self.legs.in_flight > 0 {
             // Other legs are running. A transient failure is replaced at once, as a hedge; a
             // dependency that asked to slow down (or a local refusal) is not.
@@ -1475,7 +1526,7 @@ where
     }
 }
 
-impl<T, E, C, A, L: Record> Machine<'_, T, E, C, A, L> {
+impl<T, E, C, A, L: Record, W> Machine<'_, T, E, C, A, L, W> {
     fn elapsed(&self, now: Instant) -> Duration {
         elapsed_since(self.start, now)
     }

@@ -15,34 +15,34 @@ use crate::{Breaker, ErrorsAreTransient, ManualClock, Policy, RetryBudget};
 const MS: Duration = Duration::from_millis(1);
 
 type Plain<'p, 'r, C = ErrorsAreTransient> =
-    Machine<'p, u32, &'static str, C, Unlimited, &'r mut Report>;
+    Machine<'p, u32, &'static str, C, Unlimited, &'r mut Report, Hedging>;
 
-fn kind<T, E, P>(next: &Next<'_, T, E, P>) -> &'static str {
+fn kind<T, E, P>(next: &Next<'_, T, E, P, Hedging>) -> &'static str {
     match next {
         Next::Attempt(_) => "an attempt",
         Next::Sleep { .. } => "a sleep",
-        Next::Wait => "a wait",
+        Next::Wait(_) => "a wait",
         Next::Generate { .. } => "a generator to await",
         Next::Hook { .. } => "a hook to await",
         Next::Done(_) => "the end",
     }
 }
 
-fn attempt<'p, T, E, P>(next: Next<'p, T, E, P>) -> Ticket<'p, P> {
+fn attempt<'p, T, E, P>(next: Next<'p, T, E, P, Hedging>) -> Ticket<'p, P> {
     match next {
         Next::Attempt(ticket) => ticket,
         other => panic!("expected an attempt, got {}", kind(&other)),
     }
 }
 
-fn done<T, E, P>(next: Next<'_, T, E, P>) -> Result<T, Error<E>> {
+fn done<T, E, P>(next: Next<'_, T, E, P, Hedging>) -> Result<T, Error<E>> {
     match next {
         Next::Done(finish) => finish.outcome,
         other => panic!("expected the end of the call, got {}", kind(&other)),
     }
 }
 
-fn sleep<T, E, P>(next: Next<'_, T, E, P>) -> Duration {
+fn sleep<T, E, P>(next: Next<'_, T, E, P, Hedging>) -> Duration {
     match next {
         Next::Sleep { delay, .. } => delay,
         other => panic!("expected a backoff, got {}", kind(&other)),
@@ -336,7 +336,10 @@ fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
 
 /// A policy with no backoff, its first attempt failed: the machine answers a sleep of zero,
 /// then `check` is given the machine and `woke`'s answer for a caller `cancelled` or not.
-fn after_a_zero_backoff(cancelled: bool, check: impl FnOnce(u32, Next<'_, u32, &'static str, ()>)) {
+fn after_a_zero_backoff(
+    cancelled: bool,
+    check: impl FnOnce(u32, Next<'_, u32, &'static str, (), Hedging>),
+) {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
@@ -493,7 +496,7 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
     let b = handle(&policy, &second);
     assert!(matches!(
         machine.returned_next(&b, second, Some(Err("reset")), false, clock.now()),
-        Next::Wait
+        Next::Wait(_)
     ));
     let c = handle(&policy, &third);
     let next = machine.returned_next(&c, third, Some(Ok(3)), false, clock.now());
@@ -523,14 +526,14 @@ fn throttled_leg_stops_hedging_for_the_round() {
     let a = handle(&policy, &first);
     let next = machine.returned_next(&a, first, Some(Err("slow down")), false, clock.now());
     assert!(
-        matches!(next, Next::Wait),
+        matches!(next, Next::Wait(_)),
         "no replacement for a throttled leg"
     );
     assert_eq!(machine.hedge_due(), None);
     drop(second);
 }
 
-fn generate_step<T, E, P>(next: Next<'_, T, E, P>) -> Option<Instant> {
+fn generate_step<T, E, P>(next: Next<'_, T, E, P, Hedging>) -> Option<Instant> {
     match next {
         Next::Generate { until, .. } => until,
         other => panic!("expected a generator to await, got {}", kind(&other)),

@@ -67,7 +67,7 @@ use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled};
 
 pub use call::Call;
 pub(crate) use callback::{AttemptFuture, Callback};
-pub(crate) use machine::{Machine, Next};
+pub(crate) use machine::{Hedging, Machine, Next, Sequential, Shape};
 pub(crate) use race::Admitted;
 pub(crate) use shared::Shared;
 
@@ -275,38 +275,40 @@ pub(crate) fn passes_through<C, A, L: Record>(
 /// A call's machine with the settings `live`, begun at a reading of `shared`'s clock: the
 /// setup every driver shares.
 #[inline(always)]
-pub(crate) fn begin<'p, T, E, C, A, L>(
+pub(crate) fn begin<'p, T, E, C, A, L, W>(
     shared: &'p Shared<C, A>,
     live: &'p shared::Live,
     log: L,
     deadline: Option<Deadline>,
-) -> Machine<'p, T, E, C, A, L>
+) -> Machine<'p, T, E, C, A, L, W>
 where
     C: Classify<T, E>,
     A: Admit,
     L: Record,
+    W: Shape,
 {
     Machine::new(shared, live, log, shared.clock.now(), deadline)
 }
 
 /// What follows admission's answer: the ticket to run the callback with and how long
 /// admission took, or what the machine does instead.
-pub(crate) type Admission<'p, T, E, P> =
-    Result<(machine::Ticket<'p, P>, Option<Duration>), Next<'p, T, E, P>>;
+pub(crate) type Admission<'p, T, E, P, W> =
+    Result<(machine::Ticket<'p, P>, Option<Duration>), Next<'p, T, E, P, W>>;
 
 /// Hands the machine admission's `answer` for `ticket`, with a fresh reading of `clock`: the
 /// ticket to run the callback with and how long admission took, or what comes instead. The
 /// step after admission every driver shares (each waits for the answer its own way).
-pub(crate) fn settle_admission<'p, T, E, C, A, L>(
-    machine: &mut Machine<'p, T, E, C, A, L>,
+pub(crate) fn settle_admission<'p, T, E, C, A, L, W>(
+    machine: &mut Machine<'p, T, E, C, A, L, W>,
     ticket: machine::Ticket<'p, A::Permit>,
     answer: Admitted<A::Permit>,
     clock: &Clock,
-) -> Admission<'p, T, E, A::Permit>
+) -> Admission<'p, T, E, A::Permit, W>
 where
     C: Classify<T, E>,
     A: Admit,
     L: Record,
+    W: Shape,
 {
     let began = ticket.began;
     let now = clock.now();

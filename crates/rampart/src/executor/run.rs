@@ -19,8 +19,8 @@ use crate::timeout::PendingAnswer;
 use super::machine::{Bounded, untimed};
 use super::race::{Race, admission};
 use super::{
-    Callback, Machine, Next, Record, Shared, begin, is_cancelled, later, passes_through,
-    settle_admission,
+    Callback, Machine, Next, Record, Sequential, Shared, begin, is_cancelled, later,
+    passes_through, settle_admission,
 };
 
 /// Runs `op` under `shared`, one attempt at a time.
@@ -48,56 +48,66 @@ where
             return pass_through(shared, op, &mut log).await;
         }
         let clock = &shared.clock;
-        let mut machine: Machine<'_, T, E, C, A, L> = begin(shared, live, log, deadline);
+        let mut machine: Machine<'_, T, E, C, A, L, Sequential> =
+            begin(shared, live, log, deadline);
         let mut attempt = Attempt::new(clock.clone(), caller);
         let mut next = machine.start(is_cancelled(caller));
         loop {
-            next = match next {
-                Next::Attempt(ticket) => 'attempt: {
-                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
-                    let (ticket, waited) = if ticket.admitted {
-                        (ticket, None)
-                    } else {
-                        let cx = machine.ticket_context(&ticket, &attempt);
-                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                        match settle_admission(&mut machine, ticket, answer, clock) {
-                            Ok(admitted) => admitted,
-                            Err(next) => break 'attempt next,
+            // What to wait for next: every answer but a pause is met in its arm, which goes
+            // round again; the pauses share the one await point below, so that the cold steps
+            // add nothing to every call's state machine.
+            let paused = match next {
+                Next::Attempt(ticket) => {
+                    next = 'attempt: {
+                        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                        let (ticket, waited) = if ticket.admitted {
+                            (ticket, None)
+                        } else {
+                            let cx = machine.ticket_context(&ticket, &attempt);
+                            let answer =
+                                admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                            match settle_admission(&mut machine, ticket, answer, clock) {
+                                Ok(admitted) => admitted,
+                                Err(next) => break 'attempt next,
+                            }
+                        };
+                        let span = machine.attempt_span(&ticket, waited);
+                        let callback = span.clone().instrument(op(&attempt));
+                        let race = Race::new(callback, &attempt, caller, clock, machine.mode());
+                        let (returned, suspended) = race.await;
+                        // An attempt that succeeded on its first poll took no time the call
+                        // must account for: the clock is read again only when the reading will
+                        // be used.
+                        let fresh =
+                            suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+                        let now = if fresh { clock.now() } else { ticket.began };
+                        let next =
+                            machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
+                        span.record_outcome(machine.attempt_outcome());
+                        match next {
+                            Ok(value) => return Ok(value),
+                            Err(next) => next,
                         }
                     };
-                    let span = machine.attempt_span(&ticket, waited);
-                    let callback = span.clone().instrument(op(&attempt));
-                    let race = Race::new(callback, &attempt, caller, clock, machine.mode());
-                    let (returned, suspended) = race.await;
-                    // An attempt that succeeded on its first poll took no time the call must account
-                    // for: the clock is read again only when the reading will be used.
-                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                    let now = if fresh { clock.now() } else { ticket.began };
-                    let next =
-                        machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
-                    span.record_outcome(machine.attempt_outcome());
-                    match next {
-                        Ok(value) => return Ok(value),
-                        Err(next) => next,
-                    }
+                    continue;
                 }
                 // A zero backoff waits for nothing: the caller's token is checked at once.
                 Next::Sleep { from, delay } if delay.is_zero() => {
-                    machine.woke(from, is_cancelled(caller))
+                    next = machine.woke(from, is_cancelled(caller));
+                    continue;
                 }
-                // A backoff or a wait on a pending answer: one await point for all three, so
-                // that the cold steps add nothing to every call's state machine.
-                pause @ (Next::Sleep { .. } | Next::Generate { .. } | Next::Hook { .. }) => {
-                    let woke = Paused::new(shared, pause, caller).await;
-                    let now = clock.now();
-                    match woke {
-                        Woke::Slept { cancelled } => machine.woke(now, cancelled),
-                        Woke::Generated(answer) => machine.generated(answer, now),
-                        Woke::Hooked => machine.hooked(now),
-                    }
-                }
-                Next::Wait => unreachable!("only a hedged call waits on legs"),
+                Next::Sleep { from, delay } => Paused::sleep(clock, later(from, delay), caller),
+                Next::Generate { future, until } => Paused::generate(clock, future, caller, until),
+                Next::Hook { future, until } => Paused::hook(shared, future, caller, until),
+                Next::Wait(never) => match never {},
                 Next::Done(finish) => return finish.outcome,
+            };
+            let woke = paused.await;
+            let now = clock.now();
+            next = match woke {
+                Woke::Slept { cancelled } => machine.woke(now, cancelled),
+                Woke::Generated(answer) => machine.generated(answer, now),
+                Woke::Hooked => machine.hooked(now),
             };
         }
     }
@@ -152,30 +162,35 @@ enum Woke {
 }
 
 impl<'a> Paused<'a> {
-    fn new<T, E, C, A, P>(
-        shared: &'a Shared<C, A>,
-        pause: Next<'_, T, E, P>,
+    /// A backoff until `wake`, ending early if the caller cancels.
+    fn sleep(clock: &'a Clock, wake: Instant, caller: Option<&'a CancellationToken>) -> Self {
+        let sleep = Bounding::new(clock, std::future::pending(), caller, Some(wake));
+        Paused::Sleep { sleep }
+    }
+
+    /// A wait on a generator's pending answer, until the caller cancels or `until` passes.
+    fn generate(
+        clock: &'a Clock,
+        future: PendingAnswer<Duration>,
         caller: Option<&'a CancellationToken>,
+        until: Option<Instant>,
     ) -> Self {
-        let clock = &shared.clock;
-        match pause {
-            Next::Sleep { from, delay } => {
-                let wake = later(from, delay);
-                let sleep = Bounding::new(clock, std::future::pending(), caller, Some(wake));
-                Paused::Sleep { sleep }
-            }
-            Next::Generate { future, until } => Paused::Generate {
-                wait: Box::pin(Bounding::new(clock, future, caller, until)),
-            },
-            Next::Hook { future, until } => {
-                let hook = shared.telemetry.awaited(&shared.name, future);
-                Paused::Hook {
-                    wait: Box::pin(Bounding::new(clock, hook, caller, until)),
-                }
-            }
-            Next::Attempt(_) | Next::Wait | Next::Done(_) => {
-                unreachable!("the driver pauses only for a sleep or a pending answer")
-            }
+        Paused::Generate {
+            wait: Box::pin(Bounding::new(clock, future, caller, until)),
+        }
+    }
+
+    /// A wait on an on-timeout hook's pending answer (a panic in it reported), until the
+    /// caller cancels or `until` passes.
+    fn hook<C, A>(
+        shared: &'a Shared<C, A>,
+        future: PendingAnswer<()>,
+        caller: Option<&'a CancellationToken>,
+        until: Option<Instant>,
+    ) -> Self {
+        let hook = shared.telemetry.awaited(&shared.name, future);
+        Paused::Hook {
+            wait: Box::pin(Bounding::new(&shared.clock, hook, caller, until)),
         }
     }
 }
