@@ -42,7 +42,7 @@ use std::fmt;
 use std::time::Duration;
 
 use rampart::result::AttemptLog;
-use rampart::{Ambient, CallResult, Deadline, DeadlineSource, StopReason};
+use rampart::{CallResult, DeadlineSource, StopReason};
 
 use crate::error::{ClientError, RetryableStatus};
 
@@ -52,16 +52,18 @@ use crate::error::{ClientError, RetryableStatus};
 pub struct CallReport {
     stop: StopReason,
     log: AttemptLog,
-    deadline: Option<(Duration, DeadlineSource)>,
+    deadline: Option<Duration>,
+    source: Option<DeadlineSource>,
 }
 
 impl CallReport {
-    /// The report of `result`, a call that started under `deadline`.
-    pub(crate) fn of<T, E>(result: &CallResult<T, E>, deadline: Applied) -> Self {
+    /// The report of `result`.
+    pub(crate) fn of<T, E>(result: &CallResult<T, E>) -> Self {
         CallReport {
             stop: result.stop(),
             log: *result.log(),
-            deadline: deadline.0,
+            deadline: result.deadline(),
+            source: result.deadline_source(),
         }
     }
 
@@ -84,16 +86,18 @@ impl CallReport {
         &self.log
     }
 
-    /// The deadline that applied to the call, measured from its start: the policy's own, or
-    /// a shorter one inherited from the caller (the ambient deadline of the request being
-    /// served, or a deadline header written on the request). `None` when the call had none.
+    /// The deadline that applied to the call, measured from its start, as the call resolved
+    /// it ([`CallResult::deadline`]): the policy's own, a shorter one inherited from the
+    /// caller (the ambient deadline of the request being served, or a deadline header written
+    /// on the request), or a drain's grace. `None` when the call had none.
     pub fn deadline(&self) -> Option<Duration> {
-        self.deadline.map(|(deadline, _)| deadline)
+        self.deadline
     }
 
-    /// Where [`deadline`](Self::deadline) came from.
+    /// Where [`deadline`](Self::deadline) came from; `None` when there was none, or when a
+    /// drain's grace was the earliest bound.
     pub fn deadline_source(&self) -> Option<DeadlineSource> {
-        self.deadline.map(|(_, source)| source)
+        self.source
     }
 }
 
@@ -115,38 +119,16 @@ impl fmt::Display for CallReport {
         let attempts = self.attempts();
         let plural = if attempts == 1 { "" } else { "s" };
         write!(f, "{} after {attempts} attempt{plural}", self.stop)?;
-        match self.deadline {
-            Some((deadline, DeadlineSource::Policy)) => {
+        match (self.deadline, self.source) {
+            (Some(deadline), Some(DeadlineSource::Policy)) => {
                 write!(f, ", within the policy's deadline of {deadline:?}")
             }
-            Some((deadline, _)) => write!(f, ", within the inherited deadline of {deadline:?}"),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The deadline a call starts under: the smaller of the policy's own and the caller's (the
-/// ambient one, or one written on the request), read when the call starts, as the call
-/// itself resolves it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Applied(Option<(Duration, DeadlineSource)>);
-
-impl Applied {
-    /// For a call of a policy whose deadline is `policy`, which reads the ambient deadline,
-    /// given `caller`'s own deadline if the request carried one.
-    pub(crate) fn at_start(policy: Option<Duration>, caller: Option<Deadline>) -> Self {
-        let inherited = [Ambient::current().deadline(), caller]
-            .into_iter()
-            .flatten()
-            .map(Deadline::remaining)
-            .min();
-        Applied(match (policy, inherited) {
-            (Some(own), Some(inherited)) if inherited < own => {
-                Some((inherited, DeadlineSource::Inherited))
+            (Some(deadline), Some(_)) => {
+                write!(f, ", within the inherited deadline of {deadline:?}")
             }
-            (Some(own), _) => Some((own, DeadlineSource::Policy)),
-            (None, inherited) => inherited.map(|d| (d, DeadlineSource::Inherited)),
-        })
+            (Some(grace), None) => write!(f, ", within the drain's grace of {grace:?}"),
+            (None, _) => Ok(()),
+        }
     }
 }
 
@@ -178,11 +160,10 @@ impl Carries for ::reqwest::Response {
 /// spend.
 pub(crate) fn finish<R: Carries, E>(
     result: CallResult<R, E>,
-    deadline: Applied,
     fail_on_status: bool,
     first_success_bare: bool,
 ) -> Result<R, ClientError<E>> {
-    let report = CallReport::of(&result, deadline);
+    let report = CallReport::of(&result);
     let mut response = result.into_result().map_err(ClientError::Call)?;
     if fail_on_status && !matches!(report.stop, StopReason::Succeeded | StopReason::Permanent) {
         let status = response.status();

@@ -20,7 +20,6 @@ use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
-use crate::report::Applied;
 
 /// The service [`OutboundLayer`](super::OutboundLayer) makes.
 ///
@@ -230,13 +229,12 @@ where
             attempt.cancelled().await;
             Err(error)
         };
-        let deadline = Applied::at_start(host.full.deadline(), caller);
         // `try_run` hedges when the host's policy hedges (its hedged state boxed by rampart).
         let result = within(policy, caller)
             .try_run(op)
             .await
             .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
-        crate::report::finish(result, deadline, host.fail_on_status, true)
+        crate::report::finish(result, host.fail_on_status, true)
     }
 }
 

@@ -56,7 +56,6 @@ use rampart::{CallResult, Cancelled};
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
 use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
-use crate::report::Applied;
 
 pub use builder::RequestBuilder;
 
@@ -237,10 +236,9 @@ impl<A: Admit + Clone> Client<A> {
     ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
         let Reported {
             result,
-            deadline,
             fail_on_status,
         } = self.report(request, marked).await?;
-        crate::report::finish(result, deadline, fail_on_status, false)
+        crate::report::finish(result, fail_on_status, false)
     }
 
     async fn report(
@@ -270,7 +268,6 @@ impl<A: Admit + Clone> Client<A> {
                 <= host.edge.replay_limit;
         let names = &host.edge.names;
         let http = self.http.clone();
-        let deadline = Applied::at_start(host.full.deadline(), caller);
         let call = async {
             if plan == Plan::Replay && in_memory {
                 // `try_run` hedges when the host's policy hedges.
@@ -314,7 +311,6 @@ impl<A: Admit + Clone> Client<A> {
             .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
         Ok(Reported {
             result,
-            deadline,
             fail_on_status: self.fail_on_status.unwrap_or(host.fail_on_status),
         })
     }
@@ -323,7 +319,6 @@ impl<A: Admit + Clone> Client<A> {
 /// A call that ran to a report, with what its response needs to carry it.
 struct Reported {
     result: CallResult<::reqwest::Response, ::reqwest::Error>,
-    deadline: Applied,
     fail_on_status: bool,
 }
 
