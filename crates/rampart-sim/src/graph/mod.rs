@@ -86,6 +86,7 @@
 pub mod check;
 pub mod file;
 pub mod run;
+pub mod traffic;
 
 use std::path::Path;
 use std::time::Duration;
