@@ -7,9 +7,13 @@
 //! so minutes of traffic at thousands of requests per second take seconds, and the same seed
 //! prints the same numbers.
 //!
+//! `cargo run --release -p rampart-sim -- what-if --graph G --policies A --policies B` runs a
+//! service's own call graph, described in a file ([`graph`]), under two policy files and shows
+//! which changed setting moved which number ([`whatif`]).
+//!
 //! | module | what |
 //! |---|---|
-//! | [`service`] | a simulated service: workers, a bounded FIFO queue or rampart's `CriticalityLimit` behind an inbound edge written after rampart-http's, lognormal service time, faults, downstream calls, the wire |
+//! | [`service`] | a simulated service: workers, a bounded FIFO queue or rampart's `CriticalityLimit` behind an inbound edge written after rampart-http's, lognormal or empirical service time, faults (some over a window of the run), downstream calls, the wire |
 //! | [`contender`] | `naive` (a hand-written retry loop), `budgeted` (the loop under tower's `TpsBudget`) and `rampart`, one classifier for all, and rampart's ablations, configured in one place |
 //! | [`scenario`] | one module per scenario: retry storm, deadline, tail, overload, metastable |
 //! | [`calibration`] | arithmetic the simulator must reproduce first (4³ = 64; 1 - 0.99¹⁰⁰) |

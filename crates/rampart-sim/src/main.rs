@@ -1,5 +1,6 @@
-//! `rampart-sim`: runs the scenarios, prints their tables and writes the report. See the
-//! library's documentation for what it does; this file only wires the command line to it.
+//! `rampart-sim`: runs the scenarios, prints their tables and writes the report; `rampart-sim
+//! what-if` runs a graph file under two policy files. See the library's documentation for
+//! what they do; this file only wires the command line to it.
 
 use std::process::ExitCode;
 

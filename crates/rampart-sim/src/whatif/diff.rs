@@ -151,7 +151,8 @@ pub fn show(value: Option<&Value>) -> String {
     }
 }
 
-/// A table on one line: `{ key = value, ... }`, strings quoted.
+/// A table on one line: `{ key = value, ... }`, strings quoted; `{}` when empty (a policy
+/// that keeps every builder default).
 pub fn inline(table: &Table) -> String {
     let cells: Vec<String> = table
         .iter()
@@ -160,6 +161,9 @@ pub fn inline(table: &Table) -> String {
             other => format!("{k} = {other}"),
         })
         .collect();
+    if cells.is_empty() {
+        return "{}".to_owned();
+    }
     format!("{{ {} }}", cells.join(", "))
 }
 
