@@ -72,7 +72,7 @@
 //! | [`result`] | `CallResult` and the attempt log of `try_run` |
 //! | [`outcome`] | `StopReason`, `AttemptOutcome` and `StreamEnd`: the vocabulary events and results share |
 //! | [`timeout`] | the per-attempt bound: timeout mode, generated and adaptive timeouts |
-//! | [`testing`] | helpers for tests on a manual clock |
+//! | [`testing`] | testing under a policy: tokio's paused time first, `advance_until` and `wait_for_pending` for a manual clock |
 //! | `tower` | feature `tower`: a tower `Layer` that runs any service's calls under a policy |
 //! | `config` | feature `serde`: policies as configuration, a file of named policies with inherited defaults |
 
