@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`start`](Machine::start): the call began at the instant given to [`Machine::new`] (caller cancelled or not) | run an attempt ([`Ticket`]), or done |
 //! | [`admitted`](Machine::admitted): admission's answer for the attempt | run the callback, or what follows a refusal |
-//! | [`returned`](Machine::returned): the attempt ended (its output, or abandoned) | sleep, run the next attempt, wait for other legs, or done |
+//! | [`returned`](Machine::returned): the attempt ended (its output, or abandoned) | the value (the success path, answered at once), or: sleep, run the next attempt, wait for other legs, or done |
 //! | [`woke`](Machine::woke): the backoff ended (or the caller cancelled during it) | run the next attempt, or done |
 //! | [`hedge`](Machine::hedge): the hedge delay passed | run a hedge leg (already admitted), or wait |
 //! | [`generated`](Machine::generated): a generator's pending answer came (or the caller cancelled) | as after the generator's answer at once |
@@ -21,8 +21,14 @@
 //! nothing that bounds, cancels, retries or reports it: `Policy::none()`) never builds a
 //! machine; its driver runs the attempt and [`untimed`] says what the outcome means, with no
 //! way to reach a breaker, budget or deadline rule. Which of the two a call is, is decided in
-//! one place ([`passes_through`](super::passes_through)). The machine never sleeps, polls or spawns; the
-//! shared state it consults (breaker, budget, latency estimates, a non-waiting admission try
+//! one place ([`passes_through`](super::passes_through)).
+//!
+//! Each driver meets only the answers it can get: the machine's [`Shape`] says whether
+//! [`Next::Wait`] (wait on legs in flight) is one of them. The async and blocking drivers'
+//! machines are [`Sequential`], whose `Wait` has no value, so their match has no arm that
+//! cannot run; the hedged driver's is [`Hedging`].
+//!
+//! The machine never sleeps, polls or spawns; the shared state it consults (breaker, budget, latency estimates, a non-waiting admission try
 //! for hedges) answers at once. A timeout generator or on-timeout hook that answers with a
 //! future is a step it hands the driver ([`Next::Generate`], [`Next::Hook`]): the async
 //! drivers await it and report back, the blocking one refuses it
