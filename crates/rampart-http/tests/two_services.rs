@@ -1,0 +1,39 @@
+//! The two-service example (`examples/two_services.rs`) with a small request count: a flaky
+//! backend behind the inbound layer, a frontend calling it through the reqwest `Client`, and a
+//! load loop, on loopback with random ports.
+//!
+//! Real sockets mean real time: the run takes a fraction of a second, and what is asserted
+//! is the agreement between what the callers saw and what rampart decided, request by
+//! request, never a duration (the timings are printed).
+
+#[path = "../examples/two_services.rs"]
+mod two_services;
+
+use two_services::{Load, run};
+
+#[tokio::test]
+async fn every_failure_a_caller_sees_is_one_non_success_stop_reason_of_rampart() {
+    let summary = run(Load {
+        requests: 40,
+        concurrency: 4,
+        seed: 7,
+    })
+    .await;
+    summary.print();
+
+    assert_eq!(summary.rows.len(), 40, "every request answered");
+    assert!(
+        summary.disagreements().is_empty(),
+        "the callers and rampart disagree on: {:#?}",
+        summary.disagreements()
+    );
+    assert_eq!(summary.client_failures(), summary.rampart_failures());
+    // The faults are keyed by request id and attempt: this seed gives the run both outcomes,
+    // calls that succeed (some after retries) and calls whose every attempt met a fault.
+    assert!(summary.client_failures() > 0, "some calls fail");
+    assert!(
+        summary.client_failures() < summary.rows.len(),
+        "some succeed"
+    );
+    assert!(summary.backend_attempts > 40, "some calls were retried");
+}
