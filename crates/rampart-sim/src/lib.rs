@@ -31,6 +31,7 @@ pub mod cli;
 pub mod contender;
 pub mod dist;
 pub mod graph;
+pub mod import;
 pub mod loopback;
 pub mod plan;
 pub mod report;
