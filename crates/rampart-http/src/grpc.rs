@@ -24,6 +24,12 @@
 //! # drop(client); Ok(()) }
 //! ```
 //!
+//! It is the one way in for a tonic channel: under [`Layer::layer`](tower_layer::Layer::layer)
+//! (or [`layer_for`](OutboundLayer::layer_for)), a tonic client's request, which has no
+//! origin in its URI, is refused with an error naming `OutboundLayer::grpc` (there its host
+//! entry would be `""` for every channel, and rampart's timeouts would reach the client as
+//! `UNKNOWN`).
+//!
 //! The origin is the channel's endpoint, with or without its scheme (`http://inventory:50051`
 //! or `inventory:50051`); it names the host entry. gRPC calls are `POST`s, so a call is sent
 //! once unless it may be sent again: name such methods (idempotent reads, writes with a
@@ -85,7 +91,7 @@ use crate::body::{Keep, Kept, ReplayBody, keep};
 use crate::classify::Trailers;
 use crate::error::{BoxError, ClientError};
 use crate::header::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback, last};
-use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture};
+use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture, Way};
 
 impl<A> OutboundLayer<A> {
     /// A tonic channel (or any service over `tonic::body::Body`) under this layer, every
@@ -99,12 +105,13 @@ impl<A> OutboundLayer<A> {
     pub fn grpc<S>(&self, origin: &str, channel: S) -> GrpcChannel<S, A> {
         let limit = self.engine().edge.replay_limit;
         GrpcChannel {
-            inner: self.layer_for(
+            inner: self.keyed(
                 &origin_key(origin),
                 ReadAhead {
                     inner: channel,
                     limit,
                 },
+                Way::Grpc,
             ),
             methods: Arc::from([]),
         }

@@ -20,7 +20,7 @@ use rampart::Deadline;
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
-use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable};
+use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable, ReplayBody};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower_layer::Layer;
@@ -414,4 +414,66 @@ async fn a_refusal_answers_unavailable_with_pushback_beside_retry_after() {
         Some(Some("1"))
     );
     assert!(server.seen("/t.T/Echo").is_empty());
+}
+
+/// A tonic client's request reaches the outbound service with no origin (the channel adds it
+/// below): under the plain layer, it is refused before anything is sent, with an error that
+/// names the way in.
+#[tokio::test]
+async fn a_tonic_channel_under_the_plain_layer_is_refused_with_an_error_naming_grpc() {
+    let server = Server::default();
+    let addr = serve(server.clone(), InboundLayer::new()).await;
+    let layer = layer();
+    let channel = channel(addr).await;
+    let into_tonic =
+        |request: Request<ReplayBody<tonic::body::Body>>| request.map(tonic::body::Body::new);
+    let plain = tower::ServiceBuilder::new()
+        .layer(layer.clone())
+        .map_request(into_tonic)
+        .service(channel.clone());
+    let keyed = layer.layer_for(
+        &addr.to_string(),
+        tower::ServiceBuilder::new()
+            .map_request(into_tonic)
+            .service(channel.clone()),
+    );
+    for outcome in [
+        unary(plain, "/t.T/Echo").await,
+        unary(keyed, "/t.T/Echo").await,
+    ] {
+        let status = outcome.expect_err("refused");
+        assert_eq!(status.code(), Code::Unknown, "{status:?}");
+        assert!(
+            status.message().contains(
+                "put the channel under the layer with `OutboundLayer::grpc(origin, channel)`"
+            ),
+            "{status:?}"
+        );
+    }
+    assert!(server.seen("/t.T/Echo").is_empty(), "nothing was sent");
+    assert_eq!(layer.hosts(), 0, "no host entry was made");
+
+    let through_grpc = layer.grpc(&addr.to_string(), channel);
+    let answer = call(&through_grpc, "/t.T/Echo", false, None).await;
+    assert!(answer.is_ok(), "{answer:?}");
+    assert_eq!(server.seen("/t.T/Echo").len(), 1);
+}
+
+/// One unary call of `path` through any service a tonic client takes.
+async fn unary<S>(service: S, path: &'static str) -> Result<String, Status>
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResponseBody: http_body::Body<Data = Bytes> + Send + 'static,
+    <S::ResponseBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(e.into().to_string()))?;
+    let request = tonic::Request::new("hello".to_owned());
+    let response = grpc
+        .unary(request, PathAndQuery::from_static(path), Text)
+        .await?;
+    Ok(response.into_inner())
 }

@@ -276,6 +276,38 @@ async fn a_grpc_request_carries_grpc_timeout_instead() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_grpc_request_with_no_origin_is_refused_and_one_with_an_origin_sent() {
+    let upstream = Upstream::new(|_, _| grpc_reply(&[("grpc-status", "0")]));
+    let layer = layer(OutboundLayer::builder().policy(quick));
+    let relative = || {
+        Request::post("/pkg.Service/Method")
+            .header("content-type", "application/grpc+proto")
+            .body(Full::default())
+            .expect("valid request")
+    };
+    for client in [
+        layer.layer(upstream.service()),
+        layer.layer_for("a.test:50051", upstream.service()),
+    ] {
+        let error = client.oneshot(relative()).await.expect_err("refused");
+        let Some(rampart::Error::Config(config)) = error.call() else {
+            panic!("a configuration error: {error:?}");
+        };
+        assert_eq!(config.problems()[0].field(), "grpc");
+        assert!(
+            error
+                .to_string()
+                .contains("OutboundLayer::grpc(origin, channel)")
+        );
+    }
+    assert!(upstream.calls().is_empty());
+    let absolute = grpc_post(&[]);
+    let client = layer.layer(upstream.service());
+    client.oneshot(absolute).await.expect("sent");
+    assert_eq!(upstream.calls().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_503_with_retry_after_is_retried_after_it() {
     let upstream = Upstream::new(|n, _| match n {
         0 => Reply {

@@ -33,16 +33,29 @@
 //! `request.extensions_mut().insert(Repeatable)`). A transport error in the last millisecond
 //! of a gRPC attempt's ceiling is the transport's own timer (tonic arms one from the
 //! `grpc-timeout` the attempt carried), so the attempt waits that moment for rampart's timer,
-//! and the call ends with rampart's timeout, not the transport's error. With the `tonic`
-//! feature, `OutboundLayer::grpc` puts a tonic `Channel` under the layer in one line.
+//! and the call ends with rampart's timeout, not the transport's error.
+//!
+//! A tonic channel goes under the layer one way: `OutboundLayer::grpc(origin, channel)`
+//! (feature `tonic`), which keys the channel's host entry by its origin and answers rampart's
+//! decisions as `tonic::Status` (`DEADLINE_EXCEEDED` for its timeouts, ...). Through
+//! [`layer`](Layer::layer) or [`layer_for`](OutboundLayer::layer_for) a tonic client would
+//! get `UNKNOWN` for every one of them (tonic cannot read a [`ClientError`](crate::ClientError)),
+//! and through `layer` every channel would share the host entry `""`. So these services
+//! refuse a gRPC request with no origin in its URI (`/pkg.Service/Method`, what a tonic client
+//! sends into a channel, which adds the origin below any layer): it is not sent, and fails at
+//! once with [`Error::Config`](rampart::Error::Config) naming `grpc`, which a tonic client
+//! shows as `UNKNOWN` with a message saying to use `OutboundLayer::grpc`. A gRPC request with
+//! an absolute URI (a hand-written gRPC call over hyper's HTTP/2 client) still goes through
+//! `layer`: it is keyed by its URI, and its errors are [`ClientError`](crate::ClientError)s
+//! for the caller to map (`tonic::Status::from` does, with the `tonic` feature).
 //!
 //! # Host keys
 //!
 //! A request's host entry is keyed by `host:port` from its URI's authority (the host in
 //! lowercase, the port explicit: 80 for `http`, 443 for `https`), else from its `Host`
-//! header. A request with neither (a relative URI, as a tonic channel sends) falls in the
-//! entry `""`, shared by every such request: name the key instead with
-//! [`OutboundLayer::layer_for`] (`OutboundLayer::grpc` does, with the channel's origin).
+//! header. A request with neither (a relative URI) falls in the entry `""`, shared by every
+//! such request: name the key instead with [`OutboundLayer::layer_for`]
+//! (`OutboundLayer::grpc` does, with the channel's origin).
 //!
 //! Only replayable requests are retried or hedged: `GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`
 //! and `TRACE`, or any request carrying the [`Repeatable`] extension. A replayable request's
@@ -129,6 +142,7 @@ use crate::quota::QuotaState;
 pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
+pub(crate) use service::Way;
 pub use service::{Outbound, ResponseFuture};
 pub use stamp::stamp;
 pub(crate) use stamp::{Stamp, within};
@@ -190,8 +204,11 @@ impl Default for OutboundLayer {
 impl<A> OutboundLayer<A> {
     /// Wraps `inner` as [`layer`](Layer::layer) does, but every request through it uses the
     /// host entry `key` (one breaker and one budget), whatever its URI says: for a client
-    /// whose requests carry relative URIs (a tonic channel adds its origin below any layer,
-    /// so without a key all its requests would share the entry `""`). The key is read as the
+    /// whose requests carry relative URIs (a transport that adds its origin below any layer,
+    /// so that without a key all its requests would share the entry `""`). A tonic channel
+    /// is such a transport, but goes under the layer with `OutboundLayer::grpc` (feature
+    /// `tonic`), not here: a gRPC request with no origin is refused by this service, as by
+    /// `layer`'s (see the [module docs](self#grpc)). The key is read as the
     /// keys the layer makes from URIs are, `host:port` lowercased with port 80 when none is
     /// given (`Inventory:50051` is `inventory:50051`; the same holds for
     /// [`host`](OutboundBuilder::host) and [`breaker`](Self::breaker)); it also names the
@@ -207,8 +224,13 @@ impl<A> OutboundLayer<A> {
     /// # drop(service);
     /// ```
     pub fn layer_for<S>(&self, key: &str, inner: S) -> Outbound<S, A> {
+        self.keyed(key, inner, Way::Http)
+    }
+
+    /// `inner` under the layer, every request through it keyed by `key`, made `way`.
+    pub(crate) fn keyed<S>(&self, key: &str, inner: S, way: Way) -> Outbound<S, A> {
         let key = HostKey::named(key);
-        Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)))
+        Outbound::new(inner, Arc::clone(&self.engine), Some(Arc::from(key)), way)
     }
 
     /// Hosts in the table now (at most [`max_hosts`](OutboundBuilder::max_hosts)).
@@ -259,11 +281,13 @@ impl<A> fmt::Debug for OutboundLayer<A> {
     }
 }
 
+/// The outbound service over any `tower` service of `http::Request`s. Not for a tonic
+/// channel: see the [module docs](self#grpc) for `OutboundLayer::grpc`.
 impl<S, A> Layer<S> for OutboundLayer<A> {
     type Service = Outbound<S, A>;
 
     fn layer(&self, inner: S) -> Outbound<S, A> {
-        Outbound::new(inner, Arc::clone(&self.engine), None)
+        Outbound::new(inner, Arc::clone(&self.engine), None, Way::Http)
     }
 }
 

@@ -34,15 +34,30 @@ pub struct Outbound<S, A = Unlimited> {
     /// The host of the last request, reused while requests go to the same host and the table
     /// has evicted no host since: no lock on the table then. A clone starts without one.
     last: Option<KeptHost<Host<A>>>,
+    /// How the service was made: by [`Layer::layer`](tower_layer::Layer::layer) or
+    /// [`layer_for`](super::OutboundLayer::layer_for), which refuse what only a tonic channel
+    /// sends, or by `OutboundLayer::grpc`, which is the way in for it.
+    way: Way,
+}
+
+/// How an [`Outbound`] was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// `layer` or `layer_for`: a gRPC request with no origin is refused.
+    Http,
+    /// `OutboundLayer::grpc`: under a tonic channel.
+    #[cfg_attr(not(feature = "tonic"), allow(dead_code))]
+    Grpc,
 }
 
 impl<S, A> Outbound<S, A> {
-    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>, key: Option<Arc<str>>) -> Self {
+    pub(crate) fn new(inner: S, engine: Arc<Engine<A>>, key: Option<Arc<str>>, way: Way) -> Self {
         Outbound {
             inner,
             engine,
             key,
             last: None,
+            way,
         }
     }
 }
@@ -54,6 +69,7 @@ impl<S: Clone, A> Clone for Outbound<S, A> {
             engine: Arc::clone(&self.engine),
             key: self.key.clone(),
             last: None,
+            way: self.way,
         }
     }
 }
@@ -122,6 +138,11 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.way == Way::Http && is_channel_grpc(&request) {
+            return ResponseFuture {
+                inner: Call::Failed(Some(grpc_not_through_grpc())),
+            };
+        }
         let host = match &self.key {
             Some(key) => self
                 .engine
@@ -236,6 +257,29 @@ where
             .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
         crate::report::finish(result, host.fail_on_status, true)
     }
+}
+
+/// Whether the request is what a tonic client sends into a channel: gRPC, and no origin in
+/// its URI (the channel adds it, below any layer). Only a transport that adds the origin can
+/// send it, and under the plain layer its host entry would be `""` for every channel and
+/// rampart's decisions would reach the tonic client as `UNKNOWN`.
+fn is_channel_grpc<B>(request: &Request<B>) -> bool {
+    request.uri().authority().is_none() && crate::header::is_grpc(request.headers())
+}
+
+/// The error of a gRPC request sent into a tonic channel through the plain layer.
+#[cold]
+fn grpc_not_through_grpc<E>() -> ClientError<E> {
+    let problem = rampart::ConfigProblem::new(
+        "grpc",
+        "a gRPC request with no origin in its URI (a tonic channel under `OutboundLayer::layer` \
+         or `layer_for`) was not sent: put the channel under the layer with \
+         `OutboundLayer::grpc(origin, channel)` (feature `tonic`), which keys its host entry by \
+         the origin and answers rampart's decisions as `tonic::Status`",
+    );
+    ClientError::Call(rampart::Error::Config(rampart::ConfigError::new(vec![
+        problem,
+    ])))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
