@@ -3,8 +3,8 @@
 //!
 //! A response that went through a policy may not be the answer a handler wanted: a `503`
 //! comes back as a response when the attempts, the deadline or the retry budget ran out on
-//! it, and its status alone does not say which. The reqwest [`Client`](crate::reqwest::Client)
-//! puts a [`CallReport`] in the extensions of every response it returns, and the
+//! it, and its status alone does not say which. The reqwest `Client` (`rampart_http::reqwest`,
+//! feature `reqwest`) puts a [`CallReport`] in the extensions of every response it returns, and the
 //! [outbound layer](crate::outbound) in every response but one that its first attempt
 //! answered with success (whose report would say only that: the layer spares its hot path the
 //! three allocations of an extension), so that a handler can tell a `503` that was retried
@@ -15,7 +15,7 @@
 //! | from the reqwest client | always |
 //! | from the outbound layer, answered with success by the first attempt | none (it would be `Succeeded` after 1 attempt) |
 //! | from the outbound layer, any other | always |
-//! | from [`Client::try_execute`](crate::reqwest::Client::try_execute) | none: the [`CallResult`] returned is the report |
+//! | from the reqwest client's `try_execute` | none: the [`CallResult`] returned is the report |
 //!
 //! To have a final retryable status come back as an error instead (so that `?` works), turn
 //! on [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status): the

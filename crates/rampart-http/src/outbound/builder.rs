@@ -239,8 +239,7 @@ impl<A> OutboundBuilder<A> {
     /// its [`CallReport`](crate::CallReport), so that `?` stops there (default off: the
     /// response is returned, its report in its extensions). The reqwest client made from the
     /// layer follows it, unless set on the client itself
-    /// ([`Client::fail_on_retryable_status`](crate::reqwest::Client::fail_on_retryable_status),
-    /// feature `reqwest`). [`host_fail_on_retryable_status`](Self::host_fail_on_retryable_status)
+    /// (`reqwest::Client::fail_on_retryable_status`, feature `reqwest`). [`host_fail_on_retryable_status`](Self::host_fail_on_retryable_status)
     /// overrides it for one host.
     ///
     /// ```
