@@ -103,7 +103,7 @@
 //! | [`metrics_by_host`](OutboundBuilder::metrics_by_host) | on: rampart's metrics carry `policy` (the layer's name) and `server.address` (the host, `host:port`) |
 //! | [`quota`](OutboundBuilder::quota), [`host_quota`](OutboundBuilder::host_quota) | off: quota headers are not read (see [`crate::quota`] for why) |
 //! | [`fail_on_retryable_status`](OutboundBuilder::fail_on_retryable_status), [`host_fail_on_retryable_status`](OutboundBuilder::host_fail_on_retryable_status) | off: a call that ends on a retryable status returns that response, its [`CallReport`](crate::CallReport) in its extensions |
-//! | minimum time per attempt | rampart's (0); set `min_attempt_time` in [`policy`](OutboundBuilder::policy) so that a retry after a long `Retry-After` is not sent with a few milliseconds left |
+//! | minimum time per attempt | [`DEFAULT_MIN_ATTEMPT_TIME`], 10 ms (rampart's own is 0): a retry is not sent with less time left than that, or than the host's measured typical latency; set `min_attempt_time` in [`policy`](OutboundBuilder::policy) to change it |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
 //! # Errors
@@ -124,6 +124,7 @@ mod stamp;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::Method;
 use rampart::admit::{Admit, Unlimited};
@@ -146,6 +147,42 @@ pub(crate) use service::Way;
 pub use service::{Outbound, ResponseFuture};
 pub use stamp::stamp;
 pub(crate) use stamp::{Stamp, within};
+
+/// The least time a retry of the outbound layer must have left before its deadline to be
+/// sent, unless set otherwise with `min_attempt_time` in [`policy`](OutboundBuilder::policy)
+/// or [`host`](OutboundBuilder::host): 10 ms (rampart's own default, for a policy that may
+/// call anything, is 0).
+///
+/// Without it, a host whose latency has not been measured yet (rampart allows for the typical
+/// latency of a host's successful attempts once it has one) gets retries with whatever is
+/// left: after a long `Retry-After` or a slow failure, a retry goes out carrying
+/// `X-Deadline-Ms: 3`. Such an attempt cannot succeed: it needs a round trip (up to a few
+/// milliseconds between zones), often a new connection (the attempt before it was dropped at
+/// its ceiling, its connection with it: one to three more round trips with TLS), and the
+/// server's own work, which a rampart server starts only after its `reserve`. It spends a
+/// retry token and the dependency's capacity on an answer nobody will wait for, at the moment
+/// the dependency is failing. 10 ms is above what those cost inside a region and below what
+/// any deadline worth retrying within is; where an attempt is known to need more (a slow
+/// dependency, a cold cache), the measured latency takes over once the host has answered.
+///
+/// The retry that does not fit is not sent: the call ends
+/// [`DeadlineExceeded`](rampart::StopReason::DeadlineExceeded) with the backoff that did not
+/// fit and the time left ([`Unfit`](rampart::Unfit)). The first attempt is sent while any
+/// time is left. A policy whose deadline is not longer than the floor gets no floor (as
+/// rampart requires the minimum to be shorter than the deadline).
+///
+/// ```
+/// use std::time::Duration;
+/// use rampart_http::OutboundLayer;
+///
+/// // A dependency that answers in 40 ms at best: do not retry with less than that left.
+/// let layer = OutboundLayer::builder()
+///     .policy(|p| p.min_attempt_time(Duration::from_millis(40)))
+///     .build()
+///     .expect("valid policy");
+/// # drop(layer);
+/// ```
+pub const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_millis(10);
 
 /// Marks a request as safe to send more than once although its method is not replayable
 /// (a `POST` with an idempotency key, say): insert it into the request's extensions.
@@ -362,8 +399,9 @@ impl<A: Admit + Clone> Factory<A> {
             Some(budget) if self.max_attempts > 1 => Some(budget.clone().build()?),
             _ => None,
         };
-        let policy = |attempts: u32, criticality: bool| {
-            let mut builder = Policy::builder();
+        let policy = |attempts: u32, criticality: bool, floor: Duration| {
+            // The edge's floor first, so that `policy` and `host` may set their own.
+            let mut builder = Policy::builder().min_attempt_time(floor);
             if let Some(configure) = &self.configure {
                 builder = configure(builder);
             }
@@ -390,6 +428,19 @@ impl<A: Admit + Clone> Factory<A> {
             };
             builder.build()
         };
+        // The floor is dropped where it is not shorter than the policy's deadline (which
+        // `build` refuses); a `min_attempt_time` of the caller's own is still checked.
+        let policy =
+            |attempts: u32, criticality: bool| {
+                policy(attempts, criticality, DEFAULT_MIN_ATTEMPT_TIME).or_else(|error| match error
+                    .problems()
+                    .iter()
+                    .any(|p| p.field() == "min_attempt_time")
+                {
+                    true => policy(attempts, criticality, Duration::ZERO),
+                    false => Err(error),
+                })
+            };
         let attempts = self.max_attempts;
         // The ambient level gates retries and hedges; a policy with neither cannot read it.
         let full = policy(attempts, true).or_else(|_| policy(attempts, false))?;
