@@ -133,12 +133,14 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             to_self.push(span);
             continue;
         }
+        let failed = span.failed || to.failed;
+        *failed_calls.entry(caller).or_default() |= failed;
         calls.push(Call {
             caller,
             callee,
             start: span.start,
             end: span.end,
-            failed: span.failed || to.failed,
+            failed,
             status: if span.status == "ok" {
                 to.status.clone()
             } else {

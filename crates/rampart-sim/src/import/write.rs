@@ -42,11 +42,38 @@ pub(super) fn toml(g: &ImportedGraph) -> String {
         "\n# The service the roots reach.\nentry = {}",
         string(&g.entry)
     );
-    for s in &g.services {
+    for s in by_depth(g) {
         service(&mut out, s);
     }
     traffic(&mut out, g);
     out
+}
+
+/// The services from the entry down, each after every service that calls it when it can be
+/// (callers first, then by name).
+fn by_depth(g: &ImportedGraph) -> Vec<&ImportedService> {
+    let mut order: Vec<&ImportedService> = Vec::new();
+    let mut frontier: Vec<&str> = vec![g.entry.as_str()];
+    while !frontier.is_empty() {
+        let mut next: Vec<&str> = Vec::new();
+        for name in frontier {
+            if let Some(s) = g.service(name)
+                && !order.iter().any(|o| o.name == s.name)
+            {
+                order.push(s);
+                next.extend(s.calls.iter().map(|c| c.to.as_str()));
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        frontier = next;
+    }
+    for s in &g.services {
+        if !order.iter().any(|o| o.name == s.name) {
+            order.push(s);
+        }
+    }
+    order
 }
 
 fn service(out: &mut String, s: &ImportedService) {
@@ -60,7 +87,7 @@ fn service(out: &mut String, s: &ImportedService) {
          queue = 0  # not inferred: a queue leaves no span\n\
          admission = \"fifo\"  # not inferred: \"criticality\" if it runs rampart's CriticalityLimit\n\
          inbound = false  # not inferred: true if it reads X-Deadline-Ms (rampart-http's InboundLayer)\n\
-         error_rate = {}  # {} failed requests none of whose calls failed\n\
+         error_rate = {}  # {} of its requests failed with no failed call: its own failures\n\
          # hang_rate: not inferred (a request that never answers leaves no span)",
         s.requests,
         ms(l.p50_p99_max[0]),
@@ -93,11 +120,11 @@ fn call(out: &mut String, c: &ImportedCall) {
     let mode = match c.mode {
         None => "never more than one in a request".to_owned(),
         Some(Mode::Parallel) => format!(
-            "at once in {} of the {} requests with several",
+            "at once in {} of {} requests with several",
             c.overlapped, c.several
         ),
         Some(Mode::Sequence) => format!(
-            "in turn in {} of the {} requests with several",
+            "in turn in {} of {} requests with several",
             c.several - c.overlapped,
             c.several
         ),
@@ -110,24 +137,29 @@ fn call(out: &mut String, c: &ImportedCall) {
     let l = &c.latency;
     let _ = writeln!(
         out,
-        "  # {to}: {per} calls per request ({calls} calls, {retries} retries, from {callers} of \
-         {parents} requests), {mode};\n  \
-         # at most {most} in flight (mean {mean}); {errors} errors ({statuses}); its answers:\n  \
-         # p50 {p50}, p99 {p99}, at most {max}. The policy file must define policy {policy}.",
+        "  # {to}: {per} per request ({calls} calls and {retries} retries from {callers} of {parents}\n  \
+         #   requests), {mode}{after};\n  \
+         #   at most {most} in flight (mean {mean}); {errors} errors ({statuses});\n  \
+         #   answers in p50 {p50}, p99 {p99}, at most {max}. Policy: define [policies.{policy}].",
         to = one_line(&c.to),
         per = number(c.per_parent),
         calls = c.calls,
         retries = c.retries,
         callers = c.callers,
         parents = c.parents,
+        after = if c.with_previous {
+            "; starts while the entry before is in flight"
+        } else {
+            ""
+        },
         most = c.most_at_once,
         mean = number(c.mean_at_once),
         errors = percent(c.error_rate),
-        statuses = statuses.join(", "),
+        statuses = one_line(&statuses.join(", ")),
         p50 = ms(l.p50_p99_max[0]),
         p99 = ms(l.p50_p99_max[1]),
         max = ms(l.p50_p99_max[2]),
-        policy = string(&c.to),
+        policy = key(&c.to),
     );
     let mut entry = format!("  {{ to = {0}, policy = {0}", string(&c.to));
     if c.count != 1 {
