@@ -370,11 +370,16 @@ fn one_span(service: Value, fields: Value) -> String {
         "traceId": "t", "spanId": "a", "kind": 2,
         "startTimeUnixNano": "1000", "endTimeUnixNano": "2000",
     });
-    for (k, v) in fields.as_object().expect("an object") {
-        s[k] = v.clone();
+    let Value::Object(fields) = fields else {
+        panic!("fields must be an object");
+    };
+    for (k, v) in fields {
+        s[k] = v;
     }
+    let mut name = json!({ "key": "service.name" });
+    name["value"] = service;
     json!({ "resourceSpans": [{
-        "resource": { "attributes": [{ "key": "service.name", "value": service }] },
+        "resource": { "attributes": [name] },
         "scopeSpans": [{ "spans": [s] }]
     }]})
     .to_string()

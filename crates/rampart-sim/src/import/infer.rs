@@ -246,21 +246,12 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             .iter()
             .filter(|&&h| spans[h].failed && !failed_calls.get(&h).copied().unwrap_or(false))
             .count() as u64;
-        let mut out = Vec::new();
-        for (&(_, to), list) in edges.range((s, 0)..=(s, usize::MAX)) {
-            out.push(edge(&spans, &names[to], handled.len(), list, window));
-        }
-        let starts: Vec<f64> = out.iter().map(|e| e.1).collect();
-        let mut order: Vec<usize> = (0..out.len()).collect();
-        order.sort_by(|&a, &b| starts[a].total_cmp(&starts[b]));
-        let mut sorted: Vec<(ImportedCall, f64, HashMap<usize, (u64, u64)>)> = Vec::new();
-        let mut taken: Vec<Option<_>> = out.into_iter().map(Some).collect();
-        for i in order {
-            if let Some(e) = taken[i].take() {
-                sorted.push(e);
-            }
-        }
-        let calls = steps(sorted);
+        let mut found: Vec<Found> = edges
+            .range((s, 0)..=(s, usize::MAX))
+            .map(|(&(_, to), list)| edge(&spans, &names[to], handled.len(), list, window))
+            .collect();
+        found.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let calls = steps(found);
         services.push(Some(ImportedService {
             name: names[s].clone(),
             requests: handled.len() as u64,
@@ -350,15 +341,19 @@ fn examples(spans: &[&SpanRecord]) -> String {
     shown.join(", ")
 }
 
-/// One edge's numbers, the median start of its first call after its caller's request
-/// started, and each request's (first start, last end) of the edge's calls.
-fn edge(
-    spans: &[SpanRecord],
-    to: &str,
-    parents: usize,
-    list: &[&Call],
-    window: u64,
-) -> (ImportedCall, f64, HashMap<usize, (u64, u64)>) {
+/// One edge, before it is put in order among its caller's calls.
+struct Found {
+    /// Its numbers.
+    call: ImportedCall,
+    /// The median, over the requests that made them, of when the first call starts after
+    /// the request does, in nanoseconds.
+    start: f64,
+    /// Each request's (first start, last end) of the edge's calls.
+    bounds: HashMap<usize, (u64, u64)>,
+}
+
+/// One edge's numbers.
+fn edge(spans: &[SpanRecord], to: &str, parents: usize, list: &[&Call], window: u64) -> Found {
     let mut per_request: HashMap<usize, Vec<&Call>> = HashMap::new();
     for call in list {
         per_request.entry(call.caller).or_default().push(call);
@@ -424,15 +419,22 @@ fn edge(
         error_rate: failed as f64 / list.len().max(1) as f64,
         by_status,
     };
-    (call, median(&mut offsets), bounds)
+    Found {
+        call,
+        start: median(&mut offsets),
+        bounds,
+    }
 }
 
 /// Marks each call (in order of their median start) `with_previous` when, in most requests
 /// that made both, it started before the calls of the step before it had all ended.
-fn steps(sorted: Vec<(ImportedCall, f64, HashMap<usize, (u64, u64)>)>) -> Vec<ImportedCall> {
+fn steps(sorted: Vec<Found>) -> Vec<ImportedCall> {
     let mut out = Vec::new();
     let mut step_ends: HashMap<usize, u64> = HashMap::new();
-    for (mut call, _, bounds) in sorted {
+    for found in sorted {
+        let Found {
+            mut call, bounds, ..
+        } = found;
         let (mut both, mut overlapping) = (0u64, 0u64);
         for (request, &(start, _)) in &bounds {
             if let Some(&end) = step_ends.get(request) {
