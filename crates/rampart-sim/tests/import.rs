@@ -364,6 +364,39 @@ fn spans_with_missing_parents_are_reported_not_guessed() {
     Graph::parse(&toml, None).unwrap_or_else(|e| panic!("{e}\n{toml}"));
 }
 
+#[test]
+fn a_load_generators_client_spans_and_internal_spans_are_passed_through() {
+    const INTERNAL: u8 = 1;
+    let g = import(&file(|_| {
+        // loadgen's client span is the trace's root; web's handler calls db from inside an
+        // internal span; web also reaches cache with no client span of its own (it
+        // propagates the context from the internal span).
+        let mut spans = vec![span("loadgen", "l", "", CLIENT, 0, 20_000)];
+        spans.push(span("web", "w", "l", SERVER, 500, 19_500));
+        spans.push(span("web", "i", "w", INTERNAL, 1_000, 9_000));
+        spans.extend(call("web", "db", "i", "d", (2_000, 6_000)));
+        spans.push(span("cache", "c", "i", SERVER, 6_500, 8_500));
+        spans
+    }));
+    assert_eq!(g.entry, "web", "the roots are web's requests");
+    assert_eq!(g.traffic.roots, ROOTS);
+    assert!(g.service("loadgen").is_none());
+    assert!(
+        g.notes[0].starts_with("40 client spans belong to no request of their service"),
+        "{:?}",
+        g.notes
+    );
+    let web = g.service("web").expect("web");
+    let calls: Vec<(&str, bool)> = web
+        .calls
+        .iter()
+        .map(|c| (c.to.as_str(), c.with_previous))
+        .collect();
+    assert_eq!(calls, [("db", false), ("cache", false)]);
+    // 19 ms less 4 ms in db and 2 ms in cache.
+    assert_eq!(web.own_time.buckets, [(Duration::from_millis(13), ROOTS)]);
+}
+
 /// A line holding one span of `service` with `fields` replacing the defaults.
 fn one_span(service: Value, fields: Value) -> String {
     let mut s = json!({
