@@ -309,3 +309,19 @@ async fn a_url_that_does_not_parse_is_reported_by_send_as_reqwests_error() {
     assert!(transport.is_builder(), "{transport}");
     assert_eq!(error.status(), StatusCode::BAD_GATEWAY);
 }
+
+#[tokio::test]
+async fn a_request_sent_as_hedged_fires_a_hedge_and_a_plain_one_does_not() {
+    let (server, addr) = serve(200, Duration::from_millis(100)).await;
+    let layer = OutboundLayer::builder()
+        .hedge_marked(rampart::hedge::Hedge::fixed(Duration::from_millis(10)))
+        .build()
+        .expect("valid layer");
+    let client = Client::new(&layer).expect("a client");
+    let url = format!("http://{addr}/");
+    let hedged = client.get(&url).hedged().send().await.expect("answered");
+    assert_eq!(hedged.status(), StatusCode::OK);
+    assert_eq!(server.header("x-rampart-retry"), [None, Some("1".into())]);
+    client.get(&url).send().await.expect("answered");
+    assert_eq!(server.header("x-rampart-retry").len(), 3, "no hedge");
+}

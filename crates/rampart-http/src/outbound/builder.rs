@@ -12,9 +12,13 @@ use rampart::hedge::Hedge;
 use rampart::{ConfigError, PolicyBuilder};
 
 use super::hosts::{HostKey, Hosts};
-use super::{Configure, Edge, Engine, Factory, OutboundLayer, Switch};
+use super::{Configure, Edge, Engine, Factory, Hedging, OutboundLayer, Switch};
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::Names;
+
+/// What the default budget of a layer that hedges earns per success: rampart's 0.1 for
+/// retries, and 0.05 for the hedges a p95 delay fires (see [`OutboundBuilder::hedge`]).
+const HEDGING_BUDGET_FRACTION: f64 = 0.15;
 
 /// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
 #[must_use = "a builder does nothing until built"]
@@ -22,8 +26,10 @@ pub struct OutboundBuilder<A = Unlimited> {
     name: String,
     max_attempts: u32,
     breaker: Option<BreakerBuilder>,
-    budget: Option<RetryBudgetBuilder>,
-    hedge: Option<Hedge>,
+    /// The budget's settings; `None` until set: the defaults, sized for hedging when the
+    /// layer hedges.
+    budget: Option<Option<RetryBudgetBuilder>>,
+    hedge: Option<(Hedge, Hedging)>,
     admit: A,
     configure: Option<Configure>,
     hosts: Vec<(Box<str>, Configure)>,
@@ -43,7 +49,7 @@ impl OutboundBuilder {
             name: "outbound".to_owned(),
             max_attempts: 3,
             breaker: Some(Breaker::builder()),
-            budget: Some(RetryBudget::builder()),
+            budget: None,
             hedge: None,
             admit: Unlimited,
             configure: None,
@@ -86,23 +92,67 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// The settings of each host's own retry budget (default: rampart's defaults).
+    /// The settings of each host's own retry budget (default: rampart's defaults, 10% of the
+    /// successes and 3 tokens a second, or 15% when the layer hedges: see
+    /// [`hedge`](Self::hedge)). Retries and hedges of all the host's requests spend it.
     pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
-        self.budget = Some(budget);
+        self.budget = Some(Some(budget));
         self
     }
 
     /// No retry budget: retries are limited by `max_attempts` alone.
     pub fn no_budget(mut self) -> Self {
-        self.budget = None;
+        self.budget = Some(None);
         self
     }
 
-    /// Hedges replayable requests: a second attempt when the first is slower than usual (see
-    /// [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
-    /// Set the hedge here: one set in [`policy`](Self::policy) is not used.
+    /// Hedges every replayable request: a second attempt when the first is slower than usual
+    /// (see [`rampart::hedge`]); each leg carries its own deadline header and the retry mark.
+    /// Set the hedge here: one set in [`policy`](Self::policy) is not used. Replaces
+    /// [`hedge_marked`](Self::hedge_marked).
+    ///
+    /// # What a hedge costs the budget
+    ///
+    /// Each hedge that fires spends one token of its host's retry budget, as a retry does;
+    /// a call whose first attempt answers before the hedge delay spends nothing. With the
+    /// adaptive delay (the p95 of recent attempts), about one call in 20 fires a hedge once
+    /// the estimate is warm: 0.05 of a token per hedged call, half of what the default budget
+    /// earns (0.1 per success). So that hedging does not halve what retries may spend, the
+    /// default budget of a hedging layer earns 0.15 per success (the floor of 3 tokens a
+    /// second and the capacity of 30 are unchanged): a failing host then sees at most about
+    /// 1.15x its load from the layer, where it saw 1.1x. A budget set with
+    /// [`budget`](Self::budget) is used as given. A hedge is not armed while the host's
+    /// breaker is open or the call is `Sheddable`, and a hedge refused by the empty budget
+    /// leaves the first attempt running alone.
     pub fn hedge(mut self, hedge: Hedge) -> Self {
-        self.hedge = Some(hedge);
+        self.hedge = Some((hedge, Hedging::Every));
+        self
+    }
+
+    /// Hedges the replayable requests that ask for it, marked [`Hedged`](crate::Hedged) (the
+    /// reqwest client's `RequestBuilder::hedged`), and no other: a route whose tail matters
+    /// opts in on the host's one entry, under the host's one breaker and one retry budget,
+    /// with no second layer. The marked requests run under a policy of their own that hedges
+    /// with `hedge` (its adaptive delay learned from their attempts alone, as their latency
+    /// may not be the other routes'); the others run as on a layer that does not hedge.
+    /// Replaces [`hedge`](Self::hedge); the budget's default is sized for hedging as
+    /// [there](Self::hedge) (each hedge that fires is one token).
+    ///
+    /// ```
+    /// use rampart::hedge::Hedge;
+    /// use rampart_http::{Hedged, OutboundLayer};
+    ///
+    /// let layer = OutboundLayer::builder()
+    ///     .hedge_marked(Hedge::adaptive())
+    ///     .build()
+    ///     .expect("valid policy");
+    /// // In the handler of the route whose tail matters:
+    /// let mut request = http::Request::get("http://prices:3001/quote").body(()).unwrap();
+    /// request.extensions_mut().insert(Hedged);
+    /// # drop((layer, request));
+    /// ```
+    pub fn hedge_marked(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some((hedge, Hedging::Marked));
         self
     }
 
@@ -322,11 +372,18 @@ impl<A> OutboundBuilder<A> {
     where
         A: Admit + Clone,
     {
+        let budget = self.budget.unwrap_or_else(|| {
+            let budget = RetryBudget::builder();
+            Some(match self.hedge {
+                Some(_) => budget.fraction(HEDGING_BUDGET_FRACTION),
+                None => budget,
+            })
+        });
         let factory = Factory {
             name: self.name,
             max_attempts: self.max_attempts,
             breaker: self.breaker,
-            budget: self.budget,
+            budget,
             hedge: self.hedge,
             admit: self.admit,
             configure: self.configure,

@@ -95,8 +95,8 @@
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
 //! | [`host`](OutboundBuilder::host) | none: one host's settings on top of `policy`'s |
 //! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (5 consecutive failures): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
-//! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10%, 3/s floor) |
-//! | [`hedge`](OutboundBuilder::hedge) | none |
+//! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (10% of successes, 3/s floor), or 15% of successes when the layer hedges (see what a hedge costs it, in [`hedge`](OutboundBuilder::hedge)) |
+//! | [`hedge`](OutboundBuilder::hedge), [`hedge_marked`](OutboundBuilder::hedge_marked) | none; `hedge` hedges every replayable request, `hedge_marked` only those marked [`Hedged`], on the same host entry, breaker and budget as the others |
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
 //! | [`replay_limit`](OutboundBuilder::replay_limit) | 64 KiB |
@@ -129,7 +129,7 @@ use std::time::Duration;
 use http::Method;
 use rampart::admit::{Admit, Unlimited};
 use rampart::breaker::{Breaker, BreakerBuilder};
-use rampart::budget::RetryBudgetBuilder;
+use rampart::budget::{RetryBudget, RetryBudgetBuilder};
 use rampart::hedge::Hedge;
 use rampart::observe::MetricLabels;
 use rampart::{Ambient, ConfigError, Policy, PolicyBuilder};
@@ -193,6 +193,24 @@ pub const DEFAULT_MIN_ATTEMPT_TIME: Duration = Duration::from_millis(10);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Repeatable;
+
+/// Asks for the request to be hedged, on a layer that hedges the requests that ask
+/// ([`hedge_marked`](OutboundBuilder::hedge_marked)): insert it into the request's extensions
+/// (with the reqwest client, `RequestBuilder::hedged`, feature `reqwest`). The request runs
+/// on its host's entry like any other, under the host's one breaker and one retry budget;
+/// only the marked requests' own policy hedges, and learns its delay from their attempts.
+///
+/// Only a request that may be sent more than once is hedged (a replayable method, or one
+/// marked [`Repeatable`]); any other is sent once, marked or not. On a layer that hedges
+/// every replayable request ([`hedge`](OutboundBuilder::hedge)) the mark changes nothing; on
+/// a layer that hedges none it is ignored.
+///
+/// ```
+/// let mut request = http::Request::get("http://prices/quote").body(()).unwrap();
+/// request.extensions_mut().insert(rampart_http::Hedged);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hedged;
 
 /// Whether a method may be sent again without changing the outcome (RFC 9110 idempotent
 /// methods).
@@ -301,6 +319,18 @@ impl<A> OutboundLayer<A> {
             .and_then(|host| host.full.breaker().cloned())
     }
 
+    /// The retry budget of the host `key` (`host:port`), if the table has that host and the
+    /// layer gives hosts budgets (a layer whose requests are sent once has none). It is the
+    /// host's own, shared by all its requests, hedged or not: reading its
+    /// [`balance`](RetryBudget::balance) consumes nothing. Looking it up does not mark the
+    /// host used.
+    pub fn budget(&self, key: &str) -> Option<RetryBudget> {
+        self.engine
+            .hosts
+            .peek(&HostKey::named(key))
+            .and_then(|host| host.full.budget().cloned())
+    }
+
     #[cfg_attr(not(any(feature = "reqwest", feature = "tonic")), allow(dead_code))]
     pub(crate) fn engine(&self) -> &Arc<Engine<A>> {
         &self.engine
@@ -336,7 +366,7 @@ struct Factory<A> {
     max_attempts: u32,
     breaker: Option<BreakerBuilder>,
     budget: Option<RetryBudgetBuilder>,
-    hedge: Option<Hedge>,
+    hedge: Option<(Hedge, Hedging)>,
     admit: A,
     configure: Option<Configure>,
     /// Per-host settings, applied after `configure`.
@@ -347,6 +377,15 @@ struct Factory<A> {
     fail_on_status: Switch,
     /// Whether the policies' metrics carry the host as `server.address`.
     metrics_by_host: bool,
+}
+
+/// Which requests a layer's hedge applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hedging {
+    /// Every replayable request: the host's full policy hedges.
+    Every,
+    /// The replayable requests marked [`Hedged`]: a third policy of the host hedges.
+    Marked,
 }
 
 /// A setting on or off for every host, then per-host exceptions.
@@ -399,7 +438,7 @@ impl<A: Admit + Clone> Factory<A> {
             Some(budget) if self.max_attempts > 1 => Some(budget.clone().build()?),
             _ => None,
         };
-        let policy = |attempts: u32, criticality: bool, floor: Duration| {
+        let policy = |attempts: u32, criticality: bool, hedge: Option<Hedge>, floor: Duration| {
             // The edge's floor first, so that `policy` and `host` may set their own.
             let mut builder = Policy::builder().min_attempt_time(floor);
             if let Some(configure) = &self.configure {
@@ -419,7 +458,7 @@ impl<A: Admit + Clone> Factory<A> {
             if let Some(breaker) = &breaker {
                 builder = builder.breaker(breaker.clone());
             }
-            if let Some(hedge) = self.hedge.filter(|_| attempts > 1) {
+            if let Some(hedge) = hedge.filter(|_| attempts > 1) {
                 builder = builder.hedge(hedge);
             }
             builder = match &budget {
@@ -430,25 +469,31 @@ impl<A: Admit + Clone> Factory<A> {
         };
         // The floor is dropped where it is not shorter than the policy's deadline (which
         // `build` refuses); a `min_attempt_time` of the caller's own is still checked.
-        let policy =
-            |attempts: u32, criticality: bool| {
-                policy(attempts, criticality, DEFAULT_MIN_ATTEMPT_TIME).or_else(|error| match error
-                    .problems()
-                    .iter()
-                    .any(|p| p.field() == "min_attempt_time")
-                {
-                    true => policy(attempts, criticality, Duration::ZERO),
-                    false => Err(error),
-                })
-            };
+        let policy = |attempts: u32, criticality: bool, hedge: Option<Hedge>| {
+            let floored = policy(attempts, criticality, hedge, DEFAULT_MIN_ATTEMPT_TIME);
+            match floored {
+                Err(error) if names_min_attempt_time(&error) => {
+                    policy(attempts, criticality, hedge, Duration::ZERO)
+                }
+                built => built,
+            }
+        };
         let attempts = self.max_attempts;
+        let (every, marked) = match self.hedge {
+            Some((hedge, Hedging::Every)) => (Some(hedge), None),
+            Some((hedge, Hedging::Marked)) if attempts > 1 => (None, Some(hedge)),
+            _ => (None, None),
+        };
         // The ambient level gates retries and hedges; a policy with neither cannot read it.
-        let full = policy(attempts, true).or_else(|_| policy(attempts, false))?;
+        let full = policy(attempts, true, every).or_else(|_| policy(attempts, false, every))?;
         let once = if attempts > 1 {
-            policy(1, false)?
+            policy(1, false, None)?
         } else {
             full.clone()
         };
+        let hedged = marked
+            .map(|hedge| policy(attempts, true, Some(hedge)))
+            .transpose()?;
         let quota = self
             .quota
             .on(key)
@@ -459,18 +504,29 @@ impl<A: Admit + Clone> Factory<A> {
             quota,
             full,
             once,
+            hedged,
             edge: Arc::clone(edge),
             retries: attempts > 1,
         })
     }
 }
 
-/// A host's policies: the full one, and a one-attempt one sharing its breaker (the host's
-/// breaker is `full.breaker()`) and budget; and what a request to it reads from the layer.
+/// Whether building a policy failed on its `min_attempt_time`.
+fn names_min_attempt_time(error: &ConfigError) -> bool {
+    let problems = error.problems();
+    problems.iter().any(|p| p.field() == "min_attempt_time")
+}
+
+/// A host's policies: the full one, a one-attempt one and, when the layer hedges marked
+/// requests, a hedging one, all sharing its breaker (the host's breaker is `full.breaker()`)
+/// and budget; and what a request to it reads from the layer.
 pub(crate) struct Host<A> {
     pub(crate) key: Box<str>,
     pub(crate) full: Policy<HttpClassifier, A>,
     pub(crate) once: Policy<HttpClassifier, A>,
+    /// The full policy with the layer's hedge, for requests marked [`Hedged`] (only with
+    /// [`hedge_marked`](OutboundBuilder::hedge_marked)).
+    hedged: Option<Policy<HttpClassifier, A>>,
     /// When the host's spent quota resets, if the layer reads quota headers for it.
     pub(crate) quota: Option<QuotaState>,
     /// Whether a final retryable status is answered as [`ClientError::Status`](crate::ClientError::Status).
@@ -555,6 +611,15 @@ impl<A> Host<A> {
             return Plan::Once;
         }
         Plan::Replay
+    }
+
+    /// The policy of a request sent under [`Plan::Replay`]: the hedging one when the request
+    /// asked to be hedged and the layer hedges marked requests.
+    pub(crate) fn replay(&self, hedged: bool) -> &Policy<HttpClassifier, A> {
+        match &self.hedged {
+            Some(policy) if hedged => policy,
+            _ => &self.full,
+        }
     }
 
     pub(crate) fn not_replayable(&self) {

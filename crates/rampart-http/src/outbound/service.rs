@@ -16,7 +16,7 @@ use rampart::{Attempt, Cancelled, Deadline};
 use tower_service::Service;
 
 use super::hosts::Kept as KeptHost;
-use super::{Engine, Host, HostKey, Plan, Repeatable, Stamp, within};
+use super::{Engine, Hedged, Host, HostKey, Plan, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
@@ -206,7 +206,7 @@ where
         crate::quota::check(host.quota.as_ref(), &host.key, &host.edge.listeners)?;
         let unshared = template.get_mut().unwrap_or_else(PoisonError::into_inner);
         let stamp = unshared.stamp;
-        let (method, marked) = unshared.head();
+        let (method, marked, hedged) = unshared.head();
         let mut plan = host.plan(method, marked);
         if plan == Plan::Replay {
             let kept = unshared
@@ -220,7 +220,7 @@ where
         }
         let policy = match plan {
             Plan::Once => &host.once,
-            Plan::Replay => &host.full,
+            Plan::Replay => host.replay(hedged),
         };
         let op = async |attempt: &Attempt| {
             // Cloned under the lock, made ready without it: a hedged leg may want the
@@ -322,14 +322,18 @@ impl<S, B> Template<S, B> {
         }
     }
 
-    /// The request, its method and whether its caller marked it [`Repeatable`], before its
-    /// first attempt.
-    fn head(&self) -> (&Method, bool) {
+    /// The request's method, and whether its caller marked it [`Repeatable`] and
+    /// [`Hedged`], before its first attempt.
+    fn head(&self) -> (&Method, bool, bool) {
         match &self.first {
-            Some(request) => (
-                request.method(),
-                request.extensions().get::<Repeatable>().is_some(),
-            ),
+            Some(request) => {
+                let extensions = request.extensions();
+                (
+                    request.method(),
+                    extensions.get::<Repeatable>().is_some(),
+                    extensions.get::<Hedged>().is_some(),
+                )
+            }
             None => unreachable!("read before the first attempt"),
         }
     }

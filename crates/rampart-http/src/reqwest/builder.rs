@@ -5,7 +5,7 @@ use std::fmt;
 use http::{HeaderMap, HeaderName, HeaderValue, Version};
 use rampart::admit::{Admit, Unlimited};
 
-use super::Client;
+use super::{Client, Marks};
 use crate::error::ClientError;
 
 /// A request being built by a [`Client`]; [`send`](Self::send) runs it under its host's
@@ -21,6 +21,7 @@ pub struct RequestBuilder<A = Unlimited> {
     client: Client<A>,
     request: ::reqwest::RequestBuilder,
     repeatable: bool,
+    hedged: bool,
 }
 
 impl<A> fmt::Debug for RequestBuilder<A> {
@@ -28,6 +29,7 @@ impl<A> fmt::Debug for RequestBuilder<A> {
         f.debug_struct("RequestBuilder")
             .field("request", &self.request)
             .field("repeatable", &self.repeatable)
+            .field("hedged", &self.hedged)
             .finish_non_exhaustive()
     }
 }
@@ -38,6 +40,7 @@ impl<A> RequestBuilder<A> {
             client,
             request,
             repeatable: false,
+            hedged: false,
         }
     }
 
@@ -112,6 +115,22 @@ impl<A> RequestBuilder<A> {
         self
     }
 
+    /// Asks for the request to be hedged, on a layer that hedges the requests that ask
+    /// ([`hedge_marked`](crate::OutboundBuilder::hedge_marked)): what the
+    /// [`Hedged`](crate::Hedged) extension does for the outbound layer. Only a request that
+    /// may be sent more than once (a replayable method, or marked
+    /// [`repeatable`](Self::repeatable)) is hedged.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: rampart_http::reqwest::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// let quote = client.get("http://127.0.0.1:3001/quote").hedged().send().await?;
+    /// # drop(quote); Ok(()) }
+    /// ```
+    pub fn hedged(mut self) -> Self {
+        self.hedged = true;
+        self
+    }
+
     /// The request, built, for [`Client::execute`] (and the methods beside it).
     ///
     /// # Errors
@@ -132,18 +151,14 @@ impl<A: Admit + Clone> RequestBuilder<A> {
     /// A [`ClientError`]: what the policy decided (a timeout, a refusal, the last attempt's
     /// transport error), a spent quota, or, as `Call(Inner(..))`, reqwest's builder error.
     pub async fn send(self) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
-        let (client, request, repeatable) = self.parts()?;
-        match repeatable {
-            true => client.execute_repeatable(request).await,
-            false => client.execute(request).await,
-        }
-    }
-
-    fn parts(self) -> Result<(Client<A>, ::reqwest::Request, bool), ClientError<::reqwest::Error>> {
+        let marks = Marks {
+            repeatable: self.repeatable,
+            hedged: self.hedged,
+        };
         let request = self
             .request
             .build()
             .map_err(|e| ClientError::Call(rampart::Error::Inner(e)))?;
-        Ok((self.client, request, self.repeatable))
+        self.client.run(request, marks).await
     }
 }

@@ -195,7 +195,7 @@ impl<A: Admit + Clone> Client<A> {
         &self,
         request: ::reqwest::Request,
     ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
-        self.run(request, false).await
+        self.run(request, Marks::default()).await
     }
 
     /// Sends a request that is safe to send more than once whatever its method (a `POST`
@@ -204,7 +204,7 @@ impl<A: Admit + Clone> Client<A> {
         &self,
         request: ::reqwest::Request,
     ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
-        self.run(request, true).await
+        self.run(request, Marks::REPEATABLE).await
     }
 
     /// Like [`execute`](Self::execute), with the report of the call: the stop reason and
@@ -216,7 +216,7 @@ impl<A: Admit + Clone> Client<A> {
         request: ::reqwest::Request,
     ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
     {
-        Ok(self.report(request, false).await?.result)
+        Ok(self.report(request, Marks::default()).await?.result)
     }
 
     /// Like [`execute_repeatable`](Self::execute_repeatable), with the report of the call; see
@@ -226,25 +226,25 @@ impl<A: Admit + Clone> Client<A> {
         request: ::reqwest::Request,
     ) -> Result<CallResult<::reqwest::Response, ::reqwest::Error>, ClientError<::reqwest::Error>>
     {
-        Ok(self.report(request, true).await?.result)
+        Ok(self.report(request, Marks::REPEATABLE).await?.result)
     }
 
-    async fn run(
+    pub(super) async fn run(
         &self,
         request: ::reqwest::Request,
-        marked: bool,
+        marks: Marks,
     ) -> Result<::reqwest::Response, ClientError<::reqwest::Error>> {
         let Reported {
             result,
             fail_on_status,
-        } = self.report(request, marked).await?;
+        } = self.report(request, marks).await?;
         crate::report::finish(result, fail_on_status, false)
     }
 
     async fn report(
         &self,
         mut request: ::reqwest::Request,
-        marked: bool,
+        marks: Marks,
     ) -> Result<Reported, ClientError<::reqwest::Error>> {
         let engine = &self.engine;
         let url = request.url();
@@ -259,7 +259,7 @@ impl<A: Admit + Clone> Client<A> {
         crate::quota::check(host.quota.as_ref(), &host.key, &host.edge.listeners)?;
         *request.timeout_mut() = None;
         let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
-        let plan = host.plan(request.method(), marked);
+        let plan = host.plan(request.method(), marks.repeatable);
         let in_memory = request.try_clone().is_some()
             && request
                 .body()
@@ -271,7 +271,7 @@ impl<A: Admit + Clone> Client<A> {
         let call = async {
             if plan == Plan::Replay && in_memory {
                 // `try_run` hedges when the host's policy hedges.
-                within(&host.full, caller)
+                within(host.replay(marks.hedged), caller)
                     .try_run(async |attempt: &rampart::Attempt| {
                         let Some(mut request) = request.try_clone() else {
                             unreachable!("a request with a body in memory clones")
@@ -314,6 +314,22 @@ impl<A: Admit + Clone> Client<A> {
             fail_on_status: self.fail_on_status.unwrap_or(host.fail_on_status),
         })
     }
+}
+
+/// What the caller marked a request with.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Marks {
+    /// Safe to send more than once whatever its method.
+    pub(super) repeatable: bool,
+    /// Hedged, on a layer that hedges marked requests.
+    pub(super) hedged: bool,
+}
+
+impl Marks {
+    const REPEATABLE: Marks = Marks {
+        repeatable: true,
+        hedged: false,
+    };
 }
 
 /// A call that ran to a report, with what its response needs to carry it.
