@@ -70,6 +70,8 @@ pub enum Command {
     List,
     /// Run a graph file under two policy files.
     WhatIf(WhatIfOptions),
+    /// Learn a graph file from recorded spans (OTLP JSON) and print it.
+    Import(PathBuf),
 }
 
 /// rampart-sim: the real rampart executor against simulated services, in virtual time.
@@ -93,6 +95,17 @@ pub enum Sub {
     /// Run a call graph described in a file under two policy files, side by side, and show
     /// which changed setting moved which number.
     WhatIf(WhatIfArgs),
+    /// Learn a call graph file from recorded OpenTelemetry spans (OTLP JSON, one export
+    /// request per line, as the collector's file exporter writes them) and print it.
+    Import(ImportArgs),
+}
+
+/// `import`'s options.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The spans: OTLP JSON, one export request per line (the collector's file exporter)
+    #[arg(long, value_name = "FILE")]
+    pub otlp: PathBuf,
 }
 
 /// The report's options.
@@ -162,6 +175,9 @@ impl Cli {
     ///
     /// `what-if` was given other than two policy files.
     pub fn into_command(self) -> Result<Command, clap::Error> {
+        if let Some(Sub::Import(i)) = self.command {
+            return Ok(Command::Import(i.otlp));
+        }
         if let Some(Sub::WhatIf(w)) = self.command {
             let [a, b]: [PathBuf; 2] = w.policies.try_into().map_err(|given: Vec<PathBuf>| {
                 use clap::CommandFactory;
@@ -278,6 +294,15 @@ mod tests {
         assert!(matches!(parse(args(&["--loopback"])), Ok(Command::Run(o)) if o.loopback));
         let help = parse(args(&["--help"])).expect_err("help prints itself");
         assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn import_takes_the_otlp_file() {
+        let Ok(Command::Import(path)) = parse(args(&["import", "--otlp", "spans.jsonl"])) else {
+            panic!("expected an import");
+        };
+        assert_eq!(path, PathBuf::from("spans.jsonl"));
+        assert!(parse(args(&["import"])).is_err(), "--otlp is required");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `rampart-sim`: runs the scenarios, prints their tables and writes the report; `rampart-sim
-//! what-if` runs a graph file under two policy files. See the library's documentation for
+//! what-if` runs a graph file under two policy files; `rampart-sim import` learns a graph file
+//! from recorded spans. See the library's documentation for
 //! what they do; this file only wires the command line to it.
 
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ fn main() -> ExitCode {
     let options = match cli::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => options,
         Ok(Command::WhatIf(options)) => return what_if(&options),
+        Ok(Command::Import(path)) => return import(&path),
         Ok(Command::List) => {
             for s in scenario::ALL {
                 println!("{:<12} {}", s.name, s.summary);
@@ -72,6 +74,31 @@ fn main() -> ExitCode {
     } else {
         eprintln!("rampart-sim: a calibration check FAILED; do not believe the comparisons");
         ExitCode::FAILURE
+    }
+}
+
+/// `rampart-sim import --otlp FILE`: the graph the spans describe, on stdout; what could not
+/// be inferred is marked in it, and the notes go to stderr as well.
+fn import(path: &std::path::Path) -> ExitCode {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("rampart-sim import: cannot open {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match rampart_sim::import::otlp_to_graph(std::io::BufReader::new(file)) {
+        Ok(graph) => {
+            for note in &graph.notes {
+                eprintln!("note: {note}");
+            }
+            print!("{}", graph.to_toml());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rampart-sim import: {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
     }
 }
 
