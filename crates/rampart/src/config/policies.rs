@@ -50,8 +50,9 @@ impl Policies {
     pub fn build(&self) -> Result<BTreeMap<String, Policy>, ConfigError> {
         let mut built = BTreeMap::new();
         let mut problems = Vec::new();
+        // Each policy of the file is built once, here: a policy per name, not per call.
         for name in self.policies.keys() {
-            match self.get_with(name, Policy::builder()) {
+            match self.get(name) {
                 Ok(policy) => {
                     built.insert(name.clone(), policy);
                 }
