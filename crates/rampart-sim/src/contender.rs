@@ -16,17 +16,25 @@
 //! | `rampart` | a rampart [`Policy`]: the same attempts, attempt timeout and backoff curve (seeded), rampart's retry budget (10 % of successes, floor 3/s), a failure-ratio breaker (50 % over 10 s, at least 20 calls), the ambient deadline and criticality read and sent on the wire (`min(attempt ceiling, time left)` as whole milliseconds); hedged (its `run` hedges) where a scenario asks | rampart's [`CriticalityLimit`](rampart::limit::CriticalityLimit) with the service's workers and queue, behind an inbound edge that does what rampart-http's `InboundLayer` does (see [`ServerSide`]) |
 //!
 //! Each of rampart's features can be removed on its own ([`Feature`], [`Contender::without`]):
-//! the ablations that attribute every win.
+//! the ablations that attribute every win. The `defaults` scenario also varies how rampart is
+//! set up: when its breaker opens ([`Trip`]), a client-side [`Throttle`] as each hop's
+//! admission, the budget's `fraction`, and (not a rampart setting today) a call its budget
+//! ended answered upstream with its last failure instead of a refusal.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use rampart::admit::Admit;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart::drain::Drain;
 use rampart::hedge::Hedge;
-use rampart::{Attempt, Criticality, DeadlineSource, Error, Policy, RetryBudget, Verdict};
+use rampart::limit::Throttle;
+use rampart::policy::PolicyBuilder;
+use rampart::{
+    Attempt, Criticality, DeadlineSource, Error, Policy, RejectReason, RetryBudget, Verdict,
+};
 use tower::retry::budget::{Budget, TpsBudget};
 
 use crate::SimError;
@@ -59,6 +67,31 @@ pub enum Hedging {
         floor: Duration,
     },
 }
+
+/// When a rampart contender's breaker opens (used when it has one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Trip {
+    /// Whatever `Breaker::builder()` does by default: the contender follows rampart's default.
+    Default,
+    /// `consecutive_failures(n)`.
+    Consecutive(u32),
+    /// `failure_ratio(ratio, window, min_throughput)`.
+    Ratio {
+        /// The share of failed calls that opens it.
+        ratio: f64,
+        /// How far back calls count.
+        window: Duration,
+        /// The fewest calls in the window before it may open.
+        min_throughput: u32,
+    },
+}
+
+/// The simulator's breaker: 50 % failures over 10 s, at least 20 calls.
+pub const RATIO_50: Trip = Trip::Ratio {
+    ratio: 0.5,
+    window: Duration::from_secs(10),
+    min_throughput: 20,
+};
 
 /// One of rampart's features, which an ablation removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,8 +156,20 @@ pub struct Contender {
     pub kind: Kind,
     /// Hedging (rampart only).
     pub hedging: Hedging,
-    /// A failure-ratio circuit breaker on every hop (rampart only).
+    /// A circuit breaker on every hop (rampart only), opening as [`trip`](Self::trip) says.
     pub breaker: bool,
+    /// When the breaker opens.
+    pub trip: Trip,
+    /// A client-side adaptive [`Throttle`](rampart::limit::Throttle) with this `k` on every
+    /// hop, as the policy's admission (rampart only; none when `None`).
+    pub throttle: Option<f64>,
+    /// The retry budget's `fraction` (rampart's default 0.1; rampart only).
+    pub budget_fraction: f64,
+    /// A call its retry budget ended is answered upstream with its last failure (a 500),
+    /// not as a refusal (503 with a `Retry-After` of at least 1 s, what rampart-http answers
+    /// for any `Rejected`). Not a rampart setting: what the edge would do if it were one
+    /// (rampart only).
+    pub budget_refusal_as_failure: bool,
     /// rampart's retry budget on every hop (rampart only).
     pub budget: bool,
     /// Deadline and criticality read from the ambient scope and sent on the wire (rampart only).
@@ -142,6 +187,10 @@ pub const NAIVE: Contender = Contender {
     kind: Kind::Naive,
     hedging: Hedging::Off,
     breaker: false,
+    trip: RATIO_50,
+    throttle: None,
+    budget_fraction: 0.1,
+    budget_refusal_as_failure: false,
     budget: false,
     propagation: false,
     limiter: false,
@@ -162,6 +211,10 @@ pub const RAMPART: Contender = Contender {
     kind: Kind::Rampart,
     hedging: Hedging::Off,
     breaker: true,
+    trip: RATIO_50,
+    throttle: None,
+    budget_fraction: 0.1,
+    budget_refusal_as_failure: false,
     budget: true,
     propagation: true,
     limiter: true,
@@ -271,16 +324,49 @@ impl Contender {
                 rng: RefCell::new(fastrand::Rng::with_seed(seed)),
                 budget: Some(tower_budget()),
             },
-            Kind::Rampart => How::Rampart {
-                policy: self.policy(target.config().name, hop, seed)?,
-                propagate: self.propagation,
+            Kind::Rampart => match self.throttle {
+                None => How::Rampart {
+                    policy: self.policy(target.config().name, hop, seed)?,
+                    propagate: self.propagation,
+                    relay: self.budget_refusal_as_failure,
+                },
+                Some(_) => How::Throttled {
+                    policy: self.throttled_policy(target.config().name, hop, seed)?,
+                    propagate: self.propagation,
+                    relay: self.budget_refusal_as_failure,
+                },
             },
         };
         Ok(Rc::new(Client { target, how }))
     }
 
-    /// The rampart policy of one hop (also what [`describe`](Self::describe) explains).
+    /// The rampart policy of one hop (also what [`describe`](Self::describe) explains), without
+    /// the throttle (see [`throttled_policy`](Self::throttled_policy)).
     pub fn policy(&self, name: &str, hop: Hop, seed: u64) -> Result<Policy<Classifier>, SimError> {
+        Ok(self.builder(name, hop, seed)?.build()?)
+    }
+
+    /// The rampart policy of one hop with its client-side [`Throttle`] as its admission (`k`
+    /// 2 when the contender has none).
+    pub fn throttled_policy(
+        &self,
+        name: &str,
+        hop: Hop,
+        seed: u64,
+    ) -> Result<Policy<Classifier, Throttle>, SimError> {
+        let throttle = Throttle::builder()
+            .k(self.throttle.unwrap_or(2.0))
+            .seed(seed)
+            .build()?;
+        Ok(self.builder(name, hop, seed)?.admit(throttle).build()?)
+    }
+
+    fn builder(
+        &self,
+        name: &str,
+        hop: Hop,
+        seed: u64,
+    ) -> Result<PolicyBuilder<Classifier>, SimError> {
         let mut builder = Policy::builder()
             .name(name)
             .max_attempts(hop.attempts)
@@ -296,16 +382,25 @@ impl Contender {
             .drain(&Drain::new())
             .classifier(classify as Classifier);
         builder = if self.budget {
-            builder.budget(RetryBudget::builder().build()?)
+            builder.budget(
+                RetryBudget::builder()
+                    .fraction(self.budget_fraction)
+                    .build()?,
+            )
         } else {
             builder.no_budget()
         };
         if self.breaker {
-            let breaker = Breaker::builder()
-                .failure_ratio(0.5, Duration::from_secs(10), 20)
-                .seed(seed)
-                .build()?;
-            builder = builder.breaker(breaker);
+            let breaker = match self.trip {
+                Trip::Default => Breaker::builder(),
+                Trip::Consecutive(n) => Breaker::builder().consecutive_failures(n),
+                Trip::Ratio {
+                    ratio,
+                    window,
+                    min_throughput,
+                } => Breaker::builder().failure_ratio(ratio, window, min_throughput),
+            };
+            builder = builder.breaker(breaker.seed(seed).build()?);
         }
         builder = match self.hedging {
             Hedging::Off => builder,
@@ -314,7 +409,7 @@ impl Contender {
                 builder.hedge(Hedge::adaptive().quantile(quantile).floor(floor))
             }
         };
-        Ok(builder.build()?)
+        Ok(builder)
     }
 
     /// This contender's exact configuration for one hop, in one paragraph: rampart's by
@@ -340,8 +435,18 @@ impl Contender {
             ),
             Kind::Rampart => {
                 let policy = self.policy("hop", hop, 0)?;
+                let throttle = self.throttle.map_or(String::new(), |k| {
+                    format!(
+                        "; admission: client-side adaptive Throttle (k {k}, window 120 s: refuses an attempt with probability max(0, (requests - k x accepts) / (requests + 1)))"
+                    )
+                });
+                let relay = if self.budget_refusal_as_failure {
+                    "; a call its budget ended is answered with its last failure (500), not 503 with Retry-After (not a rampart-http setting today)"
+                } else {
+                    ""
+                };
                 format!(
-                    "policy.explain(): {}; {}",
+                    "policy.explain(): {}{throttle}{relay}; {}",
                     policy.explain(),
                     if self.propagation {
                         "sends min(attempt ceiling, time left) as X-Deadline-Ms and the level as X-Criticality"
@@ -388,6 +493,12 @@ enum How {
     Rampart {
         policy: Policy<Classifier>,
         propagate: bool,
+        relay: bool,
+    },
+    Throttled {
+        policy: Policy<Classifier, Throttle>,
+        propagate: bool,
+        relay: bool,
     },
 }
 
@@ -416,7 +527,11 @@ impl Client {
     ) -> Rc<Client> {
         Rc::new(Client {
             target,
-            how: How::Rampart { policy, propagate },
+            how: How::Rampart {
+                policy,
+                propagate,
+                relay: false,
+            },
         })
     }
 
@@ -428,15 +543,39 @@ impl Client {
                 self.retry_loop(*hop, rng, budget.as_ref(), trace, level)
                     .await
             }
-            How::Rampart { policy, propagate } => {
-                let propagate = *propagate;
-                // `run` hedges when the policy was built with a hedge.
-                let outcome = policy
-                    .run(async |attempt| self.attempt(attempt, propagate, trace, level).await)
-                    .await;
-                outcome.map_err(|e| failure_of(&e))
-            }
+            How::Rampart {
+                policy,
+                propagate,
+                relay,
+            } => self.run(policy, *propagate, *relay, trace, level).await,
+            How::Throttled {
+                policy,
+                propagate,
+                relay,
+            } => self.run(policy, *propagate, *relay, trace, level).await,
         }
+    }
+
+    /// A call through a rampart `policy` (`run` hedges when the policy was built with a hedge).
+    async fn run<A: Admit>(
+        &self,
+        policy: &Policy<Classifier, A>,
+        propagate: bool,
+        relay: bool,
+        trace: Trace,
+        level: Criticality,
+    ) -> Reply {
+        let outcome = policy
+            .run(async |attempt| self.attempt(attempt, propagate, trace, level).await)
+            .await;
+        outcome.map_err(|e| match e {
+            Error::Rejected {
+                reason: RejectReason::BudgetExhausted,
+                last: Some(last),
+                ..
+            } if relay => failure_of(&last),
+            e => failure_of(&e),
+        })
     }
 
     /// One rampart attempt: the wire carries `min(attempt ceiling, time left)` and the level
