@@ -234,7 +234,10 @@ fn the_same_seed_gives_a_byte_identical_report() {
 #[test]
 fn the_report_renders_html_with_one_chart_per_scenario() {
     let html = report().html().expect("html");
-    assert_eq!(html.matches("<svg").count(), 5);
+    assert_eq!(
+        html.matches("<svg").count(),
+        rampart_sim::scenario::ALL.len()
+    );
     assert!(html.contains("rampart's own CriticalityLimit"));
     assert!(
         html.contains("stand-in"),

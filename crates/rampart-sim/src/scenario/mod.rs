@@ -9,8 +9,10 @@
 //! | [`tail`] | one root fans out to 100 leaves: the root's p99 and p99.9, with and without hedging |
 //! | [`overload`] | 0.5x to 10x capacity with a criticality mix: goodput, who is shed, priority inversions |
 //! | [`metastable`] | a 60 s spike to 2x: does goodput come back when the load drops |
+//! | [`defaults`] | the retry storm's chain swept over error rate and depth: which breaker, budget or throttle setting rampart should default to |
 
 pub mod deadline;
+pub mod defaults;
 pub mod metastable;
 pub mod overload;
 pub mod retry_storm;
@@ -57,7 +59,7 @@ pub struct Scenario {
 }
 
 /// Every scenario, in report order.
-pub const ALL: [Scenario; 5] = [
+pub const ALL: [Scenario; 6] = [
     Scenario {
         name: "retry-storm",
         summary: "attempts per root at each layer of a depth-3 and depth-5 chain, leaf error rate 0.1% to 100%",
@@ -82,6 +84,11 @@ pub const ALL: [Scenario; 5] = [
         name: "metastable",
         summary: "70% load, a 60 s spike to 2x, then 90%: time for goodput to come back",
         run: metastable::run,
+    },
+    Scenario {
+        name: "defaults",
+        summary: "the retry storm swept over leaf error rate 0-100% and depth 2-4 for candidate breaker, budget and throttle settings: the frontier and issue 25's criteria",
+        run: defaults::run,
     },
 ];
 

@@ -1,0 +1,461 @@
+//! Defaults: which breaker, budget and throttle settings rampart should ship, judged on the
+//! retry storm's chain. The leaf error rate is swept from 0 % to 100 % at depths 2, 3 and 4 for
+//! the two baselines and for rampart under candidate settings, and each candidate is held to
+//! three criteria (issue 25):
+//!
+//! 1. it answers at least as many roots as the `budgeted` baseline (tower's `TpsBudget` at
+//!    rampart's numbers) at every error rate and depth;
+//! 2. it never answers none while the leaf still answers a quarter of its calls (75 % leaf
+//!    errors, every depth);
+//! 3. it keeps the retry-storm result: at most 1.1 leaf requests per root at 100 % leaf
+//!    errors, depth 3.
+//!
+//! The simulations are the retry storm's own ([`retry_storm::simulate`], the same load and the
+//! same seed for each depth and error rate), so the rows they share print the same numbers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::retry_storm::{self, Point, RAMPART_NO_BREAKER};
+use super::{Job, Runner, Size, configs, pct};
+use crate::SimError;
+use crate::contender::{BUDGETED, Contender, NAIVE, RAMPART, Trip};
+use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors};
+
+/// rampart with `Breaker::builder()`'s own defaults on every hop (what rampart-http's outbound
+/// layer gives each host): follows rampart's default when it changes.
+pub const DEFAULT_BREAKER: Contender = Contender {
+    name: "rampart, default breaker",
+    trip: Trip::Default,
+    ..RAMPART
+};
+
+/// rampart with a breaker that opens at 90 % failures over 10 s (at least 20 calls).
+pub const RATIO_90: Contender = Contender {
+    name: "rampart, ratio 90%",
+    trip: Trip::Ratio {
+        ratio: 0.9,
+        window: Duration::from_secs(10),
+        min_throughput: 20,
+    },
+    ..RAMPART
+};
+
+/// rampart with a breaker that opens only when every call of the last 10 s failed (at least
+/// 20 of them): a breaker for a dependency that is down, not one that is degraded.
+pub const RATIO_100: Contender = Contender {
+    name: "rampart, ratio 100%",
+    trip: Trip::Ratio {
+        ratio: 1.0,
+        window: Duration::from_secs(10),
+        min_throughput: 20,
+    },
+    ..RAMPART
+};
+
+/// The down-only breaker, but not before 100 calls in the window: at 20, the first 20 calls of
+/// a run all failing opens it at high but partial error rates.
+pub const RATIO_100_OF_100: Contender = Contender {
+    name: "rampart, ratio 100% of 100",
+    trip: Trip::Ratio {
+        ratio: 1.0,
+        window: Duration::from_secs(10),
+        min_throughput: 100,
+    },
+    ..RAMPART
+};
+
+/// rampart with the client-side adaptive throttle (`k` 2) in place of the breaker.
+pub const THROTTLE: Contender = Contender {
+    name: "rampart, throttle k=2",
+    breaker: false,
+    throttle: Some(2.0),
+    ..RAMPART
+};
+
+/// The throttle beside the down-only breaker.
+pub const THROTTLE_RATIO_100: Contender = Contender {
+    name: "rampart, throttle k=2 + ratio 100%",
+    throttle: Some(2.0),
+    ..RATIO_100
+};
+
+/// rampart's budget depositing 25 % of each success instead of 10 %, no breaker.
+pub const BUDGET_25: Contender = Contender {
+    name: "rampart -breaker, budget 25%",
+    budget_fraction: 0.25,
+    ..RAMPART_NO_BREAKER
+};
+
+/// rampart's budget depositing 20 % of each success instead of 10 %, no breaker.
+pub const BUDGET_20: Contender = Contender {
+    name: "rampart -breaker, budget 20%",
+    budget_fraction: 0.2,
+    ..RAMPART_NO_BREAKER
+};
+
+/// The budget at 25 % beside the down-only breaker of at least 100 calls.
+pub const BUDGET_25_RATIO_100: Contender = Contender {
+    name: "rampart, budget 25% + ratio 100% of 100",
+    budget_fraction: 0.25,
+    ..RATIO_100_OF_100
+};
+
+/// rampart without its breaker, its budget's refusals answered upstream as the last failure
+/// (not a setting today: what rampart-http would answer if it were one).
+pub const RELAY: Contender = Contender {
+    name: "rampart -breaker, refusal as 500",
+    budget_refusal_as_failure: true,
+    ..RAMPART_NO_BREAKER
+};
+
+/// The down-only breaker of at least 100 calls, budget refusals answered as the last failure.
+pub const RELAY_RATIO_100: Contender = Contender {
+    name: "rampart, ratio 100% of 100 + refusal as 500",
+    budget_refusal_as_failure: true,
+    ..RATIO_100_OF_100
+};
+
+/// The leaf error rates swept.
+pub const ERROR_RATES: [f64; 9] = [0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0];
+/// The error rates of a `--quick` run (the issue's columns).
+pub const QUICK_ERROR_RATES: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
+/// The depths swept.
+pub const DEPTHS: [usize; 3] = [2, 3, 4];
+/// The depth of a `--quick` run.
+pub const QUICK_DEPTHS: [usize; 1] = [3];
+
+/// The leaf error rate at which the leaf still answers a quarter of its calls (criterion 2).
+pub const QUARTER: f64 = 0.75;
+/// The most leaf requests per root at 100 % leaf errors, depth 3 (criterion 3).
+pub const STORM_LIMIT: f64 = 1.1;
+
+/// The rampart candidates, in table order.
+pub fn candidates() -> Vec<Contender> {
+    vec![
+        RAMPART,
+        RAMPART_NO_BREAKER,
+        DEFAULT_BREAKER,
+        RATIO_90,
+        RATIO_100,
+        RATIO_100_OF_100,
+        THROTTLE,
+        THROTTLE_RATIO_100,
+        BUDGET_20,
+        BUDGET_25,
+        BUDGET_25_RATIO_100,
+        RELAY,
+        RELAY_RATIO_100,
+    ]
+}
+
+/// Every contender: the two baselines, then the candidates.
+pub fn contenders() -> Vec<Contender> {
+    let mut all = vec![NAIVE, BUDGETED];
+    all.extend(candidates());
+    all
+}
+
+/// How one candidate fares against the three criteria.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The candidate's name.
+    pub contender: &'static str,
+    /// The smallest `answered - budgeted answered` over every rate and depth, in points, and
+    /// where (depth, rate).
+    pub worst_margin: (f64, usize, f64),
+    /// Roots answered at 75 % leaf errors, the lowest over the depths, and at which depth.
+    pub at_quarter: (f64, usize),
+    /// Leaf requests per root at 100 % leaf errors, depth 3.
+    pub storm: f64,
+}
+
+impl Verdict {
+    /// Criterion 1: never fewer roots answered than `budgeted`.
+    pub fn as_many_as_budgeted(&self) -> bool {
+        self.worst_margin.0 >= 0.0
+    }
+
+    /// Criterion 2: some roots answered at 75 % leaf errors, at every depth.
+    pub fn answers_at_a_quarter(&self) -> bool {
+        self.at_quarter.0 > 0.0
+    }
+
+    /// Criterion 3: at most 1.1 leaf requests per root at 100 % leaf errors, depth 3.
+    pub fn holds_the_storm(&self) -> bool {
+        self.storm <= STORM_LIMIT
+    }
+
+    /// All three.
+    pub fn meets_all(&self) -> bool {
+        self.as_many_as_budgeted() && self.answers_at_a_quarter() && self.holds_the_storm()
+    }
+}
+
+/// Judges every candidate on `points` (the sweep over `rates` and `depths`).
+pub fn verdicts(points: &[Point], rates: &[f64], depths: &[usize]) -> Vec<Verdict> {
+    let find = |name: &str, depth: usize, rate: f64| {
+        points
+            .iter()
+            .find(|p| p.contender == name && p.depth == depth && p.error_rate == rate)
+    };
+    candidates()
+        .iter()
+        .map(|c| {
+            let mut worst = (f64::INFINITY, 0, 0.0);
+            let mut quarter = (f64::INFINITY, 0);
+            for &depth in depths {
+                for &rate in rates {
+                    if let (Some(p), Some(b)) =
+                        (find(c.name, depth, rate), find("budgeted", depth, rate))
+                    {
+                        let margin = (p.answered - b.answered) * 100.0;
+                        if margin < worst.0 {
+                            worst = (margin, depth, rate);
+                        }
+                    }
+                }
+                if let Some(p) = find(c.name, depth, QUARTER)
+                    && p.answered < quarter.0
+                {
+                    quarter = (p.answered, depth);
+                }
+            }
+            Verdict {
+                contender: c.name,
+                worst_margin: worst,
+                at_quarter: quarter,
+                storm: find(c.name, 3, 1.0).map_or(f64::NAN, Point::leaf),
+            }
+        })
+        .collect()
+}
+
+/// Runs the sweep.
+pub fn run(size: Size, runner: &Runner) -> Result<ScenarioReport, SimError> {
+    let (rates, depths) = if size.quick {
+        (QUICK_ERROR_RATES.to_vec(), QUICK_DEPTHS.to_vec())
+    } else {
+        (ERROR_RATES.to_vec(), DEPTHS.to_vec())
+    };
+    let mut jobs = Vec::new();
+    for &depth in &depths {
+        for c in contenders() {
+            for &rate in &rates {
+                // The retry storm's seeds: the rows both scenarios run print the same numbers.
+                let seed = size.seed_for(&format!("retry-storm/{depth}/{rate}"));
+                let load = retry_storm::load(depth, size.quick);
+                jobs.push(Job::new(
+                    format!("{} depth {depth} at {}% leaf errors", c.name, rate * 100.0),
+                    move || retry_storm::simulate(c, depth, rate, load, seed),
+                ));
+            }
+        }
+    }
+    let points = runner.run("defaults", jobs)?;
+    summarize(
+        &points,
+        &rates,
+        &depths,
+        configs(&contenders(), retry_storm::hop())?,
+    )
+}
+
+fn rate_label(rate: f64) -> String {
+    format!("{:.0}%", rate * 100.0)
+}
+
+fn yes(ok: bool) -> &'static str {
+    if ok { "yes" } else { "NO" }
+}
+
+fn summarize(
+    points: &[Point],
+    rates: &[f64],
+    depths: &[usize],
+    configs: Vec<(String, String)>,
+) -> Result<ScenarioReport, SimError> {
+    let find = |name: &str, depth: usize, rate: f64| {
+        points
+            .iter()
+            .find(|p| p.contender == name && p.depth == depth && p.error_rate == rate)
+    };
+    // The frontier at one depth and rate: the contenders no other one beats on both roots
+    // answered (more) and leaf requests per root (fewer).
+    let on_frontier = |p: &Point| {
+        !points.iter().any(|q| {
+            q.depth == p.depth
+                && q.error_rate == p.error_rate
+                && q.answered >= p.answered
+                && q.leaf() <= p.leaf()
+                && (q.answered > p.answered || q.leaf() < p.leaf())
+        })
+    };
+    let mut columns = vec!["contender".to_owned(), "depth".to_owned()];
+    columns.extend(rates.iter().map(|&r| rate_label(r)));
+    let mut frontier = Table {
+        title: "roots answered / leaf requests per root, by leaf error rate (* on the frontier: no contender answers more roots with fewer leaf requests)".into(),
+        columns,
+        rows: Vec::new(),
+    };
+    for &depth in depths {
+        for c in contenders() {
+            let mut row = vec![c.name.to_owned(), depth.to_string()];
+            for &rate in rates {
+                row.push(find(c.name, depth, rate).map_or("-".into(), |p| {
+                    format!(
+                        "{} / {:.2}{}",
+                        pct(p.answered),
+                        p.leaf(),
+                        if on_frontier(p) { " *" } else { "" }
+                    )
+                }));
+            }
+            frontier.row(row);
+        }
+    }
+    let verdicts = verdicts(points, rates, depths);
+    let mut criteria = Table::new(
+        "the criteria, candidate by candidate",
+        &[
+            "candidate",
+            "1: >= budgeted everywhere (worst margin, where)",
+            "2: answers at 75% leaf errors (lowest, depth)",
+            "3: <= 1.1 leaf requests per root at 100%, depth 3",
+            "all three",
+        ],
+    );
+    for v in &verdicts {
+        criteria.row(vec![
+            v.contender.to_owned(),
+            format!(
+                "{}: {:+.1} points (depth {}, {})",
+                yes(v.as_many_as_budgeted()),
+                v.worst_margin.0,
+                v.worst_margin.1,
+                rate_label(v.worst_margin.2)
+            ),
+            format!(
+                "{}: {} (depth {})",
+                yes(v.answers_at_a_quarter()),
+                pct(v.at_quarter.0),
+                v.at_quarter.1
+            ),
+            format!("{}: {:.2}", yes(v.holds_the_storm()), v.storm),
+            yes(v.meets_all()).to_owned(),
+        ]);
+    }
+    // The frontier at depth 3: each contender's points across error rates.
+    let depth = if depths.contains(&3) { 3 } else { depths[0] };
+    let floor = 0.01;
+    let series: Vec<Series> = contenders()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let pts: Vec<(f64, f64)> = rates
+                .iter()
+                .filter_map(|&r| find(c.name, depth, r))
+                .map(|p| (p.leaf().max(floor), p.answered * 100.0))
+                .collect();
+            let color = match i {
+                0..=2 => colors::of(c.name),
+                3 | 6 => colors::RAMPART_2,
+                4 | 7 => colors::RAMPART_3,
+                _ => colors::REFERENCE,
+            };
+            if i >= 6 {
+                Series::dashed_sweep(c.name, color, pts)
+            } else {
+                Series::sweep(c.name, color, pts)
+            }
+        })
+        .collect();
+    let chart = Chart {
+        title: format!(
+            "Roots answered against leaf requests per root, depth {depth}, one point per leaf error rate (0 drawn at 0.01)"
+        ),
+        x: Axis::log("leaf requests per root (log)", floor, 300.0),
+        y: Axis::linear("roots answered (%)", 0.0, 100.0),
+        series,
+        bands: Vec::new(),
+    };
+    let met: Vec<&str> = verdicts
+        .iter()
+        .filter(|v| v.meets_all())
+        .map(|v| v.contender)
+        .collect();
+    let mut findings = vec![if met.is_empty() {
+        "Loss: no candidate meets all three criteria; see the criteria table for which each meets, with its numbers.".to_owned()
+    } else {
+        format!("Win: {} meet all three criteria.", met.join(", "))
+    }];
+    for v in &verdicts {
+        findings.push(format!(
+            "{}: 1 {} (worst {:+.1} points against budgeted, depth {} at {}), 2 {} ({} answered at 75%, depth {}), 3 {} ({:.2} leaf requests per root at 100%, depth 3).",
+            v.contender,
+            if v.as_many_as_budgeted() { "met" } else { "missed" },
+            v.worst_margin.0,
+            v.worst_margin.1,
+            rate_label(v.worst_margin.2),
+            if v.answers_at_a_quarter() { "met" } else { "missed" },
+            pct(v.at_quarter.0),
+            v.at_quarter.1,
+            if v.holds_the_storm() { "met" } else { "missed" },
+            v.storm,
+        ));
+    }
+    let data: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            json!({
+                "contender": p.contender,
+                "depth": p.depth,
+                "leaf_error_rate": p.error_rate,
+                "measured_roots": p.roots,
+                "leaf_requests_per_root": p.leaf(),
+                "answered": p.answered,
+                "on_frontier": on_frontier(p),
+            })
+        })
+        .collect();
+    let judged: Vec<Value> = verdicts
+        .iter()
+        .map(|v| {
+            json!({
+                "contender": v.contender,
+                "worst_margin_points": v.worst_margin.0,
+                "worst_margin_depth": v.worst_margin.1,
+                "worst_margin_rate": v.worst_margin.2,
+                "answered_at_75": v.at_quarter.0,
+                "leaf_per_root_at_100_depth_3": v.storm,
+                "criteria": [v.as_many_as_budgeted(), v.answers_at_a_quarter(), v.holds_the_storm()],
+            })
+        })
+        .collect();
+    Ok(ScenarioReport {
+        name: "defaults",
+        title: "which breaker, budget and throttle rampart should default to".into(),
+        question: "Across leaf error rates 0-100% and depths 2-4 of the retry storm's chain, which rampart setting answers at least as many roots as tower's budget, still answers some at 75% leaf errors, and holds the storm at 100%?".into(),
+        setup: vec![
+            "The retry storm's chain, load and seeds (see retry-storm): every hop 4 attempts, 1 s attempt timeout, 20 ms backoff; the leaf fails at the given rate.".into(),
+            "Depth 3: 500 roots/s; depths 2 and 4: 200 roots/s; 3 s, the first not measured. rampart's breakers break for 15 s, longer than the run: once open, a hop stays open.".into(),
+            "Every candidate is rampart (budget, propagation, CriticalityLimit, reject_expired) with the breaker, throttle or budget named; its exact policy is printed in the configuration box.".into(),
+        ],
+        reference: "issue 25's criteria: at least budgeted's roots at every rate; some roots at 75% leaf errors; at most 1.1 leaf requests per root at 100%, depth 3 (the SRE book's budget bound).".into(),
+        chart,
+        tables: vec![criteria, frontier],
+        terms: vec![
+            ("a / b".into(), "roots answered (share of measured roots answered Ok within the edge's 30 s) / requests reaching the leaf per measured root".into()),
+            ("*".into(), "on the frontier at that depth and rate: no contender answers at least as many roots with at most as many leaf requests, and one of them strictly".into()),
+            ("worst margin".into(), "the candidate's roots answered minus budgeted's, in percentage points, at the rate and depth where it is smallest".into()),
+            ("default breaker".into(), "Breaker::builder() with nothing set, as rampart-http's outbound layer gives each host".into()),
+        ],
+        configs,
+        findings,
+        notes: vec![
+            "Criterion 1 is strict: a candidate 0.1 points under budgeted misses it; the margins are printed so that a miss inside the noise of one seed can be read as such.".into(),
+        ],
+        data: json!({ "points": data, "verdicts": judged }),
+    })
+}
