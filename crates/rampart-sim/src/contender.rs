@@ -160,8 +160,8 @@ pub struct Contender {
     pub breaker: bool,
     /// When the breaker opens.
     pub trip: Trip,
-    /// A client-side adaptive [`Throttle`](rampart::limit::Throttle) with this `k` on every
-    /// hop, as the policy's admission (rampart only; none when `None`).
+    /// A client-side adaptive [`Throttle`] with this `k` on every hop, as the policy's
+    /// admission (rampart only; none when `None`).
     pub throttle: Option<f64>,
     /// The retry budget's `fraction` (rampart's default 0.1; rampart only).
     pub budget_fraction: f64,
