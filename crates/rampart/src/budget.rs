@@ -11,7 +11,14 @@
 //! unlike tower's `TpsBudget`, which deposits per request): under heavy partial failure a
 //! budget funds fewer retries than a per-request one, trading some availability at, say, 50%
 //! errors for a hard cap on the load a struggling dependency sees. The simulator's
-//! `retry-storm` scenario shows both sides of that trade.
+//! `retry-storm` scenario shows both sides of that trade. On a chain of three or four services
+//! most of the roots rampart answers fewer than tower's budget at the same numbers (10 to 13
+//! points at 25–40 % leaf errors, depths 3 and 4) are lost less to this accounting than to how
+//! a call the budget ended reads upstream: rampart-http answers a
+//! [`Rejected`](crate::Error::Rejected) with 503 and a `Retry-After` of at least 1 s, which a
+//! caller whose propagated deadline is shorter cannot wait for; answered with its last failure
+//! instead, the gap shrinks to at most 3.4 points (the simulator's `defaults` scenario, seeds
+//! 1–5).
 //!
 //! ```
 //! use std::time::Duration;

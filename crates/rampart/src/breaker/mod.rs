@@ -49,6 +49,43 @@
 //! | [`probe_timeout`](BreakerBuilder::probe_timeout) | 15 s | probes unfinished this long count as failed |
 //! | [`dry_run`](BreakerBuilder::dry_run) | `false` | observe only: report what it would refuse, refuse nothing |
 //!
+//! # When a hard breaker is the wrong tool
+//!
+//! A breaker refuses *everything* once it opens, for a whole break. That is right for a
+//! dependency that is down (every call would fail anyway, and the fast refusal saves the
+//! caller's time and the dependency's recovery) and wrong for one that is *degraded*: a
+//! dependency that still answers a quarter of its calls is worth a quarter of the callers'
+//! work, and a breaker turns that partial failure into a total one. Most thresholds open on a
+//! degraded dependency:
+//!
+//! - [`consecutive_failures`](BreakerBuilder::consecutive_failures)`(n)` opens as soon as `n`
+//!   failures happen to fall in a row, which at a 25 % error rate happens within a few thousand
+//!   calls for the default `n` = 5 (`0.25⁵ ≈ 1/1000`).
+//! - A ratio below the error rate opens by construction; and on a chain of services each hop
+//!   sees the failures of everything below it *plus the retries of those failures*, so an
+//!   upper hop's failure ratio is above the leaf's error rate: a 90 % ratio opens at 90 % leaf
+//!   errors.
+//! - A breaker of `1.0` (every call in the window failed) still opens on a run of bad luck if
+//!   `min_throughput` is small: at a 90 % error rate the first 20 calls all fail about one
+//!   time in eight.
+//!
+//! The simulator's `defaults` scenario measures this on the retry storm's chain (4 attempts a
+//! hop, rampart's retry budget, a breaker on every hop, the leaf failing at 0–100 %, depths
+//! 2–4, seeds 1–5). With the default `consecutive_failures(5)` (what rampart-http's outbound
+//! layer gives each host), depth 3, seed 1, no root is
+//! answered from 25 % leaf errors on, where tower's retry budget alone answers all of them;
+//! over the five seeds it falls 85 to 100 points below tower's budget somewhere between 25 and
+//! 40 %. `failure_ratio(0.5, 10 s, 20)` answers none from 50 % on at the same depth. Of the thresholds tried,
+//! only `failure_ratio(1.0, 10 s, 100)` answered exactly the roots the budget alone answers at
+//! every partial error rate, and still sent nothing to a leaf failing 100 %. So: use a breaker
+//! for a dependency that is *down* (a ratio of 1.0 or close to it, with a `min_throughput`
+//! of about 100), and let the [retry budget](crate::budget) bound the load on one that is
+//! degraded: it caps retries at a share of the traffic instead of refusing all of it. The
+//! client-side [`Throttle`](crate::limit::Throttle) refuses in proportion to failures rather
+//! than all at once, but on a chain its refusals reach the hop above as refusals and compound:
+//! in each of the five seeds it collapsed to no answers somewhere between 10 and 40 % leaf
+//! errors.
+//!
 //! # Evidence
 //!
 //! The caller reports each attempt as [`Evidence`]: only failures count against the dependency.
