@@ -388,8 +388,60 @@ fn summarize(
     let mut findings = vec![if met.is_empty() {
         "Loss: no candidate meets all three criteria; see the criteria table for which each meets, with its numbers.".to_owned()
     } else {
-        format!("Win: {} meet all three criteria.", met.join(", "))
+        format!("Win: meeting all three criteria: {}.", met.join(", "))
     }];
+    // What a winner pays: its leaf requests per root against budgeted's where the leaf fails
+    // partly, at the point where the ratio is largest.
+    for name in &met {
+        let mut worst: Option<(f64, &Point, &Point)> = None;
+        for &depth in depths {
+            for &rate in rates.iter().filter(|&&r| r > 0.0 && r < 1.0) {
+                if let (Some(p), Some(b)) = (find(name, depth, rate), find("budgeted", depth, rate))
+                {
+                    let ratio = p.leaf() / b.leaf().max(f64::MIN_POSITIVE);
+                    if worst.is_none_or(|(w, _, _)| ratio > w) {
+                        worst = Some((ratio, p, b));
+                    }
+                }
+            }
+        }
+        if let Some((_, p, b)) = worst {
+            findings.push(format!(
+                "Cost: {name} answers {} where budgeted answers {} (depth {}, {} leaf errors) by sending {:.2} leaf requests per root where budgeted sends {:.2}: it meets criterion 1 partly by spending more retries, not at the same numbers.",
+                pct(p.answered),
+                pct(b.answered),
+                p.depth,
+                rate_label(p.error_rate),
+                p.leaf(),
+                b.leaf()
+            ));
+        }
+    }
+    // Rates where every contender answers the same share (within 0.5 points) at every depth.
+    let tied: Vec<String> = rates
+        .iter()
+        .filter(|&&r| {
+            depths.iter().all(|&d| {
+                let shares: Vec<f64> = contenders()
+                    .iter()
+                    .filter_map(|c| find(c.name, d, r))
+                    .map(|p| p.answered)
+                    .collect();
+                let lo = shares.iter().copied().fold(f64::MAX, f64::min);
+                let hi = shares.iter().copied().fold(f64::MIN, f64::max);
+                !shares.is_empty() && hi - lo <= 0.005
+            })
+        })
+        .map(|&r| rate_label(r))
+        .collect();
+    findings.push(format!(
+        "Tie: at leaf error rates of {} every contender answers the same share of roots at every depth.",
+        if tied.is_empty() {
+            "none".to_owned()
+        } else {
+            tied.join(", ")
+        }
+    ));
     for v in &verdicts {
         findings.push(format!(
             "{}: 1 {} (worst {:+.1} points against budgeted, depth {} at {}), 2 {} ({} answered at 75%, depth {}), 3 {} ({:.2} leaf requests per root at 100%, depth 3).",
