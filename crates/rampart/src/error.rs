@@ -91,6 +91,11 @@ pub struct Unfit {
     pub delay: Duration,
     /// The time that was left before the deadline.
     pub left: Duration,
+    /// The time a retry was assumed to need after the backoff: the dependency's typical
+    /// latency as measured, or the policy's
+    /// [`min_attempt_time`](crate::PolicyBuilder::min_attempt_time) when longer (zero when
+    /// neither is known).
+    pub needed: Duration,
 }
 
 /// Where the deadline that ended a call came from.
@@ -257,9 +262,21 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     )?;
                 }
                 match unfit {
-                    Some(Unfit { delay, left }) => write!(
+                    Some(Unfit {
+                        delay,
+                        left,
+                        needed,
+                    }) if needed.is_zero() => write!(
                         f,
                         ": the next backoff of {delay:?} would not fit in the {left:?} left"
+                    ),
+                    Some(Unfit {
+                        delay,
+                        left,
+                        needed,
+                    }) => write!(
+                        f,
+                        ": the next backoff of {delay:?} and the {needed:?} a retry needs would not fit in the {left:?} left"
                     ),
                     None => Ok(()),
                 }

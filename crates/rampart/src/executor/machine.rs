@@ -1320,7 +1320,11 @@ where
                 let result = self.last_result();
                 return Next::Done(self.finish(result, StopReason::Overloaded, now));
             }
-            let unfit = Unfit { delay, left };
+            let unfit = Unfit {
+                delay,
+                left,
+                needed,
+            };
             return Next::Done(self.deadline_exceeded(Some(unfit), now));
         }
         self.shared.telemetry.retrying(
