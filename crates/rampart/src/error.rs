@@ -91,11 +91,6 @@ pub struct Unfit {
     pub delay: Duration,
     /// The time that was left before the deadline.
     pub left: Duration,
-    /// The time a retry was assumed to need after the backoff: the dependency's typical
-    /// latency as measured, or the policy's
-    /// [`min_attempt_time`](crate::PolicyBuilder::min_attempt_time) when longer (zero when
-    /// neither is known).
-    pub needed: Duration,
 }
 
 /// Where the deadline that ended a call came from.
@@ -262,21 +257,9 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     )?;
                 }
                 match unfit {
-                    Some(Unfit {
-                        delay,
-                        left,
-                        needed,
-                    }) if needed.is_zero() => write!(
+                    Some(Unfit { delay, left }) => write!(
                         f,
                         ": the next backoff of {delay:?} would not fit in the {left:?} left"
-                    ),
-                    Some(Unfit {
-                        delay,
-                        left,
-                        needed,
-                    }) => write!(
-                        f,
-                        ": the next backoff of {delay:?} and the {needed:?} a retry needs would not fit in the {left:?} left"
                     ),
                     None => Ok(()),
                 }

@@ -1320,11 +1320,7 @@ where
                 let result = self.last_result();
                 return Next::Done(self.finish(result, StopReason::Overloaded, now));
             }
-            let unfit = Unfit {
-                delay,
-                left,
-                needed,
-            };
+            let unfit = Unfit { delay, left };
             return Next::Done(self.deadline_exceeded(Some(unfit), now));
         }
         self.shared.telemetry.retrying(

@@ -267,8 +267,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
         *unfit,
         Some(Unfit {
             delay: 800 * MS,
-            left: 600 * MS,
-            needed: Duration::ZERO,
+            left: 600 * MS
         })
     );
     assert_eq!(
@@ -315,15 +314,8 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
             *unfit,
             Some(Unfit {
                 delay: backoff,
-                left: 600 * MS,
-                needed: 50 * MS,
+                left: 600 * MS
             })
-        );
-        assert!(
-            error
-                .to_string()
-                .ends_with("and the 50ms a retry needs would not fit in the 600ms left"),
-            "the message names the time a retry needs: {error}"
         );
     }
 }
