@@ -40,7 +40,7 @@ const GROUP: &str = match (cfg!(feature = "tracing"), cfg!(feature = "metrics"))
 fn full() -> PolicyBuilder {
     Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .breaker(Breaker::builder().build().expect("valid breaker"))
 }

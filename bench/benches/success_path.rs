@@ -35,7 +35,7 @@ fn success_path(c: &mut Criterion) {
     let bounded = || {
         Policy::builder()
             .max_attempts(LIMITS.max_attempts)
-            .deadline(LIMITS.deadline)
+            .total_timeout(LIMITS.deadline)
             .attempt_timeout(LIMITS.attempt_timeout)
     };
     let retry_only = bounded().no_budget().build().expect("valid policy");

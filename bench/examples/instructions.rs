@@ -41,7 +41,7 @@ fn main() {
     let bounded = || {
         Policy::builder()
             .max_attempts(LIMITS.max_attempts)
-            .deadline(LIMITS.deadline)
+            .total_timeout(LIMITS.deadline)
             .attempt_timeout(LIMITS.attempt_timeout)
     };
     let policy = match which.as_str() {

@@ -16,7 +16,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()

@@ -29,7 +29,7 @@ fn full_policy() -> Policy {
 fn full_policy_admitting<A: Admit>(admit: A) -> Policy<ErrorsAreTransient, A> {
     Policy::builder()
         .max_attempts(LIMITS.max_attempts)
-        .deadline(LIMITS.deadline)
+        .total_timeout(LIMITS.deadline)
         .attempt_timeout(LIMITS.attempt_timeout)
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .admit(admit)
@@ -114,7 +114,7 @@ fn failing_calls_allocate_only_the_box_that_keeps_a_last_failure() {
     let retrying = |budget: bool| {
         let builder = Policy::builder()
             .max_attempts(LIMITS.max_attempts)
-            .deadline(LIMITS.deadline)
+            .total_timeout(LIMITS.deadline)
             .attempt_timeout(LIMITS.attempt_timeout)
             .backoff(Backoff::none());
         let builder = if budget { builder } else { builder.no_budget() };
@@ -156,7 +156,7 @@ fn failing_calls_allocate_only_the_box_that_keeps_a_last_failure() {
 fn hedging_policy_allocates_one_box_per_call_while_no_hedge_fires() {
     let policy = Policy::builder()
         .max_attempts(LIMITS.max_attempts)
-        .deadline(LIMITS.deadline)
+        .total_timeout(LIMITS.deadline)
         .attempt_timeout(LIMITS.attempt_timeout)
         .hedge(Hedge::fixed(Duration::from_millis(100)))
         .build()
@@ -214,7 +214,7 @@ fn call_finishers_with_a_fallback_allocate_nothing_on_success() {
     use rampart::StopReason;
     use rampart::fallback::Fallback;
     let policy = Policy::builder()
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .build()
         .expect("valid policy");

@@ -57,7 +57,7 @@ fn failure<E>(error: &rampart::Error<E>) -> Failure {
 pub(crate) fn w1<O: Op>(op: O) -> Run<O> {
     let policy = Policy::builder()
         .max_attempts(MAX_ATTEMPTS)
-        .deadline(DEADLINE)
+        .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()
@@ -77,7 +77,7 @@ pub(crate) fn w1_none<O: Op>(op: O) -> Run<O> {
 pub(crate) fn w1_retry_only<O: Op>(op: O) -> Run<O> {
     let policy = Policy::builder()
         .max_attempts(MAX_ATTEMPTS)
-        .deadline(DEADLINE)
+        .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .no_budget()
         .build()
@@ -89,7 +89,7 @@ pub(crate) fn w1_retry_only<O: Op>(op: O) -> Run<O> {
 pub(crate) fn w2<O: Op>(op: O) -> Run<O> {
     let policy = Policy::builder()
         .max_attempts(MAX_ATTEMPTS)
-        .deadline(DEADLINE)
+        .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .backoff(Backoff::none())
         .no_budget()
@@ -107,7 +107,7 @@ pub(crate) fn w3<O: Op>(op: O) -> Run<O> {
         .expect("valid breaker");
     let policy = Policy::builder()
         .max_attempts(MAX_ATTEMPTS)
-        .deadline(DEADLINE)
+        .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .backoff(Backoff::none())
         .breaker(breaker)
@@ -116,7 +116,7 @@ pub(crate) fn w3<O: Op>(op: O) -> Run<O> {
     Run { policy, op }
 }
 
-/// W3 with the breaker alone (one attempt, no deadline, no attempt timeout): the work of
+/// W3 with the breaker alone (one attempt, no total timeout, no attempt timeout): the work of
 /// failsafe.
 pub(crate) fn w3_breaker_only<O: Op>(op: O) -> Run<O> {
     let breaker = Breaker::builder()
@@ -126,7 +126,7 @@ pub(crate) fn w3_breaker_only<O: Op>(op: O) -> Run<O> {
         .expect("valid breaker");
     let policy = Policy::builder()
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .breaker(breaker)
         .build()
@@ -137,7 +137,7 @@ pub(crate) fn w3_breaker_only<O: Op>(op: O) -> Run<O> {
 fn hedging(hedge: Hedge) -> Policy {
     Policy::builder()
         .max_attempts(2)
-        .deadline(DEADLINE)
+        .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .hedge(hedge)
         .build()

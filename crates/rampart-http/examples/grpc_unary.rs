@@ -137,7 +137,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Built once and shared; the channel is tonic's own, under the layer.
     let layer = OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(2))
+            p.total_timeout(Duration::from_secs(2))
                 .attempt_timeout(Duration::from_millis(500))
                 .backoff(Backoff::constant(Duration::from_millis(20)))
         })

@@ -117,7 +117,7 @@ fn layer(variant: &str) -> OutboundLayer {
         "no-breaker-budget" => builder.no_breaker().no_budget(),
         "once" => builder.max_attempts(1),
         "once-no-breaker-budget" => builder.max_attempts(1).no_breaker().no_budget(),
-        "no-deadline" => builder.policy(|p| p.no_deadline().no_attempt_timeout()),
+        "no-deadline" => builder.policy(|p| p.no_total_timeout().no_attempt_timeout()),
         _ => builder,
     };
     builder

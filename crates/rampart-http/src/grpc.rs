@@ -14,7 +14,7 @@
 //! use tonic::transport::Endpoint;
 //!
 //! let layer = OutboundLayer::builder()
-//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .policy(|p| p.total_timeout(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
 //! let channel = layer

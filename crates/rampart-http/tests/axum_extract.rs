@@ -51,7 +51,7 @@ async fn a_handler_extracts_the_deadline_less_the_reserve_and_the_criticality_th
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_request_without_headers_extracts_no_deadline_and_critical() {
+async fn a_request_without_headers_extracts_no_total_timeout_and_critical() {
     let app = Router::new()
         .route("/", get(seen))
         .layer(InboundLayer::new());

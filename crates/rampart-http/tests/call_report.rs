@@ -34,7 +34,7 @@ async fn serve(status: u16) -> SocketAddr {
 fn layer() -> OutboundBuilder {
     OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(5))
+            p.total_timeout(Duration::from_secs(5))
                 .attempt_timeout(Duration::from_secs(1))
                 .backoff(Backoff::none())
         })
@@ -144,7 +144,7 @@ async fn with_the_switch_on_a_503_the_deadline_ran_out_on_is_a_timeout_answering
     let client = client(
         OutboundLayer::builder()
             .policy(|p| {
-                p.deadline(Duration::from_millis(500))
+                p.total_timeout(Duration::from_millis(500))
                     .backoff(Backoff::constant(Duration::from_secs(10)))
             })
             .fail_on_retryable_status(true),

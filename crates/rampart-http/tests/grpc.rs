@@ -140,7 +140,7 @@ async fn channel(addr: SocketAddr) -> Channel {
 fn layer() -> OutboundLayer {
     OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(10))
+            p.total_timeout(Duration::from_secs(10))
                 .attempt_timeout(Duration::from_secs(5))
                 .backoff(Backoff::none())
         })

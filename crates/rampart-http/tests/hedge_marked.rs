@@ -94,7 +94,7 @@ fn hedging(builder: OutboundBuilder) -> OutboundLayer {
     builder
         .hedge_marked(Hedge::fixed(20 * MS))
         .policy(|p| {
-            p.deadline(Duration::from_secs(5))
+            p.total_timeout(Duration::from_secs(5))
                 .attempt_timeout(Duration::from_secs(1))
                 .backoff(Backoff::none())
         })

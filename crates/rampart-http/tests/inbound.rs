@@ -140,7 +140,7 @@ async fn the_reserve_is_subtracted_from_what_the_handler_sees() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_deadline_above_the_maximum_is_no_deadline_at_all() {
+async fn a_deadline_above_the_maximum_is_no_total_timeout_at_all() {
     let handler = Handler::new(Duration::ZERO);
     let service = InboundLayer::new()
         .maximum(Duration::from_secs(5))

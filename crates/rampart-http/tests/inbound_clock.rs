@@ -76,7 +76,7 @@ async fn a_handlers_policy_on_the_layers_clock_stops_at_the_received_deadline() 
     let policy = Policy::builder()
         .clock(clock.clone())
         .use_ambient_deadline(true)
-        .deadline(Duration::from_secs(30))
+        .total_timeout(Duration::from_secs(30))
         .build()
         .expect("valid");
     let layer = InboundLayer::new().clock(policy.clock().clone());

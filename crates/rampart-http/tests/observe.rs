@@ -210,7 +210,7 @@ async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
     tracing::callsite::rebuild_interest_cache();
     let client = OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(10))
+            p.total_timeout(Duration::from_secs(10))
                 .no_attempt_timeout()
                 .backoff(Backoff::none())
         })

@@ -139,7 +139,7 @@ fn get(uri: &str) -> Request<Full<Bytes>> {
 }
 
 fn quick(p: PolicyBuilder) -> PolicyBuilder {
-    p.deadline(Duration::from_secs(10))
+    p.total_timeout(Duration::from_secs(10))
         .no_attempt_timeout()
         .backoff(Backoff::none())
 }
@@ -317,7 +317,7 @@ async fn a_503_with_retry_after_is_retried_after_it() {
         _ => reply(200),
     });
     let client = layer(OutboundLayer::builder().policy(|p| {
-        p.deadline(Duration::from_secs(10))
+        p.total_timeout(Duration::from_secs(10))
             .backoff(Backoff::exponential(Duration::from_millis(10)))
     }))
     .layer(upstream.service());
@@ -593,7 +593,7 @@ async fn each_hedged_leg_carries_its_own_deadline_and_the_retry_mark() {
         OutboundLayer::builder()
             .hedge(rampart::hedge::Hedge::fixed(Duration::from_millis(100)))
             .policy(|p| {
-                p.deadline(Duration::from_secs(2))
+                p.total_timeout(Duration::from_secs(2))
                     .attempt_timeout(Duration::from_millis(1500))
                     .drain(&rampart::drain::Drain::new())
             }),
@@ -621,11 +621,11 @@ async fn each_hedged_leg_carries_its_own_deadline_and_the_retry_mark() {
 fn invalid_policy_settings_are_reported_by_build() {
     let error = OutboundLayer::builder()
         .max_attempts(0)
-        .policy(|p| p.deadline(Duration::ZERO))
+        .policy(|p| p.total_timeout(Duration::ZERO))
         .build()
         .expect_err("invalid");
     let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();
-    assert_eq!(fields, ["max_attempts", "deadline"]);
+    assert_eq!(fields, ["max_attempts", "total_timeout"]);
 }
 
 #[test]
@@ -713,7 +713,7 @@ async fn a_malformed_caller_deadline_is_ignored_and_not_forwarded_by_any_attempt
     let upstream = Upstream::new(|n, _| reply(if n == 0 { 500 } else { 200 }));
     // No deadline and no attempt timeout: nothing bounds the call, so nothing is written.
     let client = layer(OutboundLayer::builder().policy(|p| {
-        p.no_deadline()
+        p.no_total_timeout()
             .no_attempt_timeout()
             .backoff(Backoff::none())
     }))
@@ -860,7 +860,7 @@ async fn a_hosts_own_settings_apply_to_that_host_only() {
     let client = layer(
         OutboundLayer::builder()
             .policy(quick)
-            .host("slow.test:80", |p| p.deadline(Duration::from_secs(60))),
+            .host("slow.test:80", |p| p.total_timeout(Duration::from_secs(60))),
     )
     .layer(upstream.service());
     for uri in ["http://slow.test/", "http://fast.test/"] {
@@ -875,14 +875,17 @@ async fn a_hosts_own_settings_apply_to_that_host_only() {
 #[test]
 fn a_hosts_invalid_settings_are_reported_by_build_naming_the_host() {
     let error = OutboundLayer::builder()
-        .host("bad.test:80", |p| p.deadline(Duration::ZERO))
+        .host("bad.test:80", |p| p.total_timeout(Duration::ZERO))
         .build()
         .expect_err("invalid");
-    assert_eq!(error.problems()[0].field(), "host(bad.test:80).deadline");
+    assert_eq!(
+        error.problems()[0].field(),
+        "host(bad.test:80).total_timeout"
+    );
     assert!(
         error
             .to_string()
-            .starts_with("host(bad.test:80).deadline must be"),
+            .starts_with("host(bad.test:80).total_timeout must be"),
         "{error}"
     );
 }
@@ -893,7 +896,7 @@ async fn named_host_keys_are_read_as_the_keys_made_from_uris() {
     let layer = layer(
         OutboundLayer::builder()
             .policy(quick)
-            .host("Slow.Test", |p| p.deadline(Duration::from_secs(60))),
+            .host("Slow.Test", |p| p.total_timeout(Duration::from_secs(60))),
     );
     let client = layer.clone().layer(upstream.service());
     let response = client

@@ -434,7 +434,7 @@ fn get(uri: &str) -> Request<Full<Bytes>> {
 fn quick(builder: OutboundBuilder) -> OutboundLayer {
     builder
         .policy(|p| {
-            p.deadline(Duration::from_secs(60))
+            p.total_timeout(Duration::from_secs(60))
                 .no_attempt_timeout()
                 .backoff(Backoff::none())
         })

@@ -68,7 +68,7 @@ impl Server {
 fn client(attempt_timeout: Duration) -> Client {
     let layer = OutboundLayer::builder()
         .policy(move |p| {
-            p.deadline(Duration::from_secs(5))
+            p.total_timeout(Duration::from_secs(5))
                 .attempt_timeout(attempt_timeout)
                 .backoff(Backoff::none())
         })
@@ -238,7 +238,7 @@ async fn every_request_method_of_the_client_goes_through_the_policy() {
     let (server, addr) = serve(503, Duration::ZERO).await;
     let layer = OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(5))
+            p.total_timeout(Duration::from_secs(5))
                 .attempt_timeout(Duration::from_secs(1))
                 .backoff(Backoff::none())
         })
@@ -289,7 +289,7 @@ async fn the_raw_client_is_reached_only_through_bypass_policy_and_is_not_governe
     assert_eq!(
         server.header("x-deadline-ms"),
         [None],
-        "one attempt, no deadline: rampart was bypassed"
+        "one attempt, no total timeout: rampart was bypassed"
     );
     // A request built from the raw client is governed once it is executed by the client.
     let built = client.bypass_policy().get(&url).build().expect("a request");

@@ -96,7 +96,7 @@ async fn serve(status: u16) -> SocketAddr {
 fn client() -> Client {
     let layer = OutboundLayer::builder()
         .policy(|p| {
-            p.deadline(Duration::from_secs(5))
+            p.total_timeout(Duration::from_secs(5))
                 .attempt_timeout(Duration::from_secs(1))
                 .backoff(Backoff::none())
         })

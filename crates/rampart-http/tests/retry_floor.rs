@@ -86,7 +86,7 @@ fn get() -> Request<Full<Bytes>> {
 /// A 100 ms deadline, no attempt timeout, no backoff: the time left after an attempt is the
 /// deadline less the attempt's duration.
 fn within_100ms(p: PolicyBuilder) -> PolicyBuilder {
-    p.deadline(100 * MS)
+    p.total_timeout(100 * MS)
         .no_attempt_timeout()
         .backoff(Backoff::none())
 }
@@ -194,11 +194,11 @@ async fn a_policy_may_set_its_own_floor_zero_included() {
 #[test]
 fn a_deadline_not_longer_than_the_floor_builds_without_it_and_a_floor_of_ones_own_is_checked() {
     let short = OutboundLayer::builder()
-        .policy(|p| p.deadline(DEFAULT_MIN_ATTEMPT_TIME))
+        .policy(|p| p.total_timeout(DEFAULT_MIN_ATTEMPT_TIME))
         .build();
     assert!(short.is_ok(), "{short:?}");
     let error = OutboundLayer::builder()
-        .policy(|p| p.deadline(20 * MS).min_attempt_time(20 * MS))
+        .policy(|p| p.total_timeout(20 * MS).min_attempt_time(20 * MS))
         .build()
         .expect_err("a floor of its own as long as the deadline");
     let fields: Vec<_> = error.problems().iter().map(|p| p.field()).collect();

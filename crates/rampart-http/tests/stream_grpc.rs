@@ -146,7 +146,7 @@ async fn connected() -> (Server, Channel) {
 fn policy() -> Policy {
     Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(10))
+        .total_timeout(Duration::from_secs(10))
         .attempt_timeout(Duration::from_secs(5))
         .backoff(Backoff::none())
         .build()

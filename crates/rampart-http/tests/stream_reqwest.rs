@@ -97,7 +97,7 @@ async fn serve() -> (Server, SocketAddr) {
 fn policy(max_attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(max_attempts)
-        .deadline(Duration::from_secs(10))
+        .total_timeout(Duration::from_secs(10))
         .attempt_timeout(Duration::from_secs(5))
         .backoff(Backoff::none())
         .build()

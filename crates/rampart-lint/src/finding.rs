@@ -11,7 +11,7 @@ pub enum Rule {
     R002,
     /// A literal builder value that `build()` rejects.
     R003,
-    /// A literal attempt timeout longer than the literal deadline.
+    /// A literal attempt timeout longer than the literal total timeout.
     R004,
     /// A policy, breaker or budget built inside a loop body or a callback.
     R005,
@@ -58,7 +58,7 @@ impl Rule {
                 "callback uses the caller's token (or a fresh one) instead of the attempt's"
             }
             Rule::R003 => "literal builder value that `build()` rejects",
-            Rule::R004 => "literal attempt timeout longer than the literal deadline",
+            Rule::R004 => "literal attempt timeout longer than the literal total timeout",
             Rule::R005 => "policy, breaker or budget built inside a loop body or a callback",
             Rule::R006 => "policy built per request in a handler and run there",
             Rule::R007 => "plain spawn in a request scope of work that needs the ambient deadline",

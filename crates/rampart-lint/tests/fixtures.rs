@@ -94,7 +94,7 @@ fn builder_values_that_build_rejects_are_reported() {
 }
 
 #[test]
-fn attempt_timeouts_longer_than_the_deadline_are_reported() {
+fn attempt_timeouts_longer_than_the_total_timeout_are_reported() {
     assert_fixture("r004.rs", Rule::R004);
 }
 
@@ -143,7 +143,7 @@ fn findings_carry_the_documented_messages() {
     assert_eq!(
         first.map(|finding| finding.message.as_str()),
         Some(
-            "attempt timeout 10s is longer than the deadline 5s; every attempt will be cut to the deadline"
+            "attempt timeout 10s is longer than the total timeout 5s; every attempt will be cut to the deadline"
         )
     );
 
@@ -207,7 +207,7 @@ fn weird_input_is_an_error_or_quiet_never_a_panic() {
         "\u{feff}fn main() {}",
         "fn main() { policy.run(); policy.call().token().run(|x| x); }",
         "fn main() { Duration::from_secs(99999999999999999999999999999999999999999) }",
-        "fn main() { p.deadline(Duration::from_secs_f64(1e400)).attempt_timeout(Duration::MAX); }",
+        "fn main() { p.total_timeout(Duration::from_secs_f64(1e400)).attempt_timeout(Duration::MAX); }",
         "macro_rules! m { ($x:expr) => { policy.run(|_| $x) }; }",
         "fn main() { m!(a b c); vec![Policy::none(); 3]; }",
         "fn main() { let s = \"ünïcödé\"; policy.call().run_blocking(|_| s); }",

@@ -79,7 +79,7 @@ fn graph_text(services: usize, roots: usize) -> String {
 const POLICIES: &str = r#"
 [defaults]
 max_attempts = 3
-deadline = "1s"
+total_timeout = "1s"
 attempt_timeout = "200ms"
 use_ambient_deadline = true
 

@@ -370,7 +370,7 @@ impl Contender {
         let mut builder = Policy::builder()
             .name(name)
             .max_attempts(hop.attempts)
-            .deadline(Duration::from_secs(30))
+            .total_timeout(Duration::from_secs(30))
             .attempt_timeout(hop.timeout)
             .backoff(Backoff::exponential(hop.backoff).seed(seed))
             .use_ambient_deadline(self.propagation)

@@ -86,8 +86,8 @@ fn a_small_graph_under_two_policy_files_gives_the_same_numbers_twice() {
     let text = first.text();
     for line in [
         "A = a.toml: each policy the graph calls through, as resolved",
-        "  db: 2 attempts, deadline 30s, attempt 40ms (abandon)",
-        "  db: 3 attempts, deadline 30s, attempt 20ms (abandon)",
+        "  db: 2 attempts, total 30s, attempt 40ms (abandon)",
+        "  db: 3 attempts, total 30s, attempt 20ms (abandon)",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }

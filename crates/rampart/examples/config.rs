@@ -11,7 +11,7 @@ use rampart::config::Policies;
 const FILE: &str = r#"
 [defaults]
 max_attempts = 3
-deadline = "2s"
+total_timeout = "2s"
 attempt_timeout = "500ms"
 backoff = { kind = "exponential", base = "50ms", max = "1s" }
 breaker = { consecutive_failures = 5, break_duration = "15s" }
@@ -26,7 +26,7 @@ breaker = { failure_ratio = 0.5, window = "30s", min_throughput = 20 }
 
 [policies.payments]
 max_attempts = 1
-deadline = "5s"
+total_timeout = "5s"
 budget = "none"
 breaker = "none"
 "#;

@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Policy::builder()
         .name("inventory")
         .max_attempts(4)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .backoff(Backoff::exponential(Duration::from_millis(50)).seed(7))
         .listener(|event: &Event<'_>| match event {
@@ -62,7 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let impatient = Policy::builder()
         .name("impatient")
         .max_attempts(3)
-        .deadline(Duration::from_millis(30))
+        .total_timeout(Duration::from_millis(30))
         .build()?;
     let outcome = impatient
         .run(async |attempt| flaky_inventory(&AtomicU32::new(0), attempt.token()).await)

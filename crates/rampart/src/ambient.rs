@@ -246,7 +246,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn outside_any_scope_there_is_no_deadline_and_the_level_is_critical() {
+    async fn outside_any_scope_there_is_no_total_timeout_and_the_level_is_critical() {
         assert_eq!(Ambient::current(), Ambient::new());
         assert_eq!(Criticality::current(), Criticality::Critical);
     }

@@ -97,7 +97,7 @@ pub struct Unfit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DeadlineSource {
-    /// The policy's own `deadline`.
+    /// The policy's own: the call's start plus its [`total_timeout`](crate::PolicyBuilder::total_timeout).
     Policy,
     /// The caller's deadline: the ambient one, or one given to the call with
     /// [`Call::deadline`](crate::Call::deadline); the time the caller upstream was still waiting.

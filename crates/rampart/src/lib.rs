@@ -13,7 +13,7 @@
 //! let policy = Policy::builder()
 //!     .name("inventory")
 //!     .max_attempts(3)
-//!     .deadline(Duration::from_secs(2))
+//!     .total_timeout(Duration::from_secs(2))
 //!     .attempt_timeout(Duration::from_millis(500))
 //!     .build()?;
 //!

@@ -30,7 +30,7 @@
 //!     let policy = Policy::builder()
 //!         .max_attempts(3)
 //!         .backoff(Backoff::constant(Duration::from_secs(30)))
-//!         .no_deadline()
+//!         .no_total_timeout()
 //!         .build()
 //!         .expect("valid policy");
 //!     let start = tokio::time::Instant::now();

@@ -16,7 +16,7 @@
 //! use tower::{Layer, ServiceExt};
 //!
 //! let policy = Policy::builder()
-//!     .deadline(Duration::from_secs(2))
+//!     .total_timeout(Duration::from_secs(2))
 //!     .attempt_timeout(Duration::from_millis(500))
 //!     .build()?;
 //! let service = PolicyLayer::new(policy).layer(tower::service_fn(|name: &'static str| async move {

@@ -21,7 +21,7 @@ impl std::fmt::Display for Fail {
 fn policy(configured: Duration) -> Policy {
     Policy::builder()
         .max_attempts(1)
-        .deadline(Duration::from_secs(30))
+        .total_timeout(Duration::from_secs(30))
         .attempt_timeout(configured)
         .backoff(Backoff::none())
         .adaptive_attempt_timeout(AdaptiveTimeout::default())

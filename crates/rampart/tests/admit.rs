@@ -173,7 +173,7 @@ async fn a_queued_attempt_leaves_the_queue_when_its_deadline_passes() {
     let limit = ConcurrencyLimit::new(1).queue(4);
     let policy = Policy::builder()
         .max_attempts(1)
-        .deadline(200 * MS)
+        .total_timeout(200 * MS)
         .no_budget()
         .admit(limit.clone())
         .build()

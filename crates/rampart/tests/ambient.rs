@@ -26,7 +26,7 @@ impl std::fmt::Display for Fail {
 
 fn slow_policy(opt_in: bool) -> Policy {
     Policy::builder()
-        .deadline(30 * SEC)
+        .total_timeout(30 * SEC)
         .use_ambient_deadline(opt_in)
         .drain(&Drain::new())
         .build()
@@ -141,7 +141,7 @@ fn ambient_criticality_on_a_policy_with_nothing_to_gate_is_a_configuration_error
 fn draining_policy(drain: &Drain) -> Policy {
     Policy::builder()
         .max_attempts(3)
-        .deadline(10 * SEC)
+        .total_timeout(10 * SEC)
         .backoff(Backoff::none())
         .drain(drain)
         .build()

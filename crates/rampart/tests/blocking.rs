@@ -37,7 +37,7 @@ fn caller_cancel_during_a_blocking_backoff_returns_at_once() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
-        .no_deadline()
+        .no_total_timeout()
         .backoff(Backoff::constant(30 * SEC))
         .build()
         .expect("valid");
@@ -135,7 +135,7 @@ fn a_backoff_that_does_not_fit_is_not_slept_in_blocking_execution_either() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock)
-        .deadline(SEC)
+        .total_timeout(SEC)
         .backoff(Backoff::constant(2 * SEC))
         .build()
         .expect("valid");
@@ -153,7 +153,7 @@ fn blocking_retries_sleep_on_the_manual_clock_and_succeed() {
     let policy = Policy::builder()
         .clock(clock.clone())
         .max_attempts(3)
-        .deadline(10 * SEC)
+        .total_timeout(10 * SEC)
         .backoff(Backoff::constant(SEC))
         .build()
         .expect("valid");
@@ -240,7 +240,7 @@ fn a_deadline_given_to_a_blocking_call_bounds_it_and_is_reported_as_inherited() 
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
-        .no_deadline()
+        .no_total_timeout()
         .backoff(Backoff::constant(2 * SEC))
         .build()
         .expect("valid");

@@ -200,7 +200,7 @@ async fn a_call_with_every_setter_is_send_and_runs_in_a_spawned_task() {
 #[tokio::test(start_paused = true)]
 async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
     let policy = Policy::builder()
-        .deadline(500 * MS)
+        .total_timeout(500 * MS)
         .build()
         .expect("valid policy");
     let own = policy

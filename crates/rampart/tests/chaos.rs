@@ -487,7 +487,7 @@ fn allocations_per_call(chaos: &Chaos<u32, Fail>, calls: u32) -> u64 {
     let _context = rt.enter();
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .build()
         .expect("valid policy");

@@ -35,7 +35,7 @@ fn problems(file: &Policies) -> Vec<String> {
 const FULL: &str = r#"
 [defaults]
 max_attempts = 3
-deadline = "2s"
+total_timeout = "2s"
 attempt_timeout = "500ms"
 min_attempt_time = "50ms"
 use_ambient_deadline = true
@@ -80,7 +80,7 @@ adaptive_attempt_timeout = { multiple = 4.0, quantile = 0.99, window = "2m", min
 
 [policies.payments]
 max_attempts = 1
-deadline = "5s"
+total_timeout = "5s"
 attempt_timeout = "none"
 budget = "none"
 breaker = "none"
@@ -98,15 +98,15 @@ fn a_full_file_builds_every_named_policy_with_its_settings() {
     assert_eq!(
         explained,
         [
-            "payments: 1 attempt, deadline 5s, no attempt timeout (abandon after 10ms grace)",
-            "prices: 3 attempts, deadline 2s, attempt 200ms (abandon after 10ms grace), \
+            "payments: 1 attempt, total 5s, no attempt timeout (abandon after 10ms grace)",
+            "prices: 3 attempts, total 2s, attempt 200ms (abandon after 10ms grace), \
              exponential 50ms x3 max 1s equal jitter, budget 20%, breaker: open after 4 \
              consecutive failures, successes taking 1s or more count as failures, break 10s \
              doubling to 1m, hedge after 50ms, 3 legs",
-            "reports: 3 attempts, deadline 2s, attempt 500ms (abandon after 10ms grace), \
+            "reports: 3 attempts, total 2s, attempt 500ms (abandon after 10ms grace), \
              constant 250ms, budget 20%, breaker: open after 4 consecutive failures, successes \
              taking 1s or more count as failures, break 10s doubling to 1m",
-            "search: 2 attempts, deadline 2s, attempt 500ms (cooperative), exponential 50ms x3 \
+            "search: 2 attempts, total 2s, attempt 500ms (cooperative), exponential 50ms x3 \
              max 1s equal jitter, budget 20%, breaker: open at 50% failures over 30s (at least \
              20 calls), successes taking 1s or more count as failures, break 10s doubling to 1m, \
              hedge at p90 over 60s, 2 legs",
@@ -124,12 +124,12 @@ fn json_reads_the_same_file_as_toml() {
     let from_json: Policies = serde_json::from_str(&json).expect("the same file");
     assert_eq!(from_json, from_toml);
     let hand_written: Policies = serde_json::from_str(
-        r#"{ "defaults": { "deadline": "1.5s" },
+        r#"{ "defaults": { "total_timeout": "1.5s" },
              "policies": { "prices": { "attempt_timeout": "none", "breaker": "none" } } }"#,
     )
     .expect("valid json");
     let prices = hand_written.get("prices").expect("valid");
-    assert_eq!(prices.deadline(), Some(ms(1500)));
+    assert_eq!(prices.total_timeout(), Some(ms(1500)));
     assert_eq!(prices.attempt_timeout(), None);
 }
 
@@ -139,7 +139,7 @@ fn a_policy_inherits_what_it_leaves_out_and_keeps_what_it_sets() {
         r#"
         [defaults]
         max_attempts = 4
-        deadline = "3s"
+        total_timeout = "3s"
         backoff = { base = "20ms", max = "2s" }
         breaker = { consecutive_failures = 3, break_duration = "5s", max_break = "5s" }
 
@@ -155,7 +155,7 @@ fn a_policy_inherits_what_it_leaves_out_and_keeps_what_it_sets() {
     assert_eq!(a, file.defaults);
     let b = file.resolved("b").expect("in the file");
     assert_eq!(b.max_attempts, Some(2));
-    assert_eq!(b.deadline, Some(Some(Duration::from_secs(3))));
+    assert_eq!(b.total_timeout, Some(Some(Duration::from_secs(3))));
     let backoff = b.backoff.expect("inherited");
     assert_eq!((backoff.base, backoff.max), (Some(ms(20)), Some(ms(500))));
     let breaker = b.breaker.flatten().expect("inherited");
@@ -209,7 +209,7 @@ fn a_section_naming_another_mode_drops_the_defaults_keys_of_the_mode_it_leaves()
     );
     assert_eq!(
         file.get("a").expect("valid").explain(),
-        "a: 3 attempts, deadline 30s, attempt 10s (cooperative), constant 100ms, budget 10%, \
+        "a: 3 attempts, total 30s, attempt 10s (cooperative), constant 100ms, budget 10%, \
          breaker: open at 50% failures over 10s (at least 5 calls), break 5s doubling to 2m, \
          hedge after 30ms, 3 legs"
     );
@@ -220,13 +220,13 @@ fn none_turns_off_a_bound_or_a_section_the_defaults_set() {
     let file = read(
         r#"
         [defaults]
-        deadline = "1s"
+        total_timeout = "1s"
         breaker = { consecutive_failures = 3 }
         hedge = { delay = "10ms" }
         adaptive_attempt_timeout = { multiple = 2.0 }
 
         [policies.plain]
-        deadline = "none"
+        total_timeout = "none"
         attempt_timeout = "none"
         breaker = "none"
         hedge = "none"
@@ -237,7 +237,7 @@ fn none_turns_off_a_bound_or_a_section_the_defaults_set() {
     let plain = file.get("plain").expect("valid");
     assert_eq!(
         plain.explain(),
-        "plain: 3 attempts, no deadline, no attempt timeout, exponential 100ms x2 max 30s full jitter"
+        "plain: 3 attempts, no total timeout, no attempt timeout, exponential 100ms x2 max 30s full jitter"
     );
     assert!(plain.breaker().is_none() && plain.budget().is_none());
 }
@@ -252,7 +252,7 @@ fn every_problem_of_every_policy_is_reported_at_once_under_its_key_path() {
         backoff = { factor = 0.5, max = "48h" }
 
         [policies.search]
-        deadline = "100ms"
+        total_timeout = "100ms"
         min_attempt_time = "100ms"
         breaker = { consecutive_failures = 0, jitter = 1.5 }
         budget = { fraction = 2.0 }
@@ -269,7 +269,7 @@ fn every_problem_of_every_policy_is_reported_at_once_under_its_key_path() {
             "policies.search.budget.fraction must be between 0 and 1 (was 2)",
             "policies.search.breaker.consecutive_failures must be at least 1 (was 0)",
             "policies.search.breaker.jitter must be in [0, 1) (was 1.5)",
-            "policies.search.min_attempt_time must be shorter than the deadline (was 100ms, deadline 100ms)",
+            "policies.search.min_attempt_time must be shorter than the total_timeout (was 100ms, total_timeout 100ms)",
             "policies.search.hedge.delay must be at most 1h (was 7200s)",
             "policies.search.hedge.max_concurrent must be between 2 and 8 (was 9)",
         ]
@@ -366,10 +366,10 @@ fn an_unknown_key_is_refused_with_its_name() {
             "{text}: {error}"
         );
     }
-    let json = r#"{ "policies": { "a": { "deadline": "1s", "dedline": "2s" } } }"#;
+    let json = r#"{ "policies": { "a": { "total_timeout": "1s", "total_timout": "2s" } } }"#;
     let error = serde_json::from_str::<Policies>(json).expect_err("unknown key");
     assert!(
-        error.to_string().contains("unknown field `dedline`"),
+        error.to_string().contains("unknown field `total_timout`"),
         "{error}"
     );
 }
@@ -377,16 +377,19 @@ fn an_unknown_key_is_refused_with_its_name() {
 #[test]
 fn a_malformed_value_is_refused_with_the_value() {
     let cases = [
-        ("deadline = \"250\"", "invalid duration \"250\": no unit"),
         (
-            "deadline = \"-1s\"",
+            "total_timeout = \"250\"",
+            "invalid duration \"250\": no unit",
+        ),
+        (
+            "total_timeout = \"-1s\"",
             "invalid duration \"-1s\": must not be negative",
         ),
         (
             "min_attempt_time = \"5 days\"",
             "invalid duration \"5 days\": unknown unit",
         ),
-        ("deadline = 250", "a duration such as"),
+        ("total_timeout = 250", "a duration such as"),
         ("breaker = \"off\"", "a table of settings, or \"none\""),
         ("backoff = { kind = \"fibonacci\" }", "fibonacci"),
     ];
@@ -460,7 +463,7 @@ fn a_configured_policy_explains_the_settings_its_configuration_states() {
         let config = file.resolved(&name).expect("in the file");
         let settings = policy.settings();
         assert_eq!(Some(settings.max_attempts), config.max_attempts.or(Some(3)));
-        assert_eq!(settings.deadline, config.deadline.expect("set"));
+        assert_eq!(settings.total_timeout, config.total_timeout.expect("set"));
         assert_eq!(
             settings.attempt_timeout,
             config.attempt_timeout.expect("set")
@@ -497,7 +500,7 @@ fn a_configured_policy_explains_the_settings_its_configuration_states() {
     let by_hand = Policy::builder()
         .name("prices")
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(ms(200))
         .min_attempt_time(ms(50))
         .use_ambient_deadline(true)
@@ -593,14 +596,14 @@ async fn a_configured_attempt_timeout_bounds_each_attempt() {
 #[test]
 fn a_policy_config_alone_builds_on_the_builder_it_is_given() {
     let config: PolicyConfig =
-        toml::from_str("max_attempts = 2\ndeadline = \"750ms\"\n").expect("valid");
+        toml::from_str("max_attempts = 2\ntotal_timeout = \"750ms\"\n").expect("valid");
     let policy = config
         .build(Policy::builder().name("alone"))
         .expect("valid");
     assert_eq!(policy.max_attempts(), 2);
-    assert_eq!(policy.deadline(), Some(ms(750)));
+    assert_eq!(policy.total_timeout(), Some(ms(750)));
     let text = toml::to_string(&config).expect("serializable");
-    assert_eq!(text, "max_attempts = 2\ndeadline = \"750ms\"\n");
+    assert_eq!(text, "max_attempts = 2\ntotal_timeout = \"750ms\"\n");
 }
 
 proptest! {
@@ -673,7 +676,7 @@ async fn a_reload_applies_what_runs_live_and_names_what_needs_a_restart() {
 
         [policies.once]
         max_attempts = 3
-        deadline = "1s"
+        total_timeout = "1s"
 
         [policies.new]
         "#,
@@ -710,7 +713,7 @@ async fn a_reload_applies_what_runs_live_and_names_what_needs_a_restart() {
     // The one-attempt policy has no retry budget: its other live settings still apply.
     let once = &policies["once"];
     assert_eq!(
-        (once.max_attempts(), once.deadline()),
+        (once.max_attempts(), once.total_timeout()),
         (1, Some(Duration::from_secs(1)))
     );
     // The search breaker's mode is fixed at build: it still opens after 5 failures.
@@ -726,13 +729,13 @@ fn a_reload_of_an_invalid_file_changes_nothing_and_names_every_problem() {
     let file = read("[policies.prices]\nmax_attempts = 2\n[policies.search]\n");
     let policies = file.build().expect("valid");
     let next = read(
-        "[policies.prices]\nmax_attempts = 5\n[policies.search]\ndeadline = \"0s\"\nmax_attempts = 0\n",
+        "[policies.prices]\nmax_attempts = 5\n[policies.search]\ntotal_timeout = \"0s\"\nmax_attempts = 0\n",
     );
     let error = file.reload(&next, &policies).expect_err("invalid");
     assert_eq!(
         error.to_string(),
         "policies.search.max_attempts must be at least 1 (was 0); \
-         policies.search.deadline must be positive (was 0ns)"
+         policies.search.total_timeout must be positive (was 0ns)"
     );
     assert_eq!(policies["prices"].max_attempts(), 2);
     // Nothing changed, nothing to restart.

@@ -78,7 +78,7 @@ async fn caller_token_cancelled_before_the_call_runs_no_attempt() {
 #[tokio::test(start_paused = true)]
 async fn caller_cancel_during_a_30s_backoff_returns_at_once() {
     let policy = Policy::builder()
-        .deadline(Duration::from_secs(120))
+        .total_timeout(Duration::from_secs(120))
         .backoff(Backoff::constant(Duration::from_secs(30)))
         .build()
         .expect("valid");
@@ -216,7 +216,7 @@ async fn no_time_left_after_a_failed_attempt_ends_deadline_exceeded_with_that_fa
     // so the ceiling did not decide it; with attempts left, no time is.
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(100 * MS)
+        .total_timeout(100 * MS)
         .timeout_mode(TimeoutMode::Cooperative)
         .build()
         .expect("valid");
@@ -403,7 +403,7 @@ async fn one_attempt_with_a_shorter_deadline_ends_deadline_exceeded_at_the_deadl
     let policy = Policy::builder()
         .max_attempts(1)
         .attempt_timeout(Duration::from_secs(600))
-        .deadline(5 * SEC)
+        .total_timeout(5 * SEC)
         .build()
         .expect("valid");
     let start = Instant::now();
@@ -434,7 +434,7 @@ async fn the_last_attempt_cut_by_the_deadline_ends_as_an_earlier_one_would() {
     let policy = Policy::builder()
         .max_attempts(3)
         .attempt_timeout(100 * MS)
-        .deadline(250 * MS)
+        .total_timeout(250 * MS)
         .backoff(Backoff::none())
         .build()
         .expect("valid");
@@ -461,7 +461,7 @@ async fn an_attempt_cut_by_its_own_timeout_with_time_left_stays_an_attempt_timeo
     let policy = Policy::builder()
         .max_attempts(1)
         .attempt_timeout(100 * MS)
-        .deadline(SEC)
+        .total_timeout(SEC)
         .build()
         .expect("valid");
     let outcome = policy
@@ -481,7 +481,7 @@ async fn a_local_refusal_whose_wait_does_not_fit_ends_with_the_refusal_and_its_r
     // not fit: it ends with that refusal, not with a deadline 0 ms into its 500.
     let limit = rampart::limit::RateLimit::new(1, SEC).expect("valid");
     let policy = Policy::builder()
-        .deadline(500 * MS)
+        .total_timeout(500 * MS)
         .admit(limit)
         .build()
         .expect("valid");
@@ -524,7 +524,7 @@ async fn a_local_refusal_whose_wait_does_not_fit_ends_with_the_refusal_and_its_r
 #[tokio::test(start_paused = true)]
 async fn a_servers_throttle_whose_wait_does_not_fit_still_ends_deadline_exceeded() {
     let policy = Policy::builder()
-        .deadline(500 * MS)
+        .total_timeout(500 * MS)
         .classifier(|result: &Result<(), Fail>| match result {
             Ok(()) => Verdict::Ok,
             Err(_) => Verdict::Throttled {
@@ -545,7 +545,7 @@ async fn a_servers_throttle_whose_wait_does_not_fit_still_ends_deadline_exceeded
 #[tokio::test(start_paused = true)]
 async fn backoff_that_does_not_fit_the_deadline_is_not_slept() {
     let policy = Policy::builder()
-        .deadline(SEC)
+        .total_timeout(SEC)
         .backoff(Backoff::constant(2 * SEC))
         .build()
         .expect("valid");
@@ -572,7 +572,7 @@ async fn backoff_that_does_not_fit_the_deadline_is_not_slept() {
 async fn typical_latency_counts_against_the_time_left_before_a_backoff() {
     let policy = Policy::builder()
         .max_attempts(5)
-        .deadline(SEC)
+        .total_timeout(SEC)
         .attempt_timeout(SEC)
         .backoff(Backoff::constant(300 * MS))
         .build()
@@ -730,12 +730,12 @@ async fn timeout_generator_sets_each_attempts_ceiling() {
 fn build_reports_zero_attempts_and_zero_timeouts_together() {
     let err = Policy::builder()
         .max_attempts(0)
-        .deadline(Duration::ZERO)
+        .total_timeout(Duration::ZERO)
         .attempt_timeout(Duration::ZERO)
         .build()
         .expect_err("invalid");
     let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
-    assert_eq!(fields, ["max_attempts", "deadline", "attempt_timeout"]);
+    assert_eq!(fields, ["max_attempts", "total_timeout", "attempt_timeout"]);
 }
 
 /// An outer and an inner policy, each counting its own on-timeout hook.

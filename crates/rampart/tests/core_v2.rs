@@ -145,7 +145,7 @@ fn blocking_call_checks_the_caller_after_a_zero_backoff() {
 async fn error_display_says_what_the_executor_decided_and_source_gives_the_last_failure() {
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .backoff(Backoff::constant(800 * MS))
         .build()
         .expect("valid");

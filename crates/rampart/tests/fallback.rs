@@ -214,7 +214,7 @@ fn the_success_path_with_a_fallback_configured_allocates_nothing() {
     let _context = rt.enter();
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()
         .expect("valid policy");

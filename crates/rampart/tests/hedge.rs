@@ -49,7 +49,7 @@ impl Events {
 fn hedging(hedge: Hedge, events: &Events) -> PolicyBuilder {
     Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(10))
+        .total_timeout(Duration::from_secs(10))
         .backoff(Backoff::none())
         .hedge(hedge)
         .drain(&Drain::new())
@@ -295,7 +295,7 @@ async fn every_hedge_is_charged_to_the_budget_and_an_empty_one_suppresses_it() {
 async fn a_delay_that_does_not_fit_the_deadline_makes_one_call() {
     let events = Events::default();
     let policy = hedging(Hedge::fixed(100 * MS), &events)
-        .deadline(80 * MS)
+        .total_timeout(80 * MS)
         .build()
         .expect("valid");
     let _ = policy.run(async |_a| Ok::<_, Fail>(())).await;

@@ -212,7 +212,7 @@ async fn each_key_has_its_own_retry_budget() {
     let keyed = KeyedPolicy::builder(|_: &String| {
         Policy::builder()
             .max_attempts(3)
-            .no_deadline()
+            .no_total_timeout()
             .backoff(rampart::backoff::Backoff::none())
             .build()
     })
@@ -354,7 +354,7 @@ fn the_success_path_of_a_key_already_in_the_table_allocates_nothing() {
         Policy::builder()
             .name(format!("search/{tenant}"))
             .max_attempts(3)
-            .deadline(Duration::from_secs(2))
+            .total_timeout(Duration::from_secs(2))
             .attempt_timeout(Duration::from_millis(500))
             .breaker(Breaker::builder().build()?)
             .build()

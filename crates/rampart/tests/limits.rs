@@ -220,7 +220,7 @@ async fn the_gradient_limit_settles_near_the_dependencys_capacity() {
 
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_limit_measures_attempts_through_a_policy_that_reads_no_other_clock() {
-    // One attempt, no deadline, no timeout, no listener: admission alone makes the policy read
+    // One attempt, no total timeout, no timeout, no listener: admission alone makes the policy read
     // the clock, so the limit's feedback carries each attempt's duration.
     let gradient = Gradient::builder()
         .initial(1)

@@ -66,7 +66,7 @@ async fn backoff_on_a_manual_clock_waits_for_the_test_to_move_time() {
     let policy = Policy::builder()
         .clock(clock.clone())
         .max_attempts(2)
-        .no_deadline()
+        .no_total_timeout()
         .backoff(Backoff::constant(30 * SEC))
         .build()
         .expect("valid");

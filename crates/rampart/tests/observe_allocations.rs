@@ -87,7 +87,7 @@ fn the_full_policys_success_path_allocates_nothing_with_a_recorder_installed() {
     let policy = Policy::builder()
         .name("full")
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()

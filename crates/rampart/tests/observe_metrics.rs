@@ -291,7 +291,7 @@ async fn a_hedge_that_wins_moves_hedges_started_won_and_discarded() {
     let (policy, metrics) = observed(
         Policy::builder()
             .max_attempts(3)
-            .deadline(Duration::from_secs(10))
+            .total_timeout(Duration::from_secs(10))
             .backoff(Backoff::none())
             .hedge(Hedge::fixed(100 * MS)),
     );

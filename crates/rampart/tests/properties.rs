@@ -102,8 +102,8 @@ fn run(case: &Case) -> Observed {
                 }
             });
         builder = match case.deadline_ms {
-            Some(ms) => builder.deadline(Duration::from_millis(ms)),
-            None => builder.no_deadline(),
+            Some(ms) => builder.total_timeout(Duration::from_millis(ms)),
+            None => builder.no_total_timeout(),
         };
         builder = match case.attempt_timeout_ms {
             Some(ms) => builder.attempt_timeout(Duration::from_millis(ms)),

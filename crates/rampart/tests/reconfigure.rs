@@ -51,10 +51,10 @@ async fn every_clone_sees_an_update() {
         .expect("valid");
     let clone = policy.clone();
     policy
-        .reconfigure(|s| s.deadline = Some(ms(700)))
+        .reconfigure(|s| s.total_timeout = Some(ms(700)))
         .expect("valid update");
-    assert_eq!(clone.deadline(), Some(ms(700)));
-    assert_eq!(clone.settings().deadline, Some(ms(700)));
+    assert_eq!(clone.total_timeout(), Some(ms(700)));
+    assert_eq!(clone.settings().total_timeout, Some(ms(700)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -108,7 +108,7 @@ async fn a_rejected_update_changes_nothing_and_says_why() {
         .reconfigure(|s| {
             s.attempt_timeout = Some(ms(200)); // valid, but the update as a whole is not
             s.max_attempts = 0;
-            s.deadline = Some(Duration::ZERO);
+            s.total_timeout = Some(Duration::ZERO);
         })
         .expect_err("invalid update");
     let problems: Vec<_> = error.problems().iter().map(ToString::to_string).collect();
@@ -116,7 +116,7 @@ async fn a_rejected_update_changes_nothing_and_says_why() {
         problems,
         [
             "max_attempts must be at least 1 (was 0)",
-            "deadline must be positive (was 0ns)"
+            "total_timeout must be positive (was 0ns)"
         ]
     );
     assert_eq!(policy.explain(), before);
@@ -128,18 +128,21 @@ async fn a_rejected_update_changes_nothing_and_says_why() {
 async fn an_update_is_checked_by_the_same_rules_as_build() {
     // The same invalid setting, through the builder and through an update: the same problem.
     let built = Policy::builder()
-        .deadline(ms(100))
+        .total_timeout(ms(100))
         .min_attempt_time(ms(100))
         .build()
         .expect_err("invalid");
-    let policy = Policy::builder().deadline(ms(100)).build().expect("valid");
+    let policy = Policy::builder()
+        .total_timeout(ms(100))
+        .build()
+        .expect("valid");
     let updated = policy
         .reconfigure(|s| s.min_attempt_time = ms(100))
         .expect_err("invalid");
     assert_eq!(built.to_string(), updated.to_string());
     assert_eq!(
         updated.to_string(),
-        "min_attempt_time must be shorter than the deadline (was 100ms, deadline 100ms)"
+        "min_attempt_time must be shorter than the total_timeout (was 100ms, total_timeout 100ms)"
     );
 }
 
@@ -245,7 +248,7 @@ async fn latency_estimates_survive_an_update() {
             .expect("success");
     }
     policy
-        .reconfigure(|s| s.deadline = Some(Duration::from_secs(20)))
+        .reconfigure(|s| s.total_timeout = Some(Duration::from_secs(20)))
         .expect("valid update");
     // Measured at 100 ms before the update: the ceiling is about three times that (the
     // estimate is a histogram's bucket), not 10 s.
@@ -268,7 +271,7 @@ async fn seeded_call_numbers_survive_an_update() {
         Policy::builder()
             .max_attempts(2)
             .no_budget()
-            .no_deadline()
+            .no_total_timeout()
             .backoff(Backoff::exponential(ms(100)).jitter(Jitter::Full).seed(7))
             .on_retry(move |info| delays.lock().expect("delays").push(info.delay))
             .build()
@@ -282,7 +285,7 @@ async fn seeded_call_numbers_survive_an_update() {
     }
     failing_call(&updated).await;
     updated
-        .reconfigure(|s| s.deadline = Some(Duration::from_secs(60)))
+        .reconfigure(|s| s.total_timeout = Some(Duration::from_secs(60)))
         .expect("valid update");
     failing_call(&updated).await;
     let reference_delays = reference_delays.lock().expect("delays").clone();
@@ -329,7 +332,7 @@ fn the_success_path_of_a_reconfigured_policy_and_breaker_allocates_nothing() {
         .build()
         .expect("valid policy");
     policy
-        .reconfigure(|s| s.deadline = Some(Duration::from_secs(2)))
+        .reconfigure(|s| s.total_timeout = Some(Duration::from_secs(2)))
         .expect("valid update");
     policy
         .breaker()
@@ -351,7 +354,7 @@ fn the_success_path_of_a_reconfigured_policy_and_breaker_allocates_nothing() {
 fn the_shared_pass_through_policy_cannot_be_reconfigured() {
     let none = Policy::none();
     let error = none
-        .reconfigure(|s| s.deadline = Some(Duration::from_millis(1)))
+        .reconfigure(|s| s.total_timeout = Some(Duration::from_millis(1)))
         .expect_err("Policy::none() is shared by the whole process");
     assert!(
         error
@@ -359,17 +362,21 @@ fn the_shared_pass_through_policy_cannot_be_reconfigured() {
             .starts_with("reconfigure cannot change `Policy::none()`"),
         "{error}"
     );
-    assert_eq!(Policy::none().deadline(), None, "no caller saw a change");
+    assert_eq!(
+        Policy::none().total_timeout(),
+        None,
+        "no caller saw a change"
+    );
     // A pass-through of one's own can be.
     let own = Policy::builder()
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .build()
         .expect("valid policy");
-    own.reconfigure(|s| s.deadline = Some(Duration::from_secs(1)))
+    own.reconfigure(|s| s.total_timeout = Some(Duration::from_secs(1)))
         .expect("its own policy");
-    assert_eq!(own.deadline(), Some(Duration::from_secs(1)));
+    assert_eq!(own.total_timeout(), Some(Duration::from_secs(1)));
 }
 
 #[test]

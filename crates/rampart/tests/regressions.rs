@@ -319,7 +319,7 @@ fn a_queue_timeout_in_blocking_execution_needs_no_tokio_runtime() {
     let policy = Policy::builder()
         .clock(clock.clone())
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .no_budget()
         .admit(limit.clone())
@@ -360,7 +360,7 @@ fn a_queue_timeout_on_the_system_clock_fires_from_the_timer_thread_without_a_run
     };
     let policy = Policy::builder()
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .no_budget()
         .admit(limit.clone())
@@ -387,7 +387,7 @@ async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired
     assert!(drain.begin(Some(Duration::MAX)));
     let policy = Policy::builder()
         .drain(&drain)
-        .no_deadline()
+        .no_total_timeout()
         .build()
         .expect("valid");
     let outcome = policy.run(async |a| Ok::<_, Fail>(a.number())).await;
@@ -402,7 +402,7 @@ async fn a_drain_begun_with_the_longest_grace_leaves_calls_unbounded_not_expired
 async fn a_zero_base_exponential_backoff_never_waits_whatever_its_factor() {
     let policy = Policy::builder()
         .max_attempts(5)
-        .no_deadline()
+        .no_total_timeout()
         .no_budget()
         .backoff(
             Backoff::exponential(Duration::ZERO)
@@ -456,7 +456,7 @@ async fn a_hedge_delay_that_overflows_the_clock_is_never_rather_than_at_once() {
     let policy = Policy::builder()
         .clock(clock.clone())
         .max_attempts(2)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .hedge(Hedge::fixed(Duration::from_secs(3600)))
         .listener(move |event| {
@@ -494,7 +494,7 @@ async fn a_probe_that_never_finishes_reopens_the_breaker_after_the_probe_timeout
     let policy = Policy::builder()
         .clock(clock.clone())
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .no_budget()
         .breaker(breaker.clone())

@@ -78,7 +78,7 @@ impl PriceClient {
 fn retrying() -> Policy {
     Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .backoff(rampart::backoff::Backoff::constant(Duration::from_millis(
             10,

@@ -206,7 +206,7 @@ async fn the_idle_clock_runs_only_while_the_consumer_waits() {
 #[tokio::test(start_paused = true)]
 async fn the_deadline_ends_a_stream_that_keeps_producing_at_exactly_the_deadline() {
     let policy = Policy::builder()
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .build()
         .expect("valid");
     let start = Instant::now();
@@ -223,7 +223,10 @@ async fn the_deadline_ends_a_stream_that_keeps_producing_at_exactly_the_deadline
 
 #[tokio::test(start_paused = true)]
 async fn when_the_idle_timeout_and_the_deadline_fall_together_the_deadline_ends_the_stream() {
-    let policy = Policy::builder().deadline(300 * MS).build().expect("valid");
+    let policy = Policy::builder()
+        .total_timeout(300 * MS)
+        .build()
+        .expect("valid");
     let (opened, _) = open(&policy, idle(100 * MS), |_| {
         Ok(script([(100, Ok(1)), (100, Ok(2))], true))
     })
@@ -237,7 +240,7 @@ async fn when_the_idle_timeout_and_the_deadline_fall_together_the_deadline_ends_
 #[tokio::test(start_paused = true)]
 async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
     let policy = Policy::builder()
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .backoff(Backoff::none())
         .build()
         .expect("valid");
@@ -267,7 +270,7 @@ async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
 #[tokio::test(start_paused = true)]
 async fn a_first_item_deadline_bounds_only_opening_and_lets_the_stream_outlive_it() {
     let policy = Policy::builder()
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .build()
         .expect("valid");
     let options = StreamOptions::builder()
@@ -533,7 +536,10 @@ impl Stream for Busy {
 
 #[tokio::test(start_paused = true)]
 async fn a_source_that_always_has_an_item_ready_is_still_ended_at_the_deadline() {
-    let policy = Policy::builder().deadline(100 * MS).build().expect("valid");
+    let policy = Policy::builder()
+        .total_timeout(100 * MS)
+        .build()
+        .expect("valid");
     let start = Instant::now();
     let stream = policy
         .call()
@@ -644,7 +650,7 @@ async fn each_way_a_stream_ends_is_its_stream_ended_reason() {
     let drain_switch = Drain::new();
     let (policy, seen) = listened(
         Policy::builder()
-            .deadline(1_000 * MS)
+            .total_timeout(1_000 * MS)
             .drain(&drain_switch)
             .max_attempts(1),
     );

@@ -53,7 +53,7 @@ fn full_policy() -> Policy {
     Policy::builder()
         .name("full")
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .breaker(Breaker::builder().build().expect("valid breaker"))
         .build()

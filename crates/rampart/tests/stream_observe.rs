@@ -101,7 +101,8 @@ fn stream_counters(snapshotter: &Snapshotter) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn streams_that_end_move_stream_ended_by_reason_and_stream_items_by_their_items() {
-    let (policy, metrics, _recorder) = observed(Policy::builder().deadline(Duration::from_secs(5)));
+    let (policy, metrics, _recorder) =
+        observed(Policy::builder().total_timeout(Duration::from_secs(5)));
     assert!(
         stream_counters(&metrics).is_empty(),
         "registered, not moved"

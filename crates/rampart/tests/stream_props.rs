@@ -139,7 +139,7 @@ fn run(config: &Config, plans: &[Plan]) -> Run {
         let policy = builder
             .max_attempts(config.max_attempts)
             .attempt_timeout(ms(config.attempt_timeout_ms))
-            .deadline(ms(config.deadline_ms))
+            .total_timeout(ms(config.deadline_ms))
             .backoff(Backoff::constant(ms(config.backoff_ms)))
             .no_budget()
             .build()
@@ -299,7 +299,7 @@ fn run_schedules(
         };
         let policy = builder
             .max_attempts(4)
-            .deadline(ms(5_000))
+            .total_timeout(ms(5_000))
             .backoff(Backoff::constant(ms(5)))
             .no_budget()
             .build()

@@ -365,7 +365,7 @@ mod support;
 fn a_sync_generator_and_hook_leave_the_success_path_allocation_free() {
     let policy = Policy::builder()
         .max_attempts(3)
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout_fn(|cx| Duration::from_millis(100) * cx.attempt)
         .on_timeout(|_| {})
         .build()
@@ -388,7 +388,7 @@ fn a_sync_generator_and_hook_leave_the_success_path_allocation_free() {
 #[tokio::test(start_paused = true)]
 async fn a_generator_still_running_at_the_deadline_ends_the_call_without_starting_it() {
     let policy = Policy::builder()
-        .deadline(200 * MS)
+        .total_timeout(200 * MS)
         .attempt_timeout_fn(|_| {
             MaybeAsync::pending(async {
                 sleep(Duration::from_secs(1)).await;
@@ -418,7 +418,7 @@ fn slow_hook_policy(deadline: Duration, log: &Log) -> Policy {
     let log = log.clone();
     Policy::builder()
         .max_attempts(1)
-        .deadline(deadline)
+        .total_timeout(deadline)
         .attempt_timeout(100 * MS)
         .on_timeout(move |_| {
             let log = log.clone();

@@ -34,7 +34,7 @@ fn flaky(
 
 fn policy() -> Policy {
     Policy::builder()
-        .deadline(Duration::from_secs(2))
+        .total_timeout(Duration::from_secs(2))
         .attempt_timeout(Duration::from_millis(500))
         .backoff(Backoff::none())
         .build()
@@ -83,7 +83,7 @@ async fn a_hanging_attempt_is_cut_at_its_ceiling_and_the_call_at_its_deadline() 
     });
     let policy = Policy::builder()
         .max_attempts(5)
-        .deadline(Duration::from_millis(1200))
+        .total_timeout(Duration::from_millis(1200))
         .attempt_timeout(Duration::from_millis(500))
         .backoff(Backoff::none())
         .build()

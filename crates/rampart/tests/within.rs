@@ -43,7 +43,7 @@ fn exceeded<T: std::fmt::Debug>(
 
 fn slow_policy(ambient: bool) -> Policy {
     Policy::builder()
-        .deadline(30 * SEC)
+        .total_timeout(30 * SEC)
         .use_ambient_deadline(ambient)
         .build()
         .expect("valid")
@@ -91,7 +91,10 @@ async fn the_earliest_of_the_given_the_ambient_and_the_policys_deadline_applies(
         (100 * MS, DeadlineSource::Inherited, 1)
     );
 
-    let tight = Policy::builder().deadline(50 * MS).build().expect("valid");
+    let tight = Policy::builder()
+        .total_timeout(50 * MS)
+        .build()
+        .expect("valid");
     let policy_first = tight
         .call()
         .deadline(Deadline::after(300 * MS))

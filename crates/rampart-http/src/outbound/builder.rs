@@ -189,7 +189,7 @@ impl<A> OutboundBuilder<A> {
     /// use rampart_http::OutboundLayer;
     ///
     /// let layer = OutboundLayer::builder()
-    ///     .policy(|p| p.deadline(Duration::from_secs(5)).attempt_timeout(Duration::from_secs(1)))
+    ///     .policy(|p| p.total_timeout(Duration::from_secs(5)).attempt_timeout(Duration::from_secs(1)))
     ///     .build()
     ///     .expect("valid policy");
     /// # drop(layer);
@@ -212,8 +212,8 @@ impl<A> OutboundBuilder<A> {
     /// use rampart_http::OutboundLayer;
     ///
     /// let layer = OutboundLayer::builder()
-    ///     .policy(|p| p.deadline(Duration::from_secs(2)))
-    ///     .host("reports.internal:80", |p| p.deadline(Duration::from_secs(30)))
+    ///     .policy(|p| p.total_timeout(Duration::from_secs(2)))
+    ///     .host("reports.internal:80", |p| p.total_timeout(Duration::from_secs(30)))
     ///     .build()
     ///     .expect("valid policies");
     /// # drop(layer);

@@ -80,7 +80,7 @@
 //! let layer = OutboundLayer::builder()
 //!     .max_attempts(3)
 //!     .breaker(Breaker::builder().consecutive_failures(5))
-//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .policy(|p| p.total_timeout(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let mut client = layer.layer(client);
 //! let request = http::Request::get("http://127.0.0.1:9/").body(Full::new(Bytes::new()))?;
@@ -169,7 +169,7 @@ pub(crate) use stamp::{Stamp, within};
 /// [`DeadlineExceeded`](rampart::StopReason::DeadlineExceeded) with the backoff that did not
 /// fit and the time left ([`Unfit`](rampart::Unfit)). The first attempt is sent while any
 /// time is left. A policy whose deadline is not longer than the floor gets no floor (as
-/// rampart requires the minimum to be shorter than the deadline).
+/// rampart requires the minimum to be shorter than the total timeout).
 ///
 /// ```
 /// use std::time::Duration;

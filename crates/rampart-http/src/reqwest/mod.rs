@@ -37,7 +37,7 @@
 //! use rampart_http::reqwest::Client;
 //!
 //! let layer = OutboundLayer::builder()
-//!     .policy(|p| p.deadline(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
+//!     .policy(|p| p.total_timeout(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let client = Client::new(&layer)?;
 //! let response = client.get("http://127.0.0.1:3000/").send().await?;

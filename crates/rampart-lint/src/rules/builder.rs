@@ -13,7 +13,7 @@ pub(crate) fn check_chain(chain: &[&ExprMethodCall], out: &mut Vec<Raw>) {
     // The last literal value each setter received, if any; a setter called
     // with a non-literal value, or cleared, forgets it.
     let mut attempt_timeout: Option<(u128, Span)> = None;
-    let mut deadline: Option<u128> = None;
+    let mut total: Option<u128> = None;
     // `build().expect_err(..)` and friends: the chain is there to show the
     // rejection (a test), so R003 has nothing to add.
     let expects_rejection = chain.iter().any(|call| {
@@ -34,43 +34,43 @@ pub(crate) fn check_chain(chain: &[&ExprMethodCall], out: &mut Vec<Raw>) {
                     "use `.max_attempts(1)` for a single attempt without retries",
                 ));
             }
-            "attempt_timeout" | "deadline" => {
+            "attempt_timeout" | "total_timeout" => {
                 let nanos = argument.and_then(literal_nanos);
                 if nanos == Some(0) && !expects_rejection {
                     out.push(zero_duration(call, &method));
                 }
-                if method == "deadline" {
-                    deadline = nanos;
+                if method == "total_timeout" {
+                    total = nanos;
                 } else {
                     attempt_timeout = nanos.map(|nanos| (nanos, call.method.span()));
                 }
             }
             "no_attempt_timeout" => attempt_timeout = None,
-            "no_deadline" => deadline = None,
+            "no_total_timeout" => total = None,
             _ => {}
         }
     }
 
-    if let (Some((timeout, span)), Some(deadline)) = (attempt_timeout, deadline) {
-        // A zero deadline is already reported by R003.
-        if deadline > 0 && timeout > deadline {
+    if let (Some((timeout, span)), Some(total)) = (attempt_timeout, total) {
+        // A zero total timeout is already reported by R003.
+        if total > 0 && timeout > total {
             out.push(Raw::at(
                 span,
                 Rule::R004,
                 format!(
-                    "attempt timeout {} is longer than the deadline {}; every attempt will be cut to the deadline",
+                    "attempt timeout {} is longer than the total timeout {}; every attempt will be cut to the deadline",
                     format_nanos(timeout),
-                    format_nanos(deadline)
+                    format_nanos(total)
                 ),
-                "make the attempt timeout shorter than the deadline (to leave room for retries), or drop it",
+                "make the attempt timeout shorter than the total timeout (to leave room for retries), or drop it",
             ));
         }
     }
 }
 
 fn zero_duration(call: &ExprMethodCall, method: &str) -> Raw {
-    let disable = if method == "deadline" {
-        "no_deadline"
+    let disable = if method == "total_timeout" {
+        "no_total_timeout"
     } else {
         "no_attempt_timeout"
     };

@@ -20,7 +20,7 @@
 //!     ## What every policy below inherits unless it sets its own.
 //!     [defaults]
 //!     max_attempts = 3
-//!     deadline = "2s"
+//!     total_timeout = "2s"
 //!     attempt_timeout = "500ms"
 //!     min_attempt_time = "50ms"
 //!
@@ -54,7 +54,7 @@
 //!     [policies.payments]
 //!     ## Never retried: one attempt, no budget, no breaker, a longer deadline.
 //!     max_attempts = 1
-//!     deadline = "5s"
+//!     total_timeout = "5s"
 //!     attempt_timeout = "none"
 //!     budget = "none"
 //!     breaker = "none"
@@ -64,18 +64,18 @@
 //! let policies = file.build()?;
 //! assert_eq!(
 //!     policies["prices"].explain(),
-//!     "prices: 3 attempts, deadline 2s, attempt 200ms (abandon), exponential 50ms x2 max 1s full jitter, \
+//!     "prices: 3 attempts, total 2s, attempt 200ms (abandon), exponential 50ms x2 max 1s full jitter, \
 //!      budget 10%, breaker: open after 5 consecutive failures, break 15s doubling to 2m, \
 //!      hedge after 50ms, 2 legs"
 //! );
 //! assert_eq!(
 //!     policies["search"].explain(),
-//!     "search: 2 attempts, deadline 2s, attempt 500ms (cooperative), exponential 50ms x2 max 1s full jitter, \
+//!     "search: 2 attempts, total 2s, attempt 500ms (cooperative), exponential 50ms x2 max 1s full jitter, \
 //!      budget 10%, breaker: open at 50% failures over 30s (at least 20 calls), break 15s doubling to 2m"
 //! );
 //! assert_eq!(
 //!     policies["payments"].explain(),
-//!     "payments: 1 attempt, deadline 5s, no attempt timeout (abandon)"
+//!     "payments: 1 attempt, total 5s, no attempt timeout (abandon)"
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -91,7 +91,7 @@
 //! | key | form | default |
 //! |---|---|---|
 //! | `max_attempts` | integer | 3 |
-//! | `deadline`, `attempt_timeout` | duration, or `"none"` for no bound | 30 s, 10 s |
+//! | `total_timeout`, `attempt_timeout` | duration, or `"none"` for no bound | 30 s, 10 s |
 //! | `min_attempt_time` | duration | 0 |
 //! | `use_ambient_deadline`, `use_ambient_criticality` | boolean | false |
 //! | `timeout_mode` | `{ kind = "abandon", grace = "10ms" }` or `{ kind = "cooperative" }` | abandon, zero grace |

@@ -21,7 +21,7 @@ use crate::policy::{Policy, PolicyBuilder};
 /// builder has it. Each key is the [`PolicyBuilder`] setter of the same name; see the
 /// [module docs](super) for the file form.
 ///
-/// `deadline` and `attempt_timeout` take `"none"` for no bound (`Some(None)` here), and the
+/// `total_timeout` and `attempt_timeout` take `"none"` for no bound (`Some(None)` here), and the
 /// sections `budget`, `breaker`, `hedge` and `adaptive_attempt_timeout` take `"none"` to turn
 /// off what the defaults turned on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,10 +31,10 @@ pub struct PolicyConfig {
     /// Attempts per call, the first included ([`PolicyBuilder::max_attempts`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
-    /// The bound on the whole call ([`PolicyBuilder::deadline`]); `Some(None)`, written
-    /// `"none"`, is [`no_deadline`](PolicyBuilder::no_deadline).
+    /// The bound on the whole call ([`PolicyBuilder::total_timeout`]); `Some(None)`, written
+    /// `"none"`, is [`no_total_timeout`](PolicyBuilder::no_total_timeout).
     #[serde(default, with = "bound", skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<Option<Duration>>,
+    pub total_timeout: Option<Option<Duration>>,
     /// The bound on each attempt ([`PolicyBuilder::attempt_timeout`]); `Some(None)`, written
     /// `"none"`, is [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout).
     #[serde(default, with = "bound", skip_serializing_if = "Option::is_none")]
@@ -116,7 +116,7 @@ impl PolicyConfig {
     #[must_use]
     pub fn inherit(mut self, base: &PolicyConfig) -> PolicyConfig {
         inherit_value(&mut self.max_attempts, &base.max_attempts);
-        inherit_value(&mut self.deadline, &base.deadline);
+        inherit_value(&mut self.total_timeout, &base.total_timeout);
         inherit_value(&mut self.attempt_timeout, &base.attempt_timeout);
         inherit_value(&mut self.min_attempt_time, &base.min_attempt_time);
         inherit_value(&mut self.use_ambient_deadline, &base.use_ambient_deadline);
@@ -144,7 +144,7 @@ impl PolicyConfig {
         let table = |set: bool, sets: bool| set && (key.is_empty() || sets);
         match head {
             "max_attempts" => self.max_attempts.is_some(),
-            "deadline" => self.deadline.is_some(),
+            "total_timeout" => self.total_timeout.is_some(),
             "attempt_timeout" => self.attempt_timeout.is_some(),
             "min_attempt_time" => self.min_attempt_time.is_some(),
             "use_ambient_deadline" => self.use_ambient_deadline.is_some(),
@@ -179,9 +179,9 @@ impl PolicyConfig {
     /// use rampart::Policy;
     /// use rampart::config::PolicyConfig;
     ///
-    /// let config: PolicyConfig = serde_json::from_str(r#"{ "max_attempts": 2, "deadline": "1s" }"#)?;
+    /// let config: PolicyConfig = serde_json::from_str(r#"{ "max_attempts": 2, "total_timeout": "1s" }"#)?;
     /// let policy = config.build(Policy::builder().name("prices"))?;
-    /// assert_eq!(policy.explain(), "prices: 2 attempts, deadline 1s, attempt 10s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%");
+    /// assert_eq!(policy.explain(), "prices: 2 attempts, total 1s, attempt 10s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -215,9 +215,9 @@ impl PolicyConfig {
         if let Some(n) = self.max_attempts {
             b = b.max_attempts(n);
         }
-        match self.deadline {
-            Some(Some(deadline)) => b = b.deadline(deadline),
-            Some(None) => b = b.no_deadline(),
+        match self.total_timeout {
+            Some(Some(timeout)) => b = b.total_timeout(timeout),
+            Some(None) => b = b.no_total_timeout(),
             None => {}
         }
         match self.attempt_timeout {

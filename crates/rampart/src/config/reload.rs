@@ -12,7 +12,7 @@ impl PolicyConfig {
     /// Whether the settings [`Policy::reconfigure`] replaces are the same in both.
     fn same_live_settings(&self, other: &PolicyConfig) -> bool {
         self.max_attempts == other.max_attempts
-            && self.deadline == other.deadline
+            && self.total_timeout == other.total_timeout
             && self.attempt_timeout == other.attempt_timeout
             && self.min_attempt_time == other.min_attempt_time
             && self.timeout_mode == other.timeout_mode
@@ -27,7 +27,7 @@ impl Policies {
     ///
     /// What changes live, every clone of the policy seeing it at once (calls already running
     /// finish with the settings they started with): the settings of
-    /// [`Policy::reconfigure`] (`max_attempts`, `deadline`, `attempt_timeout`,
+    /// [`Policy::reconfigure`] (`max_attempts`, `total_timeout`, `attempt_timeout`,
     /// `min_attempt_time`, `timeout_mode`, `backoff`), and the breaker's thresholds through
     /// [`Breaker::reconfigure`](crate::Breaker::reconfigure), its state kept. What needs a
     /// restart: a policy added or removed (`policies.<name>`), a changed `budget`, `hedge`,

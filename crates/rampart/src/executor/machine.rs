@@ -308,7 +308,7 @@ where
             ambient.deadline().filter(|_| shared.ambient_deadline),
             given,
         );
-        let deadline = Effective::resolve(now, live.deadline, inherited, &shared.drain);
+        let deadline = Effective::resolve(now, live.total_timeout, inherited, &shared.drain);
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry

@@ -90,7 +90,7 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .attempt_timeout(700 * MS)
         .backoff(Backoff::none())
         .build()
@@ -247,7 +247,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .clock(clock.clone())
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .backoff(Backoff::constant(800 * MS))
         .build()
         .expect("valid");
@@ -280,7 +280,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
 fn min_attempt_time_policy(clock: &ManualClock, backoff: Duration) -> Policy {
     Policy::builder()
         .clock(clock.clone())
-        .deadline(1000 * MS)
+        .total_timeout(1000 * MS)
         .min_attempt_time(50 * MS)
         .backoff(Backoff::constant(backoff))
         .build()
@@ -323,13 +323,13 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
 #[test]
 fn a_min_attempt_time_as_long_as_the_deadline_is_refused_by_build() {
     let error = Policy::builder()
-        .deadline(100 * MS)
+        .total_timeout(100 * MS)
         .min_attempt_time(100 * MS)
         .build()
         .expect_err("invalid");
     assert_eq!(
         error.problems()[0].message(),
-        "must be shorter than the deadline (was 100ms, deadline 100ms)"
+        "must be shorter than the total_timeout (was 100ms, total_timeout 100ms)"
     );
     assert_eq!(error.problems()[0].field(), "min_attempt_time");
 }
@@ -543,7 +543,7 @@ fn generate_step<T, E, P>(next: Next<'_, T, E, P, Hedging>) -> Option<Instant> {
 fn pending_generator_policy(clock: &ManualClock) -> Policy {
     Policy::builder()
         .clock(clock.clone())
-        .deadline(Duration::from_secs(1))
+        .total_timeout(Duration::from_secs(1))
         .attempt_timeout_fn(|_| crate::timeout::MaybeAsync::pending(async { 40 * MS }))
         .build()
         .expect("valid")

@@ -78,7 +78,7 @@ pub(crate) struct Shared<C, A> {
 #[derive(Debug)]
 pub(crate) struct Live {
     pub(crate) max_attempts: u32,
-    pub(crate) deadline: Option<Duration>,
+    pub(crate) total_timeout: Option<Duration>,
     pub(crate) attempt_timeout: Option<Duration>,
     /// The least time left for a retry to start (a floor under the typical latency).
     pub(crate) min_attempt_time: Duration,

@@ -20,7 +20,7 @@
 //!     Policy::builder()
 //!         .name(format!("search/{tenant}"))
 //!         .max_attempts(2)
-//!         .deadline(Duration::from_secs(1))
+//!         .total_timeout(Duration::from_secs(1))
 //!         // Built here, so each tenant has its own breaker (and, by default, its own budget).
 //!         .breaker(Breaker::builder().consecutive_failures(3).build()?)
 //!         .build()

@@ -68,7 +68,7 @@ impl PolicyBuilder {
                 name: "rampart".to_owned(),
                 live: PolicySettings {
                     max_attempts: 3,
-                    deadline: Some(Duration::from_secs(30)),
+                    total_timeout: Some(Duration::from_secs(30)),
                     attempt_timeout: Some(Duration::from_secs(10)),
                     min_attempt_time: Duration::ZERO,
                     timeout_mode: TimeoutMode::default(),
@@ -104,15 +104,16 @@ impl<C, A> PolicyBuilder<C, A> {
         self
     }
 
-    /// The bound on the whole call, backoffs included (default 30 s; must be positive).
-    pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.settings.live.deadline = Some(deadline);
+    /// The bound on the whole call, backoffs included (default 30 s; must be positive): the
+    /// call's own deadline is its start plus this, and a caller's earlier deadline wins.
+    pub fn total_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.live.total_timeout = Some(timeout);
         self
     }
 
     /// No bound on the whole call.
-    pub fn no_deadline(mut self) -> Self {
-        self.settings.live.deadline = None;
+    pub fn no_total_timeout(mut self) -> Self {
+        self.settings.live.total_timeout = None;
         self
     }
 
@@ -134,7 +135,7 @@ impl<C, A> PolicyBuilder<C, A> {
     /// is not slept: the call ends with [`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)
     /// and its [`Unfit`](crate::Unfit), instead of sending an attempt that cannot finish.
     /// It is a floor under the typical attempt latency the executor already allows for, and
-    /// must be shorter than the deadline. The first attempt is sent while any time is left.
+    /// must be shorter than the total timeout. The first attempt is sent while any time is left.
     pub fn min_attempt_time(mut self, min: Duration) -> Self {
         self.settings.live.min_attempt_time = min;
         self
@@ -473,7 +474,7 @@ impl<C, A> fmt::Debug for PolicyBuilder<C, A> {
         f.debug_struct("PolicyBuilder")
             .field("name", &s.name)
             .field("max_attempts", &s.live.max_attempts)
-            .field("deadline", &s.live.deadline)
+            .field("total_timeout", &s.live.total_timeout)
             .field("attempt_timeout", &s.live.attempt_timeout)
             .field("min_attempt_time", &s.live.min_attempt_time)
             .field("mode", &s.live.timeout_mode)

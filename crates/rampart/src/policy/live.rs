@@ -18,7 +18,7 @@ use crate::timeout::TimeoutMode;
 /// serves calls; read the current ones with [`Policy::settings`].
 ///
 /// Each field is the builder setting of the same name ([`PolicyBuilder`]): `None` for
-/// `deadline` is [`no_deadline`](PolicyBuilder::no_deadline), for `attempt_timeout`
+/// `total_timeout` is [`no_total_timeout`](PolicyBuilder::no_total_timeout), for `attempt_timeout`
 /// [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout). What the policy is made of
 /// (its name, classifier, admission component, clock, listeners and hooks, retry budget,
 /// breaker, hedging and adaptive ceiling, ambient reads, drain) is fixed at `build()`;
@@ -31,7 +31,7 @@ pub struct PolicySettings {
     /// Attempts per call, the first included (at least 1).
     pub max_attempts: u32,
     /// The bound on the whole call, backoffs included; `None`: no bound.
-    pub deadline: Option<Duration>,
+    pub total_timeout: Option<Duration>,
     /// The bound on each attempt; `None`: none beyond the deadline.
     pub attempt_timeout: Option<Duration>,
     /// The least time a retry must have left before the deadline to be started.
@@ -52,21 +52,21 @@ pub(super) fn check(s: &PolicySettings, hedge: Option<&Hedge>, problems: &mut Ve
         ));
     }
     for (field, value) in [
-        ("deadline", s.deadline),
+        ("total_timeout", s.total_timeout),
         ("attempt_timeout", s.attempt_timeout),
     ] {
         if value == Some(Duration::ZERO) {
             problems.push(ConfigProblem::new(field, "must be positive (was 0ns)"));
         }
     }
-    if let Some(deadline) = s.deadline
-        && !deadline.is_zero()
-        && s.min_attempt_time >= deadline
+    if let Some(total) = s.total_timeout
+        && !total.is_zero()
+        && s.min_attempt_time >= total
     {
         problems.push(ConfigProblem::new(
             "min_attempt_time",
             format!(
-                "must be shorter than the deadline (was {:?}, deadline {deadline:?})",
+                "must be shorter than the total_timeout (was {:?}, total_timeout {total:?})",
                 s.min_attempt_time
             ),
         ));
@@ -131,11 +131,11 @@ pub(super) fn snapshot(
     always_admits: bool,
 ) -> Live {
     let reads_clock =
-        fixed_reads_clock || settings.deadline.is_some() || settings.attempt_timeout.is_some();
+        fixed_reads_clock || settings.total_timeout.is_some() || settings.attempt_timeout.is_some();
     Live {
         pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
         max_attempts: settings.max_attempts,
-        deadline: settings.deadline,
+        total_timeout: settings.total_timeout,
         attempt_timeout: settings.attempt_timeout,
         min_attempt_time: settings.min_attempt_time,
         mode: settings.timeout_mode,
@@ -147,7 +147,7 @@ pub(super) fn snapshot(
 fn settings_of(live: &Live) -> PolicySettings {
     PolicySettings {
         max_attempts: live.max_attempts,
-        deadline: live.deadline,
+        total_timeout: live.total_timeout,
         attempt_timeout: live.attempt_timeout,
         min_attempt_time: live.min_attempt_time,
         timeout_mode: live.mode,
@@ -187,9 +187,9 @@ impl<C, A> Policy<C, A> {
     /// })?;
     /// assert_eq!(policy.max_attempts(), 5);
     ///
-    /// let refused = policy.reconfigure(|s| s.deadline = Some(Duration::ZERO)).unwrap_err();
-    /// assert_eq!(refused.to_string(), "deadline must be positive (was 0ns)");
-    /// assert_eq!(policy.deadline(), Some(Duration::from_secs(30)));
+    /// let refused = policy.reconfigure(|s| s.total_timeout = Some(Duration::ZERO)).unwrap_err();
+    /// assert_eq!(refused.to_string(), "total_timeout must be positive (was 0ns)");
+    /// assert_eq!(policy.total_timeout(), Some(Duration::from_secs(30)));
     /// # Ok::<(), rampart::ConfigError>(())
     /// ```
     ///
@@ -211,7 +211,7 @@ impl<C, A> Policy<C, A> {
         if self.is_shared_none() {
             return Err(ConfigError::new(vec![ConfigProblem::new(
                 "reconfigure",
-                "cannot change `Policy::none()`: it is one policy shared by every caller in the process; build a pass-through of your own (`max_attempts(1)`, `no_deadline()`, `no_attempt_timeout()`) to reconfigure it",
+                "cannot change `Policy::none()`: it is one policy shared by every caller in the process; build a pass-through of your own (`max_attempts(1)`, `no_total_timeout()`, `no_attempt_timeout()`) to reconfigure it",
             )]));
         }
         let s = &*self.shared;

@@ -3,8 +3,8 @@
 //! A [`Policy`] is built once, validated once, and shared: clones are one `Arc` and share the
 //! state that must accumulate across calls (the latency estimates, the retry budget, the
 //! breaker). Its live settings can later be replaced, each update validated the same way (see
-//! [below](#changing-settings-at-run-time)). Named knobs replace the positions of a layered stack: `deadline` is the
-//! total bound, `attempt_timeout` the bound on each attempt, and the executor keeps the
+//! [below](#changing-settings-at-run-time)). Named knobs replace the positions of a layered stack: `total_timeout` is
+//! the bound on the whole call, `attempt_timeout` the bound on each attempt, and the executor keeps the
 //! arithmetic between them exact.
 //!
 //! ```
@@ -15,7 +15,7 @@
 //! let policy = Policy::builder()
 //!     .name("payments")
 //!     .max_attempts(3)
-//!     .deadline(Duration::from_secs(2))
+//!     .total_timeout(Duration::from_secs(2))
 //!     .attempt_timeout(Duration::from_millis(500))
 //!     .timeout_mode(TimeoutMode::default())
 //!     .backoff(Backoff::exponential(Duration::from_millis(100)))
@@ -23,7 +23,7 @@
 //!     .expect("valid policy");
 //! assert_eq!(
 //!     policy.explain(),
-//!     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
+//!     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
 //! );
 //! ```
 //!
@@ -31,7 +31,7 @@
 //! |---|---|---|---|
 //! | `name` | `"rampart"` | in events, errors and `explain()` | |
 //! | `max_attempts` | 3 | every attempt counts, the first included | yes |
-//! | `deadline` | 30 s | the whole call, backoffs included; [`no_deadline`](PolicyBuilder::no_deadline) | yes |
+//! | `total_timeout` | 30 s | the whole call, backoffs included; [`no_total_timeout`](PolicyBuilder::no_total_timeout) | yes |
 //! | `attempt_timeout` | 10 s | each attempt; [`no_attempt_timeout`](PolicyBuilder::no_attempt_timeout) | yes |
 //! | `min_attempt_time` | 0 | the least time left for a retry to start ([`min_attempt_time`](PolicyBuilder::min_attempt_time)) | yes |
 //! | `attempt_timeout_fn` | none | each attempt's timeout computed when it starts, answered at once or awaited ([`MaybeAsync`](crate::timeout::MaybeAsync)) | |
@@ -83,7 +83,7 @@
 //! limit.set_limit(4)?;
 //! assert_eq!(
 //!     policy.explain(),
-//!     "search: 2 attempts, deadline 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
+//!     "search: 2 attempts, total 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 10%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
 //! );
 //!
 //! // An operator keeps the traffic flowing whatever the breaker would decide, then hands
@@ -141,7 +141,7 @@ static NONE: LazyLock<Policy> = LazyLock::new(|| {
     PolicyBuilder::new()
         .name("none")
         .max_attempts(1)
-        .no_deadline()
+        .no_total_timeout()
         .no_attempt_timeout()
         .backoff(Backoff::none())
         .build()
@@ -164,7 +164,7 @@ impl Policy {
         PolicyBuilder::new()
     }
 
-    /// A pass-through: one attempt, no deadline, no attempt timeout. Costs about as much as
+    /// A pass-through: one attempt, no total timeout, no attempt timeout. Costs about as much as
     /// calling the callback directly.
     pub fn none() -> Policy {
         NONE.clone()
@@ -181,8 +181,8 @@ impl<C, A> Policy<C, A> {
     ///
     /// Like every setting of [`PolicySettings`], the one calls starting now use (see
     /// [`reconfigure`](Self::reconfigure)).
-    pub fn deadline(&self) -> Option<Duration> {
-        self.shared.live.load().deadline
+    pub fn total_timeout(&self) -> Option<Duration> {
+        self.shared.live.load().total_timeout
     }
 
     /// The fixed bound on each attempt, if any.
@@ -234,13 +234,13 @@ impl<C, A> Policy<C, A> {
     ///
     /// let policy = rampart::Policy::builder()
     ///     .name("payments")
-    ///     .deadline(Duration::from_secs(2))
+    ///     .total_timeout(Duration::from_secs(2))
     ///     .attempt_timeout(Duration::from_millis(500))
     ///     .build()
     ///     .expect("valid policy");
     /// assert_eq!(
     ///     policy.explain(),
-    ///     "payments: 3 attempts, deadline 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
+    ///     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 10%"
     /// );
     /// ```
     pub fn explain(&self) -> String {
@@ -369,9 +369,9 @@ impl<C, A> fmt::Display for Policy<C, A> {
             1 => f.write_str("1 attempt")?,
             n => write!(f, "{n} attempts")?,
         }
-        match live.deadline {
-            Some(d) => write!(f, ", deadline {d:?}")?,
-            None => f.write_str(", no deadline")?,
+        match live.total_timeout {
+            Some(d) => write!(f, ", total {d:?}")?,
+            None => f.write_str(", no total timeout")?,
         }
         match (&s.timeout_fn, live.attempt_timeout) {
             (Some(_), Some(d)) => write!(f, ", attempt dynamic (default {d:?})")?,
@@ -379,7 +379,8 @@ impl<C, A> fmt::Display for Policy<C, A> {
             (None, Some(d)) => write!(f, ", attempt {d:?}")?,
             (None, None) => f.write_str(", no attempt timeout")?,
         }
-        if live.attempt_timeout.is_some() || s.timeout_fn.is_some() || live.deadline.is_some() {
+        if live.attempt_timeout.is_some() || s.timeout_fn.is_some() || live.total_timeout.is_some()
+        {
             match live.mode {
                 TimeoutMode::Abandon { grace } if grace.is_zero() => f.write_str(" (abandon)")?,
                 TimeoutMode::Abandon { grace } => write!(f, " (abandon after {grace:?} grace)")?,
@@ -431,7 +432,7 @@ mod tests {
     fn none_explains_itself_as_a_pass_through() {
         assert_eq!(
             Policy::none().explain(),
-            "none: 1 attempt, no deadline, no attempt timeout"
+            "none: 1 attempt, no total timeout, no attempt timeout"
         );
     }
 
@@ -496,7 +497,7 @@ mod tests {
             .expect("valid");
         assert_eq!(
             p.explain(),
-            "search: 1 attempt, deadline 30s, attempt dynamic (default 10s) (cooperative)"
+            "search: 1 attempt, total 30s, attempt dynamic (default 10s) (cooperative)"
         );
     }
 }

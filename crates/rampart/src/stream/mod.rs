@@ -28,7 +28,7 @@
 //! use rampart::stream::StreamOptions;
 //!
 //! let policy = Policy::builder()
-//!     .deadline(Duration::from_secs(30))
+//!     .total_timeout(Duration::from_secs(30))
 //!     .attempt_timeout(Duration::from_secs(2))
 //!     .build()
 //!     .expect("valid policy");
