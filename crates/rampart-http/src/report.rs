@@ -13,8 +13,8 @@
 //! | response | `CallReport` in its extensions |
 //! |---|---|
 //! | from the reqwest client | always |
-//! | from the outbound layer, answered with success by the first attempt | none (it would be `Succeeded` after 1 attempt) |
-//! | from the outbound layer, any other | always |
+//! | from the outbound layer, answered with success by the first attempt, no hedge sent | none (it would be `Succeeded` after 1 attempt) |
+//! | from the outbound layer, any other (a hedged one included: it counts every leg sent) | always |
 //! | from the reqwest client's `try_execute` | none: the [`CallResult`] returned is the report |
 //!
 //! To have a final retryable status come back as an error instead (so that `?` works), turn

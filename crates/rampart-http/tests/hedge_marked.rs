@@ -129,6 +129,55 @@ async fn a_marked_request_fires_a_hedge_and_an_unmarked_one_waits_for_its_only_a
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_response_won_by_the_hedge_carries_a_report_of_two_attempts() {
+    let upstream = Upstream::new(|n| match n {
+        0 => (200, 100 * MS),
+        _ => (200, Duration::ZERO),
+    });
+    let client = hedging(OutboundLayer::builder()).layer(upstream.service());
+
+    let response = client.oneshot(get(true)).await.expect("answered");
+    assert_eq!(response.status(), StatusCode::OK);
+    let report = response
+        .extensions()
+        .get::<CallReport>()
+        .expect("a hedged response carries its report");
+    assert_eq!(report.stop(), StopReason::Succeeded);
+    assert_eq!(report.attempts(), 2, "the first leg was sent too");
+    let logged: Vec<u32> = report.log().iter().map(|record| record.number).collect();
+    assert_eq!(logged, [2], "the first leg was dropped unended");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_of_the_first_leg_after_a_hedge_was_sent_carries_a_report_of_two_attempts() {
+    // The first leg answers 10 ms after the hedge started; the hedge would take 100 ms.
+    let upstream = Upstream::new(|n| match n {
+        0 => (200, 30 * MS),
+        _ => (200, 100 * MS),
+    });
+    let client = hedging(OutboundLayer::builder()).layer(upstream.service());
+
+    let response = client.oneshot(get(true)).await.expect("answered");
+    assert_eq!(upstream.seen().len(), 2, "the hedge was sent");
+    let report = response
+        .extensions()
+        .get::<CallReport>()
+        .expect("a hedged response carries its report");
+    assert_eq!(report.attempts(), 2);
+    assert_eq!(report.log().last().map(|record| record.number), Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_marked_request_answered_before_its_hedge_was_due_carries_no_report() {
+    let upstream = Upstream::new(|_| (200, 5 * MS));
+    let client = hedging(OutboundLayer::builder()).layer(upstream.service());
+
+    let response = client.oneshot(get(true)).await.expect("answered");
+    assert_eq!(upstream.seen().len(), 1, "no hedge was sent");
+    assert!(response.extensions().get::<CallReport>().is_none());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_hedge_of_a_marked_request_spends_the_budget_a_plain_retry_then_finds_empty() {
     // One token, never refilled: the hedge takes it.
     let upstream = Upstream::new(|n| match n {

@@ -52,22 +52,35 @@ pub const LOGGED_ATTEMPTS: usize = 4;
 
 /// The last [`LOGGED_ATTEMPTS`] attempts of a call, kept inline (no allocation), with the
 /// count of all of them.
+///
+/// The log lists the attempts that ended; the count also includes the legs of a hedged call
+/// that another leg's answer made moot (dropped unclassified, they have no outcome to list):
+/// a call won by its hedge counts 2 attempts and lists one.
 #[derive(Clone, Copy, Default)]
 pub struct AttemptLog {
-    /// A ring: attempt `n` (0-based) lives at `n % LOGGED_ATTEMPTS`.
+    /// A ring: the `n`th record pushed (0-based) lives at `n % LOGGED_ATTEMPTS`.
     records: [Option<AttemptRecord>; LOGGED_ATTEMPTS],
+    /// Records pushed.
+    ended: u32,
+    /// Attempts made: at least `ended`, more when legs of a hedged call were dropped.
     total: u32,
 }
 
 impl AttemptLog {
     pub(crate) fn push(&mut self, record: AttemptRecord) {
-        self.records[self.total as usize % LOGGED_ATTEMPTS] = Some(record);
-        self.total = self.total.saturating_add(1);
+        self.records[self.ended as usize % LOGGED_ATTEMPTS] = Some(record);
+        self.ended = self.ended.saturating_add(1);
+        self.total = self.total.max(self.ended);
+    }
+
+    /// The call made `attempts` attempts in all, those pushed and those dropped unended.
+    pub(crate) fn made(&mut self, attempts: u32) {
+        self.total = self.total.max(attempts);
     }
 
     /// The logged attempts, oldest first: the last [`LOGGED_ATTEMPTS`] of the call.
     pub fn iter(&self) -> impl Iterator<Item = &AttemptRecord> {
-        let split = match self.total as usize {
+        let split = match self.ended as usize {
             total if total > LOGGED_ATTEMPTS => total % LOGGED_ATTEMPTS,
             _ => 0,
         };
@@ -77,11 +90,12 @@ impl AttemptLog {
 
     /// The last attempt, if any ran.
     pub fn last(&self) -> Option<&AttemptRecord> {
-        let index = (self.total as usize).checked_sub(1)? % LOGGED_ATTEMPTS;
+        let index = (self.ended as usize).checked_sub(1)? % LOGGED_ATTEMPTS;
         self.records[index].as_ref()
     }
 
-    /// Attempts made, including those the log no longer keeps.
+    /// Attempts made, including those the log no longer keeps and the legs of a hedged call
+    /// dropped unended.
     pub fn total(&self) -> u32 {
         self.total
     }
@@ -126,6 +140,17 @@ mod tests {
         assert_eq!(kept, [1, 2]);
         assert_eq!(AttemptLog::default().last(), None);
     }
+
+    #[test]
+    fn log_counts_dropped_hedge_legs_but_lists_only_the_attempts_that_ended() {
+        let mut log = AttemptLog::default();
+        log.push(record(2));
+        log.made(2);
+        assert_eq!(log.total(), 2);
+        let kept: Vec<u32> = log.iter().map(|r| r.number).collect();
+        assert_eq!(kept, [2]);
+        assert_eq!(log.last().map(|r| r.number), Some(2));
+    }
 }
 
 /// A finished call: its outcome, why it stopped, and its attempts.
@@ -168,7 +193,8 @@ impl<T, E> CallResult<T, E> {
         self.deadline.and_then(|(_, source)| source)
     }
 
-    /// Attempts made.
+    /// Attempts made, the legs of a hedged call included (also those dropped when another
+    /// leg answered).
     pub fn attempts(&self) -> u32 {
         self.log.total()
     }

@@ -92,6 +92,29 @@ async fn a_slow_first_leg_gets_a_hedge_after_the_delay_and_the_first_ok_wins() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_won_by_its_hedge_counts_both_legs_and_logs_the_winner() {
+    let events = Events::default();
+    let policy = hedging(Hedge::fixed(100 * MS), &events)
+        .build()
+        .expect("valid");
+    let starts = Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    let result = policy
+        .call()
+        .try_run(async |attempt| slow_first_leg(attempt.number(), &starts, t0).await)
+        .await
+        .expect("not cancelled");
+    assert_eq!(result.value(), Some(&2));
+    assert_eq!(result.attempts(), 2, "the dropped first leg counts");
+    let logged: Vec<u32> = result.log().iter().map(|record| record.number).collect();
+    assert_eq!(logged, [2], "only the leg that ended is listed");
+    assert_eq!(
+        result.log().last().map(|record| record.elapsed),
+        Some(50 * MS)
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_losing_leg_is_dropped_and_its_token_cancelled() {
     let events = Events::default();
     let policy = hedging(Hedge::fixed(100 * MS), &events)

@@ -247,6 +247,7 @@ impl Record for &mut Report {
         self.stop = stop;
     }
     fn settled(&mut self, call: Settled<'_>) {
+        self.log.made(call.attempts);
         self.deadline = call.deadline;
     }
 }
