@@ -52,6 +52,26 @@
 //! read ahead too, so its first messages reach the caller only when the stream ends or passes
 //! the replay limit.
 //!
+//! On a layer that hedges the requests that ask for it
+//! ([`hedge_marked`](crate::OutboundBuilder::hedge_marked)), a repeatable method named
+//! [`hedged`](GrpcChannel::hedged) on the channel hedges every call, as a request marked
+//! [`Hedged`] does, on the host's one entry (one breaker, one budget) with the other calls:
+//!
+//! ```
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use rampart::hedge::Hedge;
+//! use rampart_http::OutboundLayer;
+//! use tonic::transport::Endpoint;
+//!
+//! let layer = OutboundLayer::builder().hedge_marked(Hedge::adaptive()).build()?;
+//! let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
+//! let channel = layer
+//!     .grpc("http://inventory:50051", channel)
+//!     .repeatable("/inventory.Stock/*")
+//!     .hedged("/inventory.Stock/Get")?; // a method whose tail matters
+//! # drop(channel); Ok(()) }
+//! ```
+//!
 //! A call neither repeatable nor named unary is not read ahead (the channel cannot tell a
 //! unary call from a streaming one): an `UNAVAILABLE` in the trailers of its 200 reaches the
 //! caller, but the outbound layer has already classified the 200, so its breaker counts the
@@ -81,8 +101,8 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rampart::RejectReason;
 use rampart::admit::{Admit, Unlimited};
+use rampart::{ConfigError, ConfigProblem, RejectReason};
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 use tower_service::Service;
@@ -91,7 +111,7 @@ use crate::body::{Keep, Kept, ReplayBody, keep};
 use crate::classify::Trailers;
 use crate::error::{BoxError, ClientError};
 use crate::header::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, format_pushback, last};
-use crate::outbound::{Outbound, OutboundLayer, Repeatable, ResponseFuture, Way};
+use crate::outbound::{Hedged, Outbound, OutboundLayer, Repeatable, ResponseFuture, Way};
 
 impl<A> OutboundLayer<A> {
     /// A tonic channel (or any service over `tonic::body::Body`) under this layer, every
@@ -150,6 +170,8 @@ enum Mark {
     Repeatable,
     /// [`GrpcChannel::unary`]: read ahead to its trailers, sent once.
     Unary,
+    /// [`GrpcChannel::hedged`]: sent as [`Hedged`] (it is also named repeatable).
+    Hedged,
 }
 
 /// In a request's extensions, between the channel and [`ReadAhead`]: read the response ahead
@@ -185,6 +207,25 @@ impl Method {
             Method::Service(service) => path.starts_with(&**service),
         }
     }
+
+    /// Whether every path `other` matches, this one matches.
+    fn covers(&self, other: &Method) -> bool {
+        match (self, other) {
+            (_, Method::Exact(path)) => self.matches(path),
+            (Method::Service(service), Method::Service(other)) => other.starts_with(&**service),
+            (Method::Exact(_), Method::Service(_)) => false,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    /// The method as it is written: `/pkg.Service/Method`, or `/pkg.Service/*`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Method::Exact(path) => f.write_str(path),
+            Method::Service(service) => write!(f, "{service}*"),
+        }
+    }
 }
 
 impl<S, A> GrpcChannel<S, A> {
@@ -211,7 +252,7 @@ impl<S, A> GrpcChannel<S, A> {
     /// # drop(channel); }
     /// ```
     pub fn repeatable(self, method: &str) -> Self {
-        self.name(method, Mark::Repeatable)
+        self.name(Method::parse(method), Mark::Repeatable)
     }
 
     /// Reads every response of `method` ahead to its trailers, as a repeatable call's is, but
@@ -221,12 +262,82 @@ impl<S, A> GrpcChannel<S, A> {
     /// method that must not be sent twice; `method` is written as for
     /// [`repeatable`](Self::repeatable), which reads ahead too and needs no `unary`.
     pub fn unary(self, method: &str) -> Self {
-        self.name(method, Mark::Unary)
+        self.name(Method::parse(method), Mark::Unary)
     }
 
-    fn name(mut self, method: &str, mark: Mark) -> Self {
+    /// Hedges every call of `method`, as a request marked [`Hedged`] is: on a layer built
+    /// with [`hedge_marked`](crate::OutboundBuilder::hedge_marked), each call runs under the
+    /// host's hedging policy (the layer's [`Hedge`](rampart::hedge::Hedge), its adaptive
+    /// delay learned from the hedged calls alone), on the host's one entry, breaker and retry
+    /// budget; each hedge that fires spends a token of that budget. On a layer that hedges
+    /// every repeatable request ([`hedge`](crate::OutboundBuilder::hedge)) it changes
+    /// nothing. `method` is written as for [`repeatable`](Self::repeatable).
+    ///
+    /// A hedge sends the call more than once, so only a repeatable method may be hedged: name
+    /// it (or its service) [`repeatable`](Self::repeatable) first.
+    ///
+    /// ```
+    /// use rampart::hedge::Hedge;
+    /// use rampart_http::OutboundLayer;
+    /// use tonic::transport::Endpoint;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let layer = OutboundLayer::builder()
+    ///     .hedge_marked(Hedge::adaptive())
+    ///     .build()
+    ///     .expect("valid layer");
+    /// let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
+    /// let channel = layer.grpc("http://inventory:50051", channel);
+    /// let error = channel
+    ///     .clone()
+    ///     .hedged("/inventory.Stock/Put")
+    ///     .expect_err("not repeatable");
+    /// assert!(error.to_string().starts_with("hedged(/inventory.Stock/Put) needs the method"));
+    /// let channel = channel
+    ///     .repeatable("/inventory.Stock/Get")
+    ///     .hedged("/inventory.Stock/Get")
+    ///     .expect("repeatable, on a layer that hedges");
+    /// # drop(channel); }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] whose problem's field is `hedged(method)`, when `method` is not
+    /// covered by a method or service named [`repeatable`](Self::repeatable) before, or when
+    /// the layer hedges no request (built with neither `hedge_marked` nor `hedge`, or with
+    /// `max_attempts(1)`), where the setting would do nothing.
+    pub fn hedged(self, method: &str) -> Result<Self, ConfigError> {
+        let method = Method::parse(method);
+        let field = || format!("hedged({method})");
+        let mut problems = Vec::new();
+        let repeatable = self
+            .methods
+            .iter()
+            .any(|(named, mark)| *mark == Mark::Repeatable && named.covers(&method));
+        if !repeatable {
+            problems.push(ConfigProblem::new(
+                field(),
+                "needs the method (or its service) named `repeatable` first: a hedge sends the \
+                 call more than once",
+            ));
+        }
+        if !self.inner.hedges() {
+            problems.push(ConfigProblem::new(
+                field(),
+                "would do nothing: the layer hedges no request (build it with \
+                 `OutboundBuilder::hedge_marked`, and more than one attempt)",
+            ));
+        }
+        if problems.is_empty() {
+            Ok(self.name(method, Mark::Hedged))
+        } else {
+            Err(ConfigError::new(problems))
+        }
+    }
+
+    fn name(mut self, method: Method, mark: Mark) -> Self {
         let mut methods = self.methods.to_vec();
-        methods.push((Method::parse(method), mark));
+        methods.push((method, mark));
         self.methods = Arc::from(methods);
         self
     }
@@ -271,16 +382,26 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> GrpcFuture {
         let path = request.uri().path();
-        let named = |mark| {
-            self.methods
-                .iter()
-                .any(|(method, given)| *given == mark && method.matches(path))
-        };
-        let (repeatable, unary) = (named(Mark::Repeatable), named(Mark::Unary));
+        let (mut repeatable, mut unary, mut hedged) = (false, false, false);
+        for (_, mark) in self
+            .methods
+            .iter()
+            .filter(|(method, _)| method.matches(path))
+        {
+            match mark {
+                Mark::Repeatable => repeatable = true,
+                Mark::Unary => unary = true,
+                Mark::Hedged => hedged = true,
+            }
+        }
+        let extensions = request.extensions_mut();
         if repeatable {
-            request.extensions_mut().insert(Repeatable);
+            extensions.insert(Repeatable);
+            if hedged {
+                extensions.insert(Hedged);
+            }
         } else if unary {
-            request.extensions_mut().insert(ReadTrailers);
+            extensions.insert(ReadTrailers);
         }
         GrpcFuture {
             inner: self.inner.call(request),
@@ -514,6 +635,23 @@ mod tests {
         assert!(all.matches("/inventory.Stock/Get"));
         assert!(all.matches("/inventory.Stock/Put"));
         assert!(!all.matches("/inventory.StockLevels/Get"));
+    }
+
+    #[test]
+    fn a_service_covers_its_methods_and_itself_and_a_method_covers_only_itself() {
+        let service = Method::parse("/inventory.Stock/*");
+        let get = Method::parse("/inventory.Stock/Get");
+        assert!(service.covers(&get));
+        assert!(service.covers(&service));
+        assert!(get.covers(&get));
+        assert!(!get.covers(&service));
+        assert!(!get.covers(&Method::parse("/inventory.Stock/Put")));
+        assert!(!service.covers(&Method::parse("/inventory.Catalog/*")));
+        assert_eq!(service.to_string(), "/inventory.Stock/*");
+        assert_eq!(
+            Method::parse("inventory.Stock/Get").to_string(),
+            "/inventory.Stock/Get"
+        );
     }
 
     #[test]

@@ -16,11 +16,12 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
-use rampart::Deadline;
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
-use rampart_http::{GrpcChannel, InboundLayer, OutboundLayer, Repeatable, ReplayBody};
+use rampart::hedge::Hedge;
+use rampart::{ConfigError, Deadline, StopReason};
+use rampart_http::{CallReport, GrpcChannel, InboundLayer, OutboundLayer, Repeatable, ReplayBody};
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower_layer::Layer;
@@ -36,6 +37,8 @@ struct Seen {
     grpc_timeout: Option<Duration>,
     /// The time left on the handler's ambient deadline when it started.
     ambient_left: Option<Duration>,
+    /// Whether it carried the retry mark (a retry or a hedge).
+    retry: bool,
 }
 
 /// The server's record of what it was sent.
@@ -54,6 +57,7 @@ impl Server {
     /// - `/t.T/Flaky`: `UNAVAILABLE` (trailers-only) twice, then `ok`;
     /// - `/t.T/FlakyTrailers`: `UNAVAILABLE` in the trailers of a 200 twice, then `ok`;
     /// - `/t.T/Slow`: `ok` after 250 ms;
+    /// - `/t.T/SlowFirst...` (any path that starts so): `ok`, after 1 s to its first request;
     /// - `/t.T/Echo`: the handler's ambient time left, in whole milliseconds.
     async fn handle(
         self,
@@ -71,6 +75,7 @@ impl Server {
                     .get("grpc-timeout")
                     .and_then(|v| rampart_http::header::parse_grpc_timeout(v.as_bytes())),
                 ambient_left,
+                retry: request.headers().contains_key("x-rampart-retry"),
             });
             earlier
         };
@@ -94,6 +99,10 @@ impl Server {
                     "/t.T/Flaky" if earlier < 2 => Err(Status::unavailable("warming up")),
                     "/t.T/Slow" => {
                         tokio::time::sleep(Duration::from_millis(250)).await;
+                        Ok(tonic::Response::new("ok".to_owned()))
+                    }
+                    slow if slow.starts_with("/t.T/SlowFirst") && earlier == 0 => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
                         Ok(tonic::Response::new("ok".to_owned()))
                     }
                     "/t.T/Echo" => Ok(tonic::Response::new(
@@ -369,6 +378,122 @@ async fn a_method_named_unary_is_sent_once_and_an_unavailable_in_its_trailers_op
         server.seen("/t.T/FlakyTrailers").len(),
         2,
         "the third call was not sent"
+    );
+}
+
+/// A layer that hedges the calls that ask, 20 ms after the first leg went out.
+fn hedging_layer() -> OutboundLayer {
+    OutboundLayer::builder()
+        .hedge_marked(Hedge::fixed(Duration::from_millis(20)))
+        .policy(|p| {
+            p.total_timeout(Duration::from_secs(10))
+                .attempt_timeout(Duration::from_secs(5))
+                .backoff(Backoff::none())
+        })
+        .build()
+        .expect("valid outbound layer")
+}
+
+#[tokio::test]
+async fn a_method_named_hedged_sends_a_hedge_that_answers_and_the_report_counts_both_legs() {
+    let layer = hedging_layer();
+    let (server, client) = connected(&layer).await;
+    let client = client
+        .repeatable("/t.T/*")
+        .hedged("/t.T/SlowFirst")
+        .expect("repeatable, on a layer that hedges");
+    let mut grpc = tonic::client::Grpc::new(client.clone());
+    grpc.ready().await.expect("ready");
+    let response = grpc
+        .unary(
+            tonic::Request::new("hello".to_owned()),
+            PathAndQuery::from_static("/t.T/SlowFirst"),
+            Text,
+        )
+        .await
+        .expect("answered by the hedge");
+    let report = response
+        .extensions()
+        .get::<CallReport>()
+        .copied()
+        .expect("a hedged response carries its report");
+    assert_eq!(response.into_inner(), "ok");
+    assert_eq!(
+        (report.stop(), report.attempts()),
+        (StopReason::Succeeded, 2)
+    );
+    assert_eq!(
+        report.log().last().map(|record| record.number),
+        Some(2),
+        "the hedge won"
+    );
+    let seen = server.seen("/t.T/SlowFirst");
+    assert_eq!(
+        seen.iter().map(|s| s.retry).collect::<Vec<_>>(),
+        [false, true],
+        "the first leg, then its hedge with the retry mark"
+    );
+
+    // A repeatable method not named hedged waits for its only attempt, on the same host.
+    let answer = call(&client, "/t.T/SlowFirstUnhedged", false, None).await;
+    assert_eq!(answer.expect("answered"), "ok");
+    assert_eq!(server.seen("/t.T/SlowFirstUnhedged").len(), 1, "no hedge");
+    assert_eq!(layer.hosts(), 1);
+}
+
+#[tokio::test]
+async fn hedging_a_method_not_named_repeatable_is_refused_at_setup_naming_it() {
+    let layer = hedging_layer();
+    let channel = || {
+        layer.grpc(
+            "inventory:50051",
+            Endpoint::from_static("http://inventory:50051").connect_lazy(),
+        )
+    };
+    let problem = |outcome: Result<GrpcChannel<Channel>, ConfigError>| {
+        let error = outcome.expect_err("refused");
+        assert_eq!(error.problems().len(), 1, "{error}");
+        error.problems()[0].clone()
+    };
+
+    let not_named = problem(channel().hedged("/t.T/Put"));
+    assert_eq!(not_named.field(), "hedged(/t.T/Put)");
+    assert!(
+        not_named.message().contains("named `repeatable` first"),
+        "{not_named}"
+    );
+    let unary = problem(channel().unary("/t.T/Put").hedged("/t.T/Put"));
+    assert_eq!(
+        unary.field(),
+        "hedged(/t.T/Put)",
+        "`unary` sends once: not repeatable"
+    );
+    let other = problem(channel().repeatable("/t.T/Get").hedged("/t.T/Put"));
+    assert_eq!(other.field(), "hedged(/t.T/Put)");
+    let wider = problem(channel().repeatable("/t.T/Get").hedged("/t.T/*"));
+    assert_eq!(
+        wider.field(),
+        "hedged(/t.T/*)",
+        "one repeatable method is not its service"
+    );
+
+    assert!(channel().repeatable("/t.T/Get").hedged("/t.T/Get").is_ok());
+    assert!(channel().repeatable("t.T/*").hedged("/t.T/Get").is_ok());
+    assert!(channel().repeatable("/t.T/*").hedged("/t.T/*").is_ok());
+}
+
+#[tokio::test]
+async fn hedging_a_method_on_a_layer_that_hedges_nothing_is_refused_at_setup() {
+    let channel = Endpoint::from_static("http://inventory:50051").connect_lazy();
+    let error = layer()
+        .grpc("inventory:50051", channel)
+        .repeatable("/t.T/Get")
+        .hedged("/t.T/Get")
+        .expect_err("the layer hedges nothing");
+    assert_eq!(
+        error.to_string(),
+        "hedged(/t.T/Get) would do nothing: the layer hedges no request (build it with \
+         `OutboundBuilder::hedge_marked`, and more than one attempt)"
     );
 }
 

@@ -560,6 +560,14 @@ pub(crate) struct Engine<A> {
     factory: Factory<A>,
 }
 
+impl<A> Engine<A> {
+    /// Whether the layer hedges any request: it has a hedge, and more than one attempt.
+    #[cfg_attr(not(feature = "tonic"), allow(dead_code))]
+    pub(crate) fn hedges(&self) -> bool {
+        self.factory.hedge.is_some() && self.factory.max_attempts > 1
+    }
+}
+
 impl<A: Admit + Clone> Engine<A> {
     /// The policies of the host `key`, made on its first request.
     #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]

@@ -60,6 +60,12 @@ impl<S, A> Outbound<S, A> {
             way,
         }
     }
+
+    /// Whether the layer hedges any request.
+    #[cfg_attr(not(feature = "tonic"), allow(dead_code))]
+    pub(crate) fn hedges(&self) -> bool {
+        self.engine.hedges()
+    }
 }
 
 impl<S: Clone, A> Clone for Outbound<S, A> {
