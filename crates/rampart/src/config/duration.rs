@@ -178,15 +178,22 @@ impl fmt::Display for DurationError {
 
 impl StdError for DurationError {}
 
-/// `#[serde(with)]` for an `Option<Duration>` that is absent when `None`.
-pub(super) mod optional {
+/// An `Option<Duration>` written as text (`"250ms"`), absent when `None`: re-exported as
+/// [`with::duration`](super::with::duration).
+pub mod optional {
     use std::fmt;
     use std::time::Duration;
 
     use serde::de::{self, Visitor};
     use serde::{Deserializer, Serializer};
 
-    pub(crate) fn serialize<S: Serializer>(
+    /// Writes the duration as [`format_duration`](super::format_duration) does; `None` as
+    /// nothing (skip it with `skip_serializing_if = "Option::is_none"`).
+    ///
+    /// # Errors
+    ///
+    /// The serializer's.
+    pub fn serialize<S: Serializer>(
         value: &Option<Duration>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
@@ -196,7 +203,13 @@ pub(super) mod optional {
         }
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+    /// Reads a duration's text as [`parse_duration`](super::parse_duration) does (use with
+    /// `#[serde(default)]` so that a missing key is `None`).
+    ///
+    /// # Errors
+    ///
+    /// A value that is not a string, or a malformed duration, in the format's words.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<Duration>, D::Error> {
         deserializer.deserialize_str(Text).map(Some)
@@ -218,16 +231,22 @@ pub(super) mod optional {
     }
 }
 
-/// `#[serde(with)]` for an `Option<Option<Duration>>`: absent when the outer is `None`, the text
-/// `"none"` when the inner is (no bound).
-pub(super) mod bound {
+/// An `Option<Option<Duration>>` bound: absent when the outer is `None`, the text `"none"` when
+/// the inner is (no bound), else the duration's text: re-exported as
+/// [`with::bound`](super::with::bound).
+pub mod bound {
     use std::fmt;
     use std::time::Duration;
 
     use serde::de::{self, Visitor};
     use serde::{Deserializer, Serializer};
 
-    pub(crate) fn serialize<S: Serializer>(
+    /// Writes the bound: its duration's text, or `"none"`.
+    ///
+    /// # Errors
+    ///
+    /// The serializer's.
+    pub fn serialize<S: Serializer>(
         value: &Option<Option<Duration>>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
@@ -238,7 +257,12 @@ pub(super) mod bound {
         }
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+    /// Reads a duration's text, or `"none"` for no bound (use with `#[serde(default)]`).
+    ///
+    /// # Errors
+    ///
+    /// A value that is not a string, or a malformed duration, in the format's words.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<Option<Duration>>, D::Error> {
         deserializer.deserialize_str(Bound).map(Some)

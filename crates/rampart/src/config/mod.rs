@@ -101,6 +101,10 @@
 //! | `hedge` | a fixed `delay`, or the adaptive `quantile`, `window`, `min_samples`, `floor`; `max_concurrent`; or `"none"` | none |
 //! | `adaptive_attempt_timeout` | `multiple`, `quantile`, `window`, `min_samples`, `floor`; or `"none"` | none |
 //!
+//! Configuration types of other crates (rampart-http's layers) read the same forms through
+//! [`with`], and build what a section describes with [`PolicyConfig::apply`],
+//! [`BreakerConfig::builder`], [`BudgetConfig::builder`] and [`HedgeConfig::hedge`].
+//!
 //! Each named policy gets a breaker, a budget and hedging state of its own (a breaker guards
 //! one dependency). Inheritance is key by key, sections included; a section that names
 //! another mode than the defaults' (another backoff `kind`, `failure_ratio` instead of
@@ -155,52 +159,92 @@ pub use sections::{
 /// The text that turns off a bound or a section.
 const NONE: &str = "none";
 
-/// `#[serde(with)]` for an `Option<Option<T>>` section: absent when the outer is `None`, the
-/// text `"none"` when the inner is, else `T`'s table.
-mod section {
-    use std::fmt;
-    use std::marker::PhantomData;
+/// The serde forms of this module's values, for `#[serde(with = "...")]` in configuration
+/// types of other crates (rampart-http's layers), so that a file reads the same everywhere:
+/// durations as text, `"none"` for no bound or for a section turned off.
+///
+/// ```
+/// use std::time::Duration;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Cache {
+///     #[serde(default, with = "rampart::config::with::duration", skip_serializing_if = "Option::is_none")]
+///     ttl: Option<Duration>,
+///     #[serde(default, with = "rampart::config::with::bound", skip_serializing_if = "Option::is_none")]
+///     max_age: Option<Option<Duration>>,
+/// }
+///
+/// let cache: Cache = toml::from_str(r#"
+///     ttl = "1.5s"
+///     max_age = "none"
+/// "#)?;
+/// assert_eq!(cache.ttl, Some(Duration::from_millis(1500)));
+/// assert_eq!(cache.max_age, Some(None));
+/// assert_eq!(toml::to_string(&cache)?, "ttl = \"1.5s\"\nmax_age = \"none\"\n");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub mod with {
+    pub use super::duration::bound;
+    pub use super::duration::optional as duration;
 
-    use serde::de::value::MapAccessDeserializer;
-    use serde::de::{self, MapAccess, Unexpected, Visitor};
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    /// An `Option<Option<T>>` section: absent when the outer is `None`, the text `"none"` when
+    /// the inner is (turned off), else `T`'s table.
+    pub mod section {
+        use std::fmt;
+        use std::marker::PhantomData;
 
-    pub(super) fn serialize<S: Serializer, T: Serialize>(
-        value: &Option<Option<T>>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(Some(section)) => section.serialize(serializer),
-            Some(None) => serializer.serialize_str(super::NONE),
-            None => serializer.serialize_none(),
-        }
-    }
+        use serde::de::value::MapAccessDeserializer;
+        use serde::de::{self, MapAccess, Unexpected, Visitor};
+        use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-        deserializer: D,
-    ) -> Result<Option<Option<T>>, D::Error> {
-        deserializer.deserialize_any(NoneOr(PhantomData)).map(Some)
-    }
-
-    struct NoneOr<T>(PhantomData<T>);
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for NoneOr<T> {
-        type Value = Option<T>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a table of settings, or \"none\"")
-        }
-
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<Option<T>, E> {
-            if text == super::NONE {
-                Ok(None)
-            } else {
-                Err(E::invalid_value(Unexpected::Str(text), &self))
+        /// Writes the section's table, or `"none"`.
+        ///
+        /// # Errors
+        ///
+        /// The serializer's.
+        pub fn serialize<S: Serializer, T: Serialize>(
+            value: &Option<Option<T>>,
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            match value {
+                Some(Some(section)) => section.serialize(serializer),
+                Some(None) => serializer.serialize_str(super::super::NONE),
+                None => serializer.serialize_none(),
             }
         }
 
-        fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Option<T>, M::Error> {
-            T::deserialize(MapAccessDeserializer::new(map)).map(Some)
+        /// Reads a table of `T`'s settings, or `"none"` (use with `#[serde(default)]`).
+        ///
+        /// # Errors
+        ///
+        /// A value that is neither, or `T`'s own error, in the format's words.
+        pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+            deserializer: D,
+        ) -> Result<Option<Option<T>>, D::Error> {
+            deserializer.deserialize_any(NoneOr(PhantomData)).map(Some)
+        }
+
+        struct NoneOr<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for NoneOr<T> {
+            type Value = Option<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of settings, or \"none\"")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Option<T>, E> {
+                if text == super::super::NONE {
+                    Ok(None)
+                } else {
+                    Err(E::invalid_value(Unexpected::Str(text), &self))
+                }
+            }
+
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Option<T>, M::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(Some)
+            }
         }
     }
 }

@@ -6,13 +6,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::duration::{bound, optional};
-use super::section;
 use super::sections::{
     AdaptiveTimeoutConfig, BackoffConfig, BreakerConfig, BudgetConfig, HedgeConfig, Inherit,
     TimeoutModeConfig,
 };
+use super::with::section;
 use crate::admit::Admit;
-use crate::budget::RetryBudget;
 use crate::error::{ConfigError, ConfigProblem};
 use crate::policy::{Policy, PolicyBuilder};
 
@@ -136,9 +135,20 @@ impl PolicyConfig {
         self
     }
 
-    /// Whether the setting `field` (a builder problem's field: `"attempt_timeout"`,
-    /// `"breaker.jitter"`) is set here rather than left out.
-    pub(super) fn sets(&self, field: &str) -> bool {
+    /// Whether the setting `field` (a [`ConfigProblem`]'s field: `"attempt_timeout"`,
+    /// `"breaker.jitter"`) is set here rather than left out: what a file of settings that
+    /// inherit from a base reads to name a problem under the section that wrote the setting.
+    ///
+    /// ```
+    /// use rampart::config::PolicyConfig;
+    ///
+    /// let config: PolicyConfig = toml::from_str("breaker = { jitter = 0.5 }")?;
+    /// assert!(config.sets("breaker.jitter"));
+    /// assert!(!config.sets("breaker.seed"));
+    /// assert!(!config.sets("max_attempts"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sets(&self, field: &str) -> bool {
         let (head, key) = field.split_once('.').unwrap_or((field, ""));
         let key = key.split_once('.').map_or(key, |(first, _)| first);
         let table = |set: bool, sets: bool| set && (key.is_empty() || sets);
@@ -206,6 +216,40 @@ impl PolicyConfig {
         }
     }
 
+    /// `builder` with these settings, not built: for code that sets more on it and builds it
+    /// itself (the outbound layer of rampart-http, whose policies get their name, attempts,
+    /// breaker, budget and hedge from the layer). As in [`build`](Self::build), each setting
+    /// given here replaces the builder's and each one left out keeps it; the values are checked
+    /// when the builder is built.
+    ///
+    /// ```
+    /// use rampart::Policy;
+    /// use rampart::config::PolicyConfig;
+    ///
+    /// let config: PolicyConfig = toml::from_str(r#"attempt_timeout = "250ms""#)?;
+    /// let policy = config.apply(Policy::builder().name("prices"))?.max_attempts(2).build()?;
+    /// assert_eq!(policy.max_attempts(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing the settings that do not go together (`backoff.factor` on a
+    /// constant curve, both breaker modes) and a budget or breaker section whose own `build`
+    /// fails; the problems of the other values come from the builder's `build`.
+    pub fn apply<C, A>(
+        &self,
+        builder: PolicyBuilder<C, A>,
+    ) -> Result<PolicyBuilder<C, A>, ConfigError> {
+        let mut problems = Vec::new();
+        let builder = self.configure(builder, &mut problems);
+        if problems.is_empty() {
+            Ok(builder)
+        } else {
+            Err(ConfigError::new(problems))
+        }
+    }
+
     /// `builder` with these settings; the problems found before `build()` go to `problems`.
     fn configure<C, A>(
         &self,
@@ -241,19 +285,10 @@ impl PolicyConfig {
             b = b.backoff(backoff.to_backoff(problems));
         }
         match &self.budget {
-            Some(Some(budget)) => {
-                let mut built = RetryBudget::builder();
-                if let Some(fraction) = budget.fraction {
-                    built = built.fraction(fraction);
-                }
-                if let Some(rate) = budget.min_per_sec {
-                    built = built.min_per_sec(rate);
-                }
-                match built.build() {
-                    Ok(budget) => b = b.budget(budget),
-                    Err(e) => problems.extend(e.problems().iter().cloned()),
-                }
-            }
+            Some(Some(budget)) => match budget.builder().build() {
+                Ok(budget) => b = b.budget(budget),
+                Err(e) => problems.extend(e.problems().iter().cloned()),
+            },
             Some(None) => b = b.no_budget(),
             None => {}
         }

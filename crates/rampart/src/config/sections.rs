@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::duration::{format_duration, optional};
 use crate::backoff::{Backoff, Jitter};
 use crate::breaker::{Breaker, BreakerBuilder};
-use crate::error::ConfigProblem;
+use crate::budget::{RetryBudget, RetryBudgetBuilder};
+use crate::error::{ConfigError, ConfigProblem};
 use crate::hedge::Hedge;
 use crate::timeout::{AdaptiveTimeout, TimeoutMode};
 
@@ -468,7 +469,74 @@ impl BackoffConfig {
     }
 }
 
+/// `Ok(value)` when `problems` is empty, else the problems as one error.
+fn checked<T>(value: T, problems: Vec<ConfigProblem>) -> Result<T, ConfigError> {
+    if problems.is_empty() {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(problems))
+    }
+}
+
+impl BudgetConfig {
+    /// A [`RetryBudgetBuilder`] with these settings, for code that builds budgets itself (the
+    /// outbound layer of rampart-http builds one per host); its
+    /// [`build`](RetryBudgetBuilder::build) checks the values.
+    ///
+    /// ```
+    /// use rampart::config::BudgetConfig;
+    ///
+    /// let config: BudgetConfig = toml::from_str("fraction = 0.2")?;
+    /// let budget = config.builder().build()?;
+    /// # drop(budget);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn builder(&self) -> RetryBudgetBuilder {
+        let mut built = RetryBudget::builder();
+        if let Some(fraction) = self.fraction {
+            built = built.fraction(fraction);
+        }
+        if let Some(rate) = self.min_per_sec {
+            built = built.min_per_sec(rate);
+        }
+        built
+    }
+}
+
 impl BreakerConfig {
+    /// A [`BreakerBuilder`] with these settings, for code that builds breakers itself (the
+    /// outbound layer of rampart-http builds one per host); its
+    /// [`build`](BreakerBuilder::build) checks the values.
+    ///
+    /// ```
+    /// use rampart::config::BreakerConfig;
+    ///
+    /// let config: BreakerConfig = toml::from_str("consecutive_failures = 3")?;
+    /// let breaker = config.builder()?.build()?;
+    /// # drop(breaker);
+    /// let both: BreakerConfig = toml::from_str(r#"
+    ///     consecutive_failures = 3
+    ///     failure_ratio = 0.5
+    ///     window = "10s"
+    ///     min_throughput = 10
+    /// "#)?;
+    /// assert_eq!(
+    ///     both.builder().unwrap_err().to_string(),
+    ///     "breaker.consecutive_failures cannot be set with failure_ratio (was 3, failure_ratio 0.5)"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing the settings that do not go together (both modes, a `window`
+    /// without `failure_ratio`, `failure_ratio` without its `window` and `min_throughput`).
+    pub fn builder(&self) -> Result<BreakerBuilder, ConfigError> {
+        let mut problems = Vec::new();
+        let builder = self.to_builder(&mut problems);
+        checked(builder, problems)
+    }
+
     pub(super) fn to_breaker(&self, problems: &mut Vec<ConfigProblem>) -> Option<Breaker> {
         let before = problems.len();
         let builder = self.to_builder(problems);
@@ -556,6 +624,28 @@ impl BreakerConfig {
 }
 
 impl HedgeConfig {
+    /// The [`Hedge`] these settings describe, for code that gives it to a builder itself (the
+    /// outbound layer of rampart-http).
+    ///
+    /// ```
+    /// use rampart::config::HedgeConfig;
+    ///
+    /// let config: HedgeConfig = toml::from_str(r#"delay = "50ms""#)?;
+    /// let hedge = config.hedge()?;
+    /// # drop(hedge);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `hedge.delay` when a fixed delay is set with the adaptive
+    /// delay's settings.
+    pub fn hedge(&self) -> Result<Hedge, ConfigError> {
+        let mut problems = Vec::new();
+        let hedge = self.to_hedge(&mut problems);
+        checked(hedge, problems)
+    }
+
     pub(super) fn to_hedge(&self, problems: &mut Vec<ConfigProblem>) -> Hedge {
         let mut hedge = match self.delay {
             Some(delay) => {
