@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use rampart::backoff::Backoff;
-use rampart::{Deadline, PolicyBuilder, StopReason, Unfit};
+use rampart::{Deadline, PolicyBuilder, StopReason};
 use rampart_http::outbound::DEFAULT_MIN_ATTEMPT_TIME;
 use rampart_http::{CallReport, ClientError, OutboundBuilder, OutboundLayer, ReplayBody};
 use tower::ServiceExt;
@@ -117,13 +117,19 @@ async fn a_retry_with_less_than_the_floor_left_is_not_sent_and_the_call_ends_dea
         panic!("deadline exceeded: {error:?}");
     };
     assert_eq!(*attempts, 1);
-    let Some(Unfit { delay, left, .. }) = unfit else {
+    let Some(unfit) = unfit else {
         panic!("the retry that did not fit: {error:?}");
     };
-    assert_eq!((*delay, *left), (Duration::ZERO, 5 * MS));
+    assert_eq!(
+        (unfit.delay(), unfit.needed(), unfit.left()),
+        (Duration::ZERO, DEFAULT_MIN_ATTEMPT_TIME, 5 * MS)
+    );
+    assert!(unfit.is_min_attempt_time());
     assert!(
-        error.to_string().ends_with("would not fit in the 5ms left"),
-        "{error}"
+        error.to_string().ends_with(
+            "the next backoff of 0ns and the 10ms min_attempt_time would not fit in the 5ms left"
+        ),
+        "the message names the floor that did not fit: {error}"
     );
 }
 

@@ -51,7 +51,7 @@ pub enum Error<E> {
         /// Attempts made.
         attempts: u32,
         /// When the call ended because the next backoff would not fit in the time left: that
-        /// backoff and the time that was left.
+        /// backoff, the time a retry needed after it, and the time that was left.
         unfit: Option<Unfit>,
         /// The last attempt's failure, if an attempt ran (also [`source`](StdError::source)).
         last: Option<Box<Error<E>>>,
@@ -83,14 +83,112 @@ pub enum Error<E> {
 }
 
 /// A backoff that was not slept because it would not fit in the time left before the
-/// deadline (with the typical attempt latency added, a retry started then could not finish).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
+/// deadline: with the time a retry needs added (the policy's
+/// [`min_attempt_time`](crate::PolicyBuilder::min_attempt_time), or the typical attempt
+/// latency when longer), a retry started then could not finish.
+///
+/// ```
+/// # fn demo(error: &rampart::Error<std::io::Error>) {
+/// if let rampart::Error::DeadlineExceeded { unfit: Some(unfit), .. } = error {
+///     println!(
+///         "a retry needed {:?} after a backoff of {:?}; {:?} were left",
+///         unfit.needed(),
+///         unfit.delay(),
+///         unfit.left()
+///     );
+/// }
+/// # }
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Unfit {
+    // In nanoseconds (saturating at `u64::MAX`, some 584 years): three durations and what set
+    // the third take the room of two `Duration`s, so that `Error<E>` stays 64 bytes (and the
+    // call futures that hold one within their size budgets).
+    delay: u64,
+    left: u64,
+    needed: u64,
+    by: Needed,
+}
+
+/// What set the time a retry needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needed {
+    /// The policy's `min_attempt_time` (also when the typical latency is as long).
+    MinAttemptTime,
+    /// The typical attempt latency, longer than `min_attempt_time`.
+    TypicalLatency,
+}
+
+impl Unfit {
+    /// The backoff `delay` that would not fit in the `left` before the deadline, with the
+    /// `needed` a retry takes: the policy's `min_attempt_time` when `floor`, else the typical
+    /// latency.
+    #[cold]
+    pub(crate) fn new(delay: Duration, left: Duration, needed: Duration, floor: bool) -> Self {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Unfit {
+            delay: nanos(delay),
+            left: nanos(left),
+            needed: nanos(needed),
+            by: if floor {
+                Needed::MinAttemptTime
+            } else {
+                Needed::TypicalLatency
+            },
+        }
+    }
+
     /// The backoff the call would have slept.
-    pub delay: Duration,
+    pub fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay)
+    }
+
     /// The time that was left before the deadline.
-    pub left: Duration,
+    pub fn left(&self) -> Duration {
+        Duration::from_nanos(self.left)
+    }
+
+    /// The time a retry was assumed to need after the backoff: the policy's
+    /// [`min_attempt_time`](crate::PolicyBuilder::min_attempt_time), or the dependency's
+    /// typical attempt latency as measured when that is longer; zero when neither is set or
+    /// known (then the backoff alone did not fit).
+    pub fn needed(&self) -> Duration {
+        Duration::from_nanos(self.needed)
+    }
+
+    /// Whether [`needed`](Self::needed) is the policy's
+    /// [`min_attempt_time`](crate::PolicyBuilder::min_attempt_time) (the floor), not the
+    /// typical latency measured.
+    pub fn is_min_attempt_time(&self) -> bool {
+        self.by == Needed::MinAttemptTime
+    }
+}
+
+impl fmt::Debug for Unfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Unfit")
+            .field("delay", &self.delay())
+            .field("left", &self.left())
+            .field("needed", &self.needed())
+            .field("min_attempt_time", &self.is_min_attempt_time())
+            .finish()
+    }
+}
+
+impl fmt::Display for Unfit {
+    /// `the next backoff of 0ns and the 10ms min_attempt_time would not fit in the 5ms left`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (delay, left, needed) = (self.delay(), self.left(), self.needed());
+        write!(f, "the next backoff of {delay:?} ")?;
+        match self.by {
+            _ if needed.is_zero() => {}
+            Needed::MinAttemptTime => write!(f, "and the {needed:?} min_attempt_time ")?,
+            Needed::TypicalLatency => {
+                write!(f, "and the {needed:?} an attempt typically takes ")?;
+            }
+        }
+        write!(f, "would not fit in the {left:?} left")
+    }
 }
 
 /// Where the deadline that ended a call came from.
@@ -257,10 +355,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                     )?;
                 }
                 match unfit {
-                    Some(Unfit { delay, left }) => write!(
-                        f,
-                        ": the next backoff of {delay:?} would not fit in the {left:?} left"
-                    ),
+                    Some(unfit) => write!(f, ": {unfit}"),
                     None => Ok(()),
                 }
             }
@@ -411,6 +506,44 @@ mod tests {
             ]
         );
         assert_eq!(RejectReason::Overloaded.to_string(), "admission refused");
+    }
+
+    #[test]
+    fn an_unfit_retry_names_what_it_needed_besides_the_backoff() {
+        let ms = Duration::from_millis;
+        let floor = Unfit::new(Duration::ZERO, ms(5), ms(10), true);
+        assert_eq!(
+            floor.to_string(),
+            "the next backoff of 0ns and the 10ms min_attempt_time would not fit in the 5ms left"
+        );
+        let latency = Unfit::new(ms(300), ms(700), ms(500), false);
+        assert_eq!(
+            latency.to_string(),
+            "the next backoff of 300ms and the 500ms an attempt typically takes would not fit \
+             in the 700ms left"
+        );
+        let backoff = Unfit::new(ms(800), ms(600), Duration::ZERO, true);
+        assert_eq!(
+            backoff.to_string(),
+            "the next backoff of 800ms would not fit in the 600ms left"
+        );
+        assert_eq!(
+            (floor.delay(), floor.needed(), floor.left()),
+            (Duration::ZERO, ms(10), ms(5))
+        );
+        assert!(floor.is_min_attempt_time() && !latency.is_min_attempt_time());
+        let forever = Unfit::new(Duration::MAX, Duration::MAX, Duration::ZERO, true);
+        assert_eq!(forever.left(), Duration::from_nanos(u64::MAX), "saturates");
+    }
+
+    /// A third duration in `Unfit` once grew `Error<E>` by 16 bytes, and every call future
+    /// that holds one with it.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_error_of_an_io_error_stays_64_bytes() {
+        assert_eq!(size_of::<Unfit>(), 32);
+        assert_eq!(size_of::<Option<Unfit>>(), 32);
+        assert_eq!(size_of::<Error<std::io::Error>>(), 64);
     }
 
     #[test]

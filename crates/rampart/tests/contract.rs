@@ -595,6 +595,22 @@ async fn typical_latency_counts_against_the_time_left_before_a_backoff() {
     assert_eq!(result.stop(), StopReason::DeadlineExceeded);
     assert_eq!(result.attempts(), 2);
     assert_eq!(start.elapsed(), 300 * MS);
+    let Some(Error::DeadlineExceeded {
+        unfit: Some(unfit), ..
+    }) = result.error()
+    else {
+        panic!("the backoff that did not fit: {:?}", result.error());
+    };
+    assert_eq!((unfit.delay(), unfit.left()), (300 * MS, 700 * MS));
+    assert!(!unfit.is_min_attempt_time(), "the latency, not the floor");
+    assert_eq!(
+        result.error().map(ToString::to_string).as_deref(),
+        Some(&*format!(
+            "deadline of 1s exceeded after 2 attempts: the next backoff of 300ms and the {:?} \
+             an attempt typically takes would not fit in the 700ms left",
+            unfit.needed()
+        ))
+    );
 }
 
 #[tokio::test(start_paused = true)]

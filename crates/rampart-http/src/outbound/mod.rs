@@ -167,9 +167,11 @@ pub(crate) use stamp::{Stamp, within};
 ///
 /// The retry that does not fit is not sent: the call ends
 /// [`DeadlineExceeded`](rampart::StopReason::DeadlineExceeded) with the backoff that did not
-/// fit and the time left ([`Unfit`](rampart::Unfit)). The first attempt is sent while any
-/// time is left. A policy whose deadline is not longer than the floor gets no floor (as
-/// rampart requires the minimum to be shorter than the total timeout).
+/// fit, the floor it was added to and the time left ([`Unfit`](rampart::Unfit): "the next
+/// backoff of 0ns and the 10ms min_attempt_time would not fit in the 5ms left"). The first
+/// attempt is sent while any time is left. A policy whose deadline is not longer than the
+/// floor gets no floor (as rampart requires the minimum to be shorter than the total
+/// timeout).
 ///
 /// ```
 /// use std::time::Duration;

@@ -1302,12 +1302,8 @@ where
         {
             return Next::Done(self.reject(RejectReason::BudgetExhausted, retry_after, now));
         }
-        let needed = self
-            .shared
-            .latency
-            .typical
-            .get()
-            .max(self.live.min_attempt_time);
+        let floor = self.live.min_attempt_time;
+        let needed = self.shared.latency.typical.get().max(floor);
         if let Some(left) = remaining
             && delay.saturating_add(needed) >= left
         {
@@ -1320,7 +1316,7 @@ where
                 let result = self.last_result();
                 return Next::Done(self.finish(result, StopReason::Overloaded, now));
             }
-            let unfit = Unfit { delay, left };
+            let unfit = Unfit::new(delay, left, needed, needed == floor);
             return Next::Done(self.deadline_exceeded(Some(unfit), now));
         }
         self.shared.telemetry.retrying(

@@ -263,12 +263,10 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
     let Error::DeadlineExceeded { unfit, .. } = &error else {
         panic!("expected DeadlineExceeded, got {error}");
     };
+    let unfit = unfit.expect("the backoff that did not fit");
     assert_eq!(
-        *unfit,
-        Some(Unfit {
-            delay: 800 * MS,
-            left: 600 * MS
-        })
+        (unfit.delay(), unfit.needed(), unfit.left()),
+        (800 * MS, Duration::ZERO, 600 * MS)
     );
     assert_eq!(
         error.to_string(),
@@ -310,12 +308,16 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let Error::DeadlineExceeded { unfit, .. } = &error else {
             panic!("expected DeadlineExceeded, got {error}");
         };
+        let unfit = unfit.expect("the retry that did not fit");
         assert_eq!(
-            *unfit,
-            Some(Unfit {
-                delay: backoff,
-                left: 600 * MS
-            })
+            (unfit.delay(), unfit.needed(), unfit.left()),
+            (backoff, 50 * MS, 600 * MS)
+        );
+        assert!(unfit.is_min_attempt_time());
+        assert_eq!(
+            error.to_string(),
+            "deadline of 1s exceeded after 1 attempt: the next backoff of 560ms and the 50ms \
+             min_attempt_time would not fit in the 600ms left"
         );
     }
 }
