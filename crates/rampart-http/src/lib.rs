@@ -77,6 +77,7 @@
 //! |---|---|---|
 //! | `axum` | off | `IntoResponse` for [`Problem`] and [`ClientError`], and the `extract` module's extractors for the request's deadline and criticality (through `axum-core` only) |
 //! | `reqwest` | off | `reqwest::Client`: reqwest under a per-host policy, plain HTTP (no TLS backend is enabled; enable one on reqwest yourself) |
+//! | `serde` | off | `config`: the layers' settings and the service's named policies read from a file (TOML, YAML, JSON), checked with every problem under its key path, and reloaded |
 //! | `tonic` | off | `OutboundLayer::grpc`: a tonic channel under the outbound layer in one line, rampart's decisions as `tonic::Status` (tonic without default features: no transport, no TLS) |
 //!
 //! # Modules
@@ -88,6 +89,7 @@
 //! | [`outbound`] | the client layer and its per-host table |
 //! | [`body`] | the layers' body types |
 //! | [`classify`] | the HTTP classifier |
+//! | `config` | the layers' settings and the named policies as a file (feature `serde`) |
 //! | [`problem`] | problem documents for what rampart decided |
 //! | [`quota`] | quota headers (`RateLimit`, `X-RateLimit-*`) and refusing a host whose quota is spent |
 //! | [`error`] | the client error |
@@ -99,6 +101,8 @@
 
 pub mod body;
 pub mod classify;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod error;
 pub mod event;
 #[cfg(feature = "axum")]

@@ -134,6 +134,34 @@ fn json_reads_the_same_file_as_toml() {
 }
 
 #[test]
+fn yaml_reads_the_same_file_as_toml_and_json() {
+    let from_toml = read(FULL);
+    let yaml = serde_norway::to_string(&from_toml).expect("serializable");
+    let from_yaml: Policies = serde_norway::from_str(&yaml).expect("the same file");
+    assert_eq!(from_yaml, from_toml);
+    let hand_written: Policies = serde_norway::from_str(
+        "defaults:\n  total_timeout: 1.5s\n  backoff: { kind: constant, delay: 250ms }\n\
+         policies:\n  prices:\n    attempt_timeout: none\n    breaker: none\n",
+    )
+    .expect("valid yaml");
+    let from_json: Policies = serde_json::from_str(
+        r#"{ "defaults": { "total_timeout": "1.5s", "backoff": { "kind": "constant", "delay": "250ms" } },
+             "policies": { "prices": { "attempt_timeout": "none", "breaker": "none" } } }"#,
+    )
+    .expect("valid json");
+    assert_eq!(hand_written, from_json);
+    let prices = hand_written.get("prices").expect("valid");
+    assert_eq!(prices.total_timeout(), Some(ms(1500)));
+    assert_eq!(prices.attempt_timeout(), None);
+    let error = serde_norway::from_str::<Policies>("policies:\n  a:\n    total_timout: 1s\n")
+        .expect_err("unknown key");
+    assert!(
+        error.to_string().contains("unknown field `total_timout`"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_policy_inherits_what_it_leaves_out_and_keeps_what_it_sets() {
     let file = read(
         r#"
