@@ -184,10 +184,11 @@ fn histogram(out: &mut String, h: &Histogram) {
     let mut seen = 0;
     for &(latency, count) in &h.buckets {
         seen += count;
-        let share = seen as f64 / h.samples as f64;
+        // A bucket ends at the rank of its quantile, as `Histogram::of` cuts them: the
+        // first quantile whose rank reaches what has been seen.
         let quantile = BUCKET_ENDS
             .iter()
-            .find(|&&q| q >= share - 1e-9)
+            .find(|&&q| (q * h.samples as f64).ceil() >= seen as f64)
             .copied()
             .unwrap_or(1.0);
         let upto = if quantile >= 1.0 {
@@ -317,6 +318,24 @@ mod tests {
         assert_eq!(number(2.0 / 3.0), "0.667");
         assert_eq!(number(123_456.7), "123457");
         assert_eq!(number(f64::NAN), "0");
+    }
+
+    #[test]
+    fn each_bucket_is_labelled_with_the_quantile_it_ends_at() {
+        // 1,997 requests: the first decile ends at rank 200, a share just over a tenth.
+        let h = Histogram {
+            buckets: vec![
+                (Duration::from_millis(2), 200),
+                (Duration::from_millis(3), 1_778),
+                (Duration::from_millis(9), 19),
+            ],
+            samples: 1_997,
+            p50_p99_max: [Duration::ZERO; 3],
+        };
+        let mut out = String::new();
+        histogram(&mut out, &h);
+        let labels: Vec<&str> = out.lines().filter_map(|l| l.split("# ").nth(1)).collect();
+        assert_eq!(labels, ["to p10", "to p99", "to the slowest"]);
     }
 
     #[test]
