@@ -1,6 +1,8 @@
 //! The command line, parsed by clap: with no subcommand, the report (`--scenario NAME`,
 //! `--seed N`, `--quick`, `--out DIR`, `--jobs N`, `--loopback`, `--list`); `what-if` runs a
-//! graph file under two policy files (see [`crate::whatif`]).
+//! graph file under two policy files (see [`crate::whatif`]); `import` learns a graph file
+//! from OTLP JSON spans (see [`crate::import`]); `trace` runs a graph file under one policy
+//! file and writes its spans as OTLP JSON (see [`crate::spans`]).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -61,6 +63,21 @@ pub struct WhatIfOptions {
     pub jobs: usize,
 }
 
+/// What `trace` runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceOptions {
+    /// The graph file.
+    pub graph: PathBuf,
+    /// The policy file.
+    pub policies: PathBuf,
+    /// The graph's scenario (its own traffic and faults when `None`).
+    pub scenario: Option<String>,
+    /// The seed of the run.
+    pub seed: u64,
+    /// Where the spans go.
+    pub otlp: PathBuf,
+}
+
 /// What the command line asks for.
 #[derive(Debug, Clone)]
 pub enum Command {
@@ -72,6 +89,8 @@ pub enum Command {
     WhatIf(WhatIfOptions),
     /// Learn a graph file from recorded spans (OTLP JSON) and print it.
     Import(PathBuf),
+    /// Run a graph file under one policy file and write its spans (OTLP JSON).
+    Trace(TraceOptions),
 }
 
 /// rampart-sim: the real rampart executor against simulated services, in virtual time.
@@ -98,6 +117,30 @@ pub enum Sub {
     /// Learn a call graph file from recorded OpenTelemetry spans (OTLP JSON, one export
     /// request per line, as the collector's file exporter writes them) and print it.
     Import(ImportArgs),
+    /// Run a call graph under one policy file and write the spans its services would have
+    /// recorded (a SERVER span per request, a CLIENT span per attempt) as OTLP JSON, in the
+    /// form `import` reads.
+    Trace(TraceArgs),
+}
+
+/// `trace`'s options.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The call graph (TOML; see crates/rampart-sim/graphs/shop.toml)
+    #[arg(long, value_name = "FILE")]
+    pub graph: PathBuf,
+    /// The policy file (rampart::config::Policies, TOML)
+    #[arg(long = "policies", value_name = "FILE")]
+    pub policies: PathBuf,
+    /// The graph's scenario to run [default: the file's own traffic and faults]
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// Seed the run with N; the same seed writes the same spans
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Write the spans here: OTLP JSON, one export request per line
+    #[arg(long, value_name = "FILE")]
+    pub otlp: PathBuf,
 }
 
 /// `import`'s options.
@@ -177,6 +220,15 @@ impl Cli {
     pub fn into_command(self) -> Result<Command, clap::Error> {
         if let Some(Sub::Import(i)) = self.command {
             return Ok(Command::Import(i.otlp));
+        }
+        if let Some(Sub::Trace(t)) = self.command {
+            return Ok(Command::Trace(TraceOptions {
+                graph: t.graph,
+                policies: t.policies,
+                scenario: t.scenario,
+                seed: t.seed,
+                otlp: t.otlp,
+            }));
         }
         if let Some(Sub::WhatIf(w)) = self.command {
             let [a, b]: [PathBuf; 2] = w.policies.try_into().map_err(|given: Vec<PathBuf>| {
@@ -303,6 +355,34 @@ mod tests {
         };
         assert_eq!(path, PathBuf::from("spans.jsonl"));
         assert!(parse(args(&["import"])).is_err(), "--otlp is required");
+    }
+
+    #[test]
+    fn trace_takes_a_graph_one_policy_file_and_where_the_spans_go() {
+        let Ok(Command::Trace(t)) = parse(args(&[
+            "trace",
+            "--graph",
+            "g.toml",
+            "--policies",
+            "p.toml",
+            "--seed",
+            "4",
+            "--otlp",
+            "spans.jsonl",
+        ])) else {
+            panic!("expected trace");
+        };
+        assert_eq!(
+            t,
+            TraceOptions {
+                graph: PathBuf::from("g.toml"),
+                policies: PathBuf::from("p.toml"),
+                scenario: None,
+                seed: 4,
+                otlp: PathBuf::from("spans.jsonl"),
+            }
+        );
+        assert!(parse(args(&["trace", "--graph", "g", "--policies", "p"])).is_err());
     }
 
     #[test]

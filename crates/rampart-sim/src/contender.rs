@@ -40,6 +40,7 @@ use tower::retry::budget::{Budget, TpsBudget};
 use crate::SimError;
 use crate::dist::derive_seed;
 use crate::service::{Admission, Failure, Reply, Request, ServerSide, Service, Trace};
+use crate::spans::{OpenSpan, SpanKind};
 
 /// Which family a contender belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -538,7 +539,7 @@ impl Client {
     /// Calls the target for root `trace` at `level` (the caller's current level).
     pub async fn call(&self, trace: Trace, level: Criticality) -> Reply {
         match &self.how {
-            How::Direct => self.send(None, None, level, trace).await,
+            How::Direct => self.send(None, None, level, trace, 0).await,
             How::Loop { hop, rng, budget } => {
                 self.retry_loop(*hop, rng, budget.as_ref(), trace, level)
                     .await
@@ -587,30 +588,55 @@ impl Client {
         trace: Trace,
         level: Criticality,
     ) -> Reply {
+        let resend = if attempt.is_retry() {
+            attempt.number().saturating_sub(1).max(1)
+        } else {
+            0
+        };
         if !propagate {
-            return self.send(None, None, level, trace).await;
+            return self.send(None, None, level, trace, resend).await;
         }
         let deadline_ms = attempt
             .remaining()
             .map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1));
-        self.send(deadline_ms, Some(level.as_str()), level, trace)
+        self.send(deadline_ms, Some(level.as_str()), level, trace, resend)
             .await
     }
 
+    /// One request on the wire; when the run records spans and a handler sends it, under a
+    /// CLIENT span (`resend`: its `http.request.resend_count`, 0 for a first attempt).
     async fn send(
         &self,
         deadline_ms: Option<u64>,
         criticality: Option<&'static str>,
         route: Criticality,
         trace: Trace,
+        resend: u32,
     ) -> Reply {
+        let span = match (self.target.span_sink(), trace.span) {
+            (Some(sink), Some(handler)) => Some(sink.open(
+                SpanKind::Client,
+                handler.service,
+                &trace,
+                Some(handler),
+                resend,
+            )),
+            _ => None,
+        };
         let receiver = self.target.submit(Request {
             deadline_ms,
             criticality,
             route,
-            trace,
+            trace: Trace {
+                span: span.as_ref().map(OpenSpan::parent),
+                ..trace
+            },
         });
-        receiver.await.unwrap_or(Err(Failure::Error))
+        let reply = receiver.await.unwrap_or(Err(Failure::Error));
+        if let Some(span) = span {
+            span.end(&reply);
+        }
+        reply
     }
 
     /// The baselines' loop: up to `attempts` tries, each under `timeout`, read by
@@ -645,9 +671,8 @@ impl Client {
                 };
                 tokio::time::sleep(delay).await;
             }
-            last = match tokio::time::timeout(hop.timeout, self.send(None, None, level, trace))
-                .await
-            {
+            let send = self.send(None, None, level, trace, attempt - 1);
+            last = match tokio::time::timeout(hop.timeout, send).await {
                 Ok(reply) => reply,
                 Err(_) => Err(Failure::Timeout),
             };

@@ -1,11 +1,12 @@
 //! `rampart-sim`: runs the scenarios, prints their tables and writes the report; `rampart-sim
 //! what-if` runs a graph file under two policy files; `rampart-sim import` learns a graph file
 //! from recorded spans. See the library's documentation for
-//! what they do; this file only wires the command line to it.
+//! what they do; `rampart-sim trace` writes a graph run's spans. This file only wires the
+//! command line to it.
 
 use std::process::ExitCode;
 
-use rampart_sim::cli::{self, Command, WhatIfOptions};
+use rampart_sim::cli::{self, Command, TraceOptions, WhatIfOptions};
 use rampart_sim::scenario::{self, Runner};
 
 fn main() -> ExitCode {
@@ -13,6 +14,7 @@ fn main() -> ExitCode {
         Ok(Command::Run(options)) => options,
         Ok(Command::WhatIf(options)) => return what_if(&options),
         Ok(Command::Import(path)) => return import(&path),
+        Ok(Command::Trace(options)) => return trace(&options),
         Ok(Command::List) => {
             for s in scenario::ALL {
                 println!("{:<12} {}", s.name, s.summary);
@@ -97,6 +99,21 @@ fn import(path: &std::path::Path) -> ExitCode {
         }
         Err(e) => {
             eprintln!("rampart-sim import: {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `rampart-sim trace`: one run of the graph, its spans to `--otlp`, a line of what was
+/// written on stdout.
+fn trace(options: &TraceOptions) -> ExitCode {
+    match rampart_sim::spans::command(options) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("rampart-sim trace: {e}");
             ExitCode::FAILURE
         }
     }

@@ -129,6 +129,7 @@ mod tests {
             root: 0,
             root_deadline: Instant::now() + Duration::from_secs(60),
             measured: true,
+            span: None,
         }
     }
 

@@ -28,7 +28,7 @@
 //! Time is tokio's paused clock, whose timer wheel ticks in whole milliseconds: every service
 //! time is rounded up to the next millisecond.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
@@ -44,6 +44,7 @@ use crate::SimError;
 use crate::contender::{Client, classify, whole_seconds};
 use crate::dist::ServiceTime;
 use crate::plan::Plan;
+use crate::spans::{OpenSpan, SpanKind, SpanParent, SpanSink};
 
 /// Why a request failed, as its caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +76,9 @@ pub struct Trace {
     pub root_deadline: Instant,
     /// Whether the root falls in the measured window (after warm-up).
     pub measured: bool,
+    /// The span the request is sent or handled under, when the run records spans
+    /// ([`crate::spans`]); `None` otherwise, and for a root as the edge sends it.
+    pub span: Option<SpanParent>,
 }
 
 /// One request on the wire.
@@ -305,6 +309,18 @@ struct Queued {
     reply: oneshot::Sender<Reply>,
     deadline: Option<Instant>,
     level: Criticality,
+    /// Its SERVER span, when the run records spans.
+    span: Option<OpenSpan>,
+}
+
+impl Queued {
+    /// Answers the request (and ends its span).
+    fn answer(self, reply: Reply) {
+        let _ = self.reply.send(reply);
+        if let Some(span) = self.span {
+            span.end(&reply);
+        }
+    }
 }
 
 struct State {
@@ -329,6 +345,8 @@ pub struct Service {
     state: RefCell<State>,
     /// Latest time any handler finished: for tests.
     last_finish: Cell<Option<Instant>>,
+    /// Where its spans and its callers' go, when the run records spans.
+    spans: OnceCell<Rc<SpanSink>>,
 }
 
 impl Service {
@@ -369,6 +387,7 @@ impl Service {
                 black_hole: Vec::new(),
             }),
             last_finish: Cell::new(None),
+            spans: OnceCell::new(),
         });
         service.schedule_capacity();
         Ok(service)
@@ -442,6 +461,18 @@ impl Service {
         &self.config
     }
 
+    /// Records a SERVER span for each request it answers, and lets its callers' clients
+    /// record their attempts, into `sink` (see [`crate::spans`]). A service records into one
+    /// sink at most: a second call is ignored.
+    pub fn record_spans(&self, sink: Rc<SpanSink>) {
+        let _ = self.spans.set(sink);
+    }
+
+    /// The sink it records spans into, if any.
+    pub fn span_sink(&self) -> Option<&Rc<SpanSink>> {
+        self.spans.get()
+    }
+
     /// Its counters so far.
     pub fn stats(&self) -> ServiceStats {
         self.state.borrow().stats.clone()
@@ -495,11 +526,21 @@ impl Service {
             LevelSource::Wire => Criticality::from_inbound(request.criticality),
             LevelSource::Route => request.route,
         };
+        let span = self.spans.get().map(|sink| {
+            sink.open(
+                SpanKind::Server,
+                self.config.name,
+                &request.trace,
+                request.trace.span,
+                0,
+            )
+        });
         let item = Queued {
             request,
             reply,
             deadline,
             level,
+            span,
         };
         if self.server.reject_expired && left.is_some_and(|left| left <= self.server.reserve) {
             expire(&mut state, item, Failure::Expired);
@@ -625,6 +666,7 @@ impl Service {
             reply,
             deadline,
             level,
+            span,
         } = item;
         let measured = request.trace.measured;
         let faults = &self.config.faults;
@@ -673,8 +715,18 @@ impl Service {
                 state.stats.handled += 1;
             }
         }
+        let trace = Trace {
+            span: span.as_ref().map(OpenSpan::parent),
+            ..request.trace
+        };
+        let answer = |outcome: Reply| {
+            let _ = reply.send(outcome);
+            if let Some(span) = span {
+                span.end(&outcome);
+            }
+        };
         if failed {
-            let _ = reply.send(Err(Failure::Error));
+            answer(Err(Failure::Error));
             return Some(Err(Failure::Error));
         }
         let mut ambient = Ambient::new();
@@ -684,8 +736,8 @@ impl Service {
         if request.criticality.is_some() || self.config.levels == LevelSource::Route {
             ambient = ambient.with_criticality(level);
         }
-        let outcome = ambient.scope(self.call_downstream(request.trace)).await;
-        let _ = reply.send(outcome);
+        let outcome = ambient.scope(self.call_downstream(trace)).await;
+        answer(outcome);
         Some(outcome)
     }
 
@@ -722,14 +774,14 @@ fn shed(state: &mut State, item: Queued, why: Failure) {
     if item.request.trace.measured {
         state.stats.shed += 1;
     }
-    let _ = item.reply.send(Err(why));
+    item.answer(Err(why));
 }
 
 fn expire(state: &mut State, item: Queued, why: Failure) {
     if item.request.trace.measured {
         state.stats.expired += 1;
     }
-    let _ = item.reply.send(Err(why));
+    item.answer(Err(why));
 }
 
 #[cfg(test)]
@@ -774,6 +826,7 @@ mod tests {
                 root: 0,
                 root_deadline: Instant::now() + Duration::from_secs(60),
                 measured: true,
+                span: None,
             },
         }
     }

@@ -135,6 +135,7 @@ pub async fn drive(client: Rc<Client>, load: &Load, seed: u64, linger: Duration)
             root: id as u64,
             root_deadline: sent + patience,
             measured: at >= load.warmup,
+            span: None,
         };
         let ambient = Ambient::new()
             .with_deadline(Deadline::at(sent + patience))

@@ -22,6 +22,7 @@ use crate::dist::derive_seed;
 use crate::plan::{Calls, Plan};
 use crate::service::{Downstream, Service};
 use crate::sim::{drive, quantile, virtual_time};
+use crate::spans::{RecordedSpan, SpanSink};
 
 /// What one run of a graph measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,6 +246,8 @@ struct Entry {
 struct Built {
     services: Vec<Option<Rc<Service>>>,
     edges: Vec<Entry>,
+    /// Where every service records its spans, when the run records them.
+    spans: Option<Rc<SpanSink>>,
 }
 
 /// Runs `graph` once under `policies` (each policy's resolved configuration, by name), with
@@ -258,12 +261,38 @@ pub fn run(
     policies: &BTreeMap<String, PolicyConfig>,
     seed: u64,
 ) -> Result<Outcome, SimError> {
+    Ok(run_with(graph, policies, seed, false)?.0)
+}
+
+/// Runs `graph` as [`run()`] does, the same seed giving the same outcome, and records its
+/// spans: a SERVER span for each request a service answered, a CLIENT span for each attempt
+/// a handler made (see [`crate::spans`]), in the order they ended. Write them with
+/// [`write_otlp`](crate::spans::write_otlp).
+///
+/// # Errors
+///
+/// As [`run()`].
+pub fn trace(
+    graph: &Graph,
+    policies: &BTreeMap<String, PolicyConfig>,
+    seed: u64,
+) -> Result<(Outcome, Vec<RecordedSpan>), SimError> {
+    run_with(graph, policies, seed, true)
+}
+
+fn run_with(
+    graph: &Graph,
+    policies: &BTreeMap<String, PolicyConfig>,
+    seed: u64,
+    record: bool,
+) -> Result<(Outcome, Vec<RecordedSpan>), SimError> {
     let load = graph.traffic.load.clone();
     let linger = graph.traffic.linger;
-    let (roots, stats, edges) = virtual_time(|| async move {
+    let (roots, stats, edges, spans) = virtual_time(|| async move {
         let mut built = Built {
             services: vec![None; graph.services.len()],
             edges: Vec::new(),
+            spans: record.then(SpanSink::new),
         };
         for i in 0..graph.services.len() {
             build(graph, policies, seed, i, &mut built)?;
@@ -300,14 +329,15 @@ pub fn run(
             .iter()
             .map(|s| s.as_ref().map(|s| s.stats()).unwrap_or_default())
             .collect();
-        Ok::<_, SimError>((roots, stats, built.edges))
+        let spans = built.spans.map(|s| s.close()).unwrap_or_default();
+        Ok::<_, SimError>((roots, stats, built.edges, spans))
     })??;
     let measured: Vec<_> = roots.iter().filter(|r| r.measured).collect();
     let mut latencies: Vec<Duration> = measured.iter().filter_map(|r| r.answered).collect();
     latencies.sort_unstable();
     let n = measured.len().max(1) as f64;
     let window = load_window(graph);
-    Ok(Outcome {
+    let outcome = Outcome {
         roots: measured.len(),
         answered_in_time: latencies.len() as f64 / n,
         goodput: latencies.len() as f64 / window,
@@ -343,7 +373,8 @@ pub fn run(
                 hedges: Activity::read(&a.hedges),
             })
             .collect(),
-    })
+    };
+    Ok((outcome, spans))
 }
 
 /// Seconds of the measured window (the segments after the warm-up).
@@ -418,6 +449,9 @@ fn build(
         downstream,
         derive_seed(seed, node.config.name),
     )?;
+    if let Some(sink) = &built.spans {
+        service.record_spans(Rc::clone(sink));
+    }
     built.services[i] = Some(Rc::clone(&service));
     Ok(service)
 }
