@@ -72,6 +72,7 @@ fn client(attempt_timeout: Duration) -> Client {
                 .attempt_timeout(attempt_timeout)
                 .backoff(Backoff::none())
         })
+        .breaker(rampart::Breaker::builder().consecutive_failures(5))
         .build()
         .expect("valid layer");
     let http = reqwest::Client::builder()
@@ -178,7 +179,7 @@ async fn try_execute_reports_the_stop_reason_and_the_attempts() {
         .body("order-8")
         .build()
         .expect("a request");
-    // The host's breaker (5 consecutive failures) opens on the fifth 503.
+    // The host's breaker (5 consecutive failures, set in `client`) opens on the fifth 503.
     let report = client.try_execute_repeatable(post).await.expect("a report");
     assert_eq!(report.stop(), rampart::StopReason::DependencyUnavailable);
     assert_eq!(report.attempts(), 2);

@@ -1,13 +1,13 @@
 //! The `defaults` scenario at `--quick` size with a fixed seed: the shape of its tables, its
-//! determinism, and the verdicts it reaches (issue 25's three criteria). No default changed on
-//! its finding, so these pin what it finds today: rampart's default breaker misses, the
-//! down-only breaker beside a 25 % budget meets all three.
+//! determinism, and the verdicts it reaches (issue 25's three criteria): rampart's 0.2
+//! defaults meet all three, 0.1's `consecutive_failures(5)` misses two.
 
 use std::sync::OnceLock;
 
+use rampart::budget::RetryBudget;
 use rampart_sim::report::ScenarioReport;
 use rampart_sim::scenario::defaults::{
-    self, BUDGET_25_RATIO_100, DEFAULT_BREAKER, QUICK_DEPTHS, QUICK_ERROR_RATES, RATIO_100_OF_100,
+    self, CONSECUTIVE_5, DEFAULTS, QUICK_DEPTHS, QUICK_ERROR_RATES, RATIO_100_OF_100,
 };
 use rampart_sim::scenario::{Runner, Size};
 use serde_json::Value;
@@ -92,7 +92,7 @@ fn naive_sends_four_cubed_to_the_leaf_and_the_breakers_hold_the_storm() {
         point("naive", 1.0)["leaf_requests_per_root"].as_f64(),
         Some(64.0)
     );
-    for name in [DEFAULT_BREAKER.name, RATIO_100_OF_100.name] {
+    for name in [DEFAULTS.name, CONSECUTIVE_5.name, RATIO_100_OF_100.name] {
         let storm = verdict(name)["leaf_per_root_at_100_depth_3"]
             .as_f64()
             .expect("a number");
@@ -101,25 +101,43 @@ fn naive_sends_four_cubed_to_the_leaf_and_the_breakers_hold_the_storm() {
 }
 
 #[test]
-fn rampart_s_default_breaker_answers_no_root_while_the_leaf_answers_a_quarter() {
+fn rampart_0_1_s_default_breaker_answers_no_root_while_the_leaf_answers_a_quarter() {
     assert_eq!(
-        point(DEFAULT_BREAKER.name, defaults::QUARTER)["answered"].as_f64(),
+        point(CONSECUTIVE_5.name, defaults::QUARTER)["answered"].as_f64(),
         Some(0.0)
     );
-    assert_eq!(criteria(DEFAULT_BREAKER.name), [false, false, true]);
+    assert_eq!(criteria(CONSECUTIVE_5.name), [false, false, true]);
     // The down-only breaker alone still loses to tower's budget (rampart's budget refusals,
     // not its breaker), but answers at 75 %.
     assert_eq!(criteria(RATIO_100_OF_100.name), [false, true, true]);
 }
 
 #[test]
-fn the_down_only_breaker_beside_a_quarter_budget_meets_all_three() {
-    assert_eq!(criteria(BUDGET_25_RATIO_100.name), [true, true, true]);
-    let at_quarter = point(BUDGET_25_RATIO_100.name, defaults::QUARTER)["answered"]
+fn rampart_s_defaults_meet_all_three() {
+    assert_eq!(criteria(DEFAULTS.name), [true, true, true]);
+    let at_quarter = point(DEFAULTS.name, defaults::QUARTER)["answered"]
         .as_f64()
         .expect("a number");
     let budgeted = point("budgeted", defaults::QUARTER)["answered"]
         .as_f64()
         .expect("a number");
     assert!(at_quarter >= budgeted, "{at_quarter} < {budgeted}");
+}
+
+#[test]
+fn the_defaults_contender_is_configured_as_rampart_s_defaults() {
+    let budget = RetryBudget::builder().build().expect("the default budget");
+    assert_eq!(DEFAULTS.budget_fraction, budget.fraction());
+    assert_eq!(DEFAULTS.trip, rampart_sim::contender::Trip::Default);
+}
+
+#[test]
+fn the_default_is_compared_with_tower_s_budget_at_the_same_fraction() {
+    let findings = &report().findings;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.contains("at the same 25 % budget") && f.contains("budgeted 25%")),
+        "{findings:?}"
+    );
 }

@@ -11,7 +11,7 @@ const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
 fn exact() -> BreakerBuilder {
-    Breaker::builder().jitter(0.0)
+    Breaker::builder().consecutive_failures(5).jitter(0.0)
 }
 
 fn record(b: &Breaker, evidence: Evidence, now: Instant) -> Option<Transition> {
@@ -41,7 +41,7 @@ fn record_sample() -> Transition {
     record(&b, Evidence::Failure, Instant::now()).unwrap()
 }
 
-/// Opens `b` (default mode) at `at` and returns the transition.
+/// Opens `b` (five failures in a row) at `at` and returns the transition.
 fn open_at(b: &Breaker, at: Instant) -> Transition {
     let mut ts = fail_n(b, 5, at);
     assert_eq!(ts.len(), 1);
@@ -302,7 +302,12 @@ fn reset_clears_the_consecutive_count_and_the_doubling() {
 
 #[test]
 fn jitter_never_lengthens_a_break() {
-    let b = Breaker::builder().jitter(0.5).seed(7).build().unwrap();
+    let b = Breaker::builder()
+        .consecutive_failures(5)
+        .jitter(0.5)
+        .seed(7)
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let mut breaks = Vec::new();
     for _ in 0..100 {
@@ -317,7 +322,12 @@ fn jitter_never_lengthens_a_break() {
         breaks.iter().any(|d| *d != breaks[0]),
         "jitter varies the break"
     );
-    let again = Breaker::builder().jitter(0.5).seed(7).build().unwrap();
+    let again = Breaker::builder()
+        .consecutive_failures(5)
+        .jitter(0.5)
+        .seed(7)
+        .build()
+        .unwrap();
     assert_eq!(
         open_at(&again, t0).break_duration,
         Some(breaks[0]),

@@ -72,7 +72,7 @@ fn display_says_when_it_opens_and_for_how_long() {
     let b = Breaker::builder().build().unwrap();
     assert_eq!(
         b.to_string(),
-        "breaker: open after 5 consecutive failures, break 15s doubling to 2m"
+        "breaker: open at 100% failures over 10s (at least 100 calls), break 15s doubling to 2m"
     );
     let b = Breaker::builder()
         .failure_ratio(0.5, 30 * SEC, 10)

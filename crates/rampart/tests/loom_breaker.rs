@@ -13,8 +13,13 @@ use rampart::clock::Instant;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// Opens after five failures in a row, with exact breaks.
 fn breaker() -> Breaker {
-    Breaker::builder().jitter(0.0).build().unwrap()
+    Breaker::builder()
+        .consecutive_failures(5)
+        .jitter(0.0)
+        .build()
+        .unwrap()
 }
 
 /// Records `n` failures at `now` from this thread.
@@ -247,6 +252,7 @@ fn bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
 fn three_threads_racing_for_two_probe_slots_get_exactly_two() {
     bounded(4, || {
         let b = Breaker::builder()
+            .consecutive_failures(5)
             .half_open_probes(2)
             .jitter(0.0)
             .build()
@@ -272,6 +278,7 @@ fn three_threads_racing_for_two_probe_slots_get_exactly_two() {
 fn three_probes_recording_at_once_leave_the_state_their_transitions_lead_to() {
     bounded(3, || {
         let b = Breaker::builder()
+            .consecutive_failures(5)
             .half_open_probes(2)
             .probe_successes(2)
             .jitter(0.0)

@@ -328,7 +328,12 @@ fn the_success_path_of_a_reconfigured_policy_and_breaker_allocates_nothing() {
     let _context = rt.enter();
     let policy = Policy::builder()
         .max_attempts(3)
-        .breaker(Breaker::builder().build().expect("valid breaker"))
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(5)
+                .build()
+                .expect("valid breaker"),
+        )
         .build()
         .expect("valid policy");
     policy

@@ -16,9 +16,9 @@ use super::{Configure, Edge, Engine, Factory, Hedging, OutboundLayer, Switch};
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::Names;
 
-/// What the default budget of a layer that hedges earns per success: rampart's 0.1 for
+/// What the default budget of a layer that hedges earns per success: rampart's 0.25 for
 /// retries, and 0.05 for the hedges a p95 delay fires (see [`OutboundBuilder::hedge`]).
-const HEDGING_BUDGET_FRACTION: f64 = 0.15;
+const HEDGING_BUDGET_FRACTION: f64 = 0.3;
 
 /// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
 #[must_use = "a builder does nothing until built"]
@@ -92,8 +92,8 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// The settings of each host's own retry budget (default: rampart's defaults, 10% of the
-    /// successes and 3 tokens a second, or 15% when the layer hedges: see
+    /// The settings of each host's own retry budget (default: rampart's defaults, 25% of the
+    /// successes and 3 tokens a second, or 30% when the layer hedges: see
     /// [`hedge`](Self::hedge)). Retries and hedges of all the host's requests spend it.
     pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
         self.budget = Some(Some(budget));
@@ -116,11 +116,11 @@ impl<A> OutboundBuilder<A> {
     /// Each hedge that fires spends one token of its host's retry budget, as a retry does;
     /// a call whose first attempt answers before the hedge delay spends nothing. With the
     /// adaptive delay (the p95 of recent attempts), about one call in 20 fires a hedge once
-    /// the estimate is warm: 0.05 of a token per hedged call, half of what the default budget
-    /// earns (0.1 per success). So that hedging does not halve what retries may spend, the
-    /// default budget of a hedging layer earns 0.15 per success (the floor of 3 tokens a
-    /// second and the capacity of 30 are unchanged): a failing host then sees at most about
-    /// 1.15x its load from the layer, where it saw 1.1x. A budget set with
+    /// the estimate is warm: 0.05 of a token per hedged call, a fifth of what the default
+    /// budget earns (0.25 per success). So that hedging does not take from what retries may
+    /// spend, the default budget of a hedging layer earns 0.3 per success (the floor of 3
+    /// tokens a second and the capacity of 30 are unchanged): a failing host then sees at most
+    /// about 1.3x its load from the layer, where it saw 1.25x. A budget set with
     /// [`budget`](Self::budget) is used as given. A hedge is not armed while the host's
     /// breaker is open or the call is `Sheddable`, and a hedge refused by the empty budget
     /// leaves the first attempt running alone.

@@ -12,6 +12,12 @@
 //!
 //! The simulations are the retry storm's own ([`retry_storm::simulate`], the same load and the
 //! same seed for each depth and error rate), so the rows they share print the same numbers.
+//!
+//! What it decided: rampart 0.2 defaults to the candidate [`DEFAULTS`] (a breaker that opens
+//! only when every call of the last 10 s failed, at least 100 of them, and a 25 % retry
+//! budget), the one that met all three criteria on seeds 1 to 5. It meets criterion 1 partly by
+//! spending more retries than tower's budget at 10 %; [`BUDGETED_25`] is tower's budget at the
+//! same 25 %, and a finding compares the two.
 
 use std::time::Duration;
 
@@ -23,12 +29,31 @@ use crate::SimError;
 use crate::contender::{BUDGETED, Contender, NAIVE, RAMPART, Trip};
 use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors};
 
-/// rampart with `Breaker::builder()`'s own defaults on every hop (what rampart-http's outbound
-/// layer gives each host): follows rampart's default when it changes.
-pub const DEFAULT_BREAKER: Contender = Contender {
-    name: "rampart, default breaker",
+/// rampart with the breaker and retry budget it defaults to since 0.2 on every hop
+/// (`Breaker::builder()` and `RetryBudget::builder()` as they are: what rampart-http's
+/// outbound layer gives each host): `failure_ratio(1.0, 10 s, 100)` and a 25 % budget. The
+/// breaker follows rampart's default when it changes; the budget's fraction is written here
+/// and a test checks it against `RetryBudget::builder()`.
+pub const DEFAULTS: Contender = Contender {
+    name: "rampart 0.2 defaults",
     trip: Trip::Default,
+    budget_fraction: 0.25,
     ..RAMPART
+};
+
+/// rampart 0.1's default breaker, `consecutive_failures(5)`, beside the 10 % budget.
+pub const CONSECUTIVE_5: Contender = Contender {
+    name: "rampart, consecutive 5 (0.1 default)",
+    trip: Trip::Consecutive(5),
+    ..RAMPART
+};
+
+/// tower's `TpsBudget` at 25 %: the baseline at the same number as rampart's 0.2 default
+/// budget, so that a win of the default is not only a bigger budget.
+pub const BUDGETED_25: Contender = Contender {
+    name: "budgeted 25%",
+    budget_fraction: 0.25,
+    ..BUDGETED
 };
 
 /// rampart with a breaker that opens at 90 % failures over 10 s (at least 20 calls).
@@ -95,11 +120,19 @@ pub const BUDGET_20: Contender = Contender {
     ..RAMPART_NO_BREAKER
 };
 
-/// The budget at 25 % beside the down-only breaker of at least 100 calls.
-pub const BUDGET_25_RATIO_100: Contender = Contender {
-    name: "rampart, budget 25% + ratio 100% of 100",
-    budget_fraction: 0.25,
+/// The budget at 20 % (Finagle's and Linkerd's default retry ratio) beside the down-only
+/// breaker of at least 100 calls.
+pub const BUDGET_20_RATIO_100: Contender = Contender {
+    name: "rampart, budget 20% + ratio 100% of 100",
+    budget_fraction: 0.2,
     ..RATIO_100_OF_100
+};
+
+/// The budget at 20 % and the down-only breaker, budget refusals answered as the last failure.
+pub const RELAY_BUDGET_20_RATIO_100: Contender = Contender {
+    name: "rampart, budget 20% + ratio 100% of 100 + refusal as 500",
+    budget_refusal_as_failure: true,
+    ..BUDGET_20_RATIO_100
 };
 
 /// rampart without its breaker, its budget's refusals answered upstream as the last failure
@@ -134,9 +167,10 @@ pub const STORM_LIMIT: f64 = 1.1;
 /// The rampart candidates, in table order.
 pub fn candidates() -> Vec<Contender> {
     vec![
+        DEFAULTS,
         RAMPART,
         RAMPART_NO_BREAKER,
-        DEFAULT_BREAKER,
+        CONSECUTIVE_5,
         RATIO_90,
         RATIO_100,
         RATIO_100_OF_100,
@@ -144,15 +178,16 @@ pub fn candidates() -> Vec<Contender> {
         THROTTLE_RATIO_100,
         BUDGET_20,
         BUDGET_25,
-        BUDGET_25_RATIO_100,
+        BUDGET_20_RATIO_100,
         RELAY,
         RELAY_RATIO_100,
+        RELAY_BUDGET_20_RATIO_100,
     ]
 }
 
 /// Every contender: the two baselines, then the candidates.
 pub fn contenders() -> Vec<Contender> {
-    let mut all = vec![NAIVE, BUDGETED];
+    let mut all = vec![NAIVE, BUDGETED, BUDGETED_25];
     all.extend(candidates());
     all
 }
@@ -358,13 +393,16 @@ fn summarize(
                 .filter_map(|&r| find(c.name, depth, r))
                 .map(|p| (p.leaf().max(floor), p.answered * 100.0))
                 .collect();
+            // naive, budgeted and budgeted 25% (dashed), rampart's defaults, then the others.
             let color = match i {
-                0..=2 => colors::of(c.name),
-                3 | 6 => colors::RAMPART_2,
-                4 | 7 => colors::RAMPART_3,
+                0 | 1 => colors::of(c.name),
+                2 => colors::BUDGETED,
+                3 => colors::RAMPART,
+                4 | 7 => colors::RAMPART_2,
+                5 | 8 => colors::RAMPART_3,
                 _ => colors::REFERENCE,
             };
-            if i >= 6 {
+            if i == 2 || i >= 7 {
                 Series::dashed_sweep(c.name, color, pts)
             } else {
                 Series::sweep(c.name, color, pts)
@@ -416,6 +454,40 @@ fn summarize(
                 b.leaf()
             ));
         }
+    }
+    // The default at the same numbers as tower's budget: both at 25 %.
+    let mut same = (f64::INFINITY, 0, 0.0, f64::NEG_INFINITY);
+    for &depth in depths {
+        for &rate in rates {
+            if let (Some(p), Some(b)) = (
+                find(DEFAULTS.name, depth, rate),
+                find(BUDGETED_25.name, depth, rate),
+            ) {
+                let margin = (p.answered - b.answered) * 100.0;
+                if margin < same.0 {
+                    same = (margin, depth, rate, same.3);
+                }
+                same.3 = same.3.max(margin);
+            }
+        }
+    }
+    if same.0.is_finite() {
+        let verdict = if same.0 >= 0.0 {
+            "Win"
+        } else if same.3 > 0.0 {
+            "Mixed"
+        } else {
+            "Loss"
+        };
+        findings.push(format!(
+            "{verdict}: at the same 25 % budget, {} answers between {:+.1} (depth {}, {} leaf errors) and {:+.1} points against tower's budget ({}).",
+            DEFAULTS.name,
+            same.0,
+            same.1,
+            rate_label(same.2),
+            same.3,
+            BUDGETED_25.name
+        ));
     }
     // Rates where every contender answers the same share (within 0.5 points) at every depth.
     let tied: Vec<String> = rates

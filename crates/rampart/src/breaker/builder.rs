@@ -52,7 +52,11 @@ impl BreakerBuilder {
     pub(super) fn new() -> BreakerBuilder {
         BreakerBuilder {
             config: Config {
-                mode: Mode::Consecutive { failures: 5 },
+                mode: Mode::Ratio {
+                    ratio: 1.0,
+                    window: Duration::from_secs(10),
+                    min_throughput: 100,
+                },
                 slow_call: None,
                 break_duration: Duration::from_secs(15),
                 max_break: Duration::from_secs(120),
@@ -66,7 +70,7 @@ impl BreakerBuilder {
         }
     }
 
-    /// Opens after `n` failures in a row (the default mode, `n` = 5). A success resets the
+    /// Opens after `n` failures in a row. A success resets the
     /// count; an ignored outcome leaves it alone. `n` must be at least 1. Replaces
     /// [`failure_ratio`](Self::failure_ratio) if that was set.
     pub fn consecutive_failures(mut self, n: u32) -> Self {
@@ -75,7 +79,9 @@ impl BreakerBuilder {
     }
 
     /// Opens when failures are at least `ratio` of the calls recorded in the last `window`, once
-    /// there were at least `min_throughput` calls in it; e.g. `(0.5, 30 s, 10)`. The window
+    /// there were at least `min_throughput` calls in it; e.g. `(0.5, 30 s, 10)`. The default
+    /// mode is `(1.0, 10 s, 100)`: every call of the last 10 s failed, and there were at least
+    /// 100 of them (see [when a hard breaker is the wrong tool](super#when-a-hard-breaker-is-the-wrong-tool)). The window
     /// slides in tenths, so a call stops counting between 0.9 and 1 window after it ended.
     /// `ratio` must be in (0, 1], `window` positive and `min_throughput` at least 1. Replaces
     /// [`consecutive_failures`](Self::consecutive_failures).

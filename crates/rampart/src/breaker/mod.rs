@@ -39,7 +39,7 @@
 //!
 //! | Setting | Default | |
 //! |---|---|---|
-//! | mode | [`consecutive_failures`](BreakerBuilder::consecutive_failures)`(5)` | or [`failure_ratio`](BreakerBuilder::failure_ratio)`(ratio, window, min_throughput)` |
+//! | mode | [`failure_ratio`](BreakerBuilder::failure_ratio)`(1.0, 10 s, 100)` | opens when every call of the last 10 s failed, at least 100 of them; or [`consecutive_failures`](BreakerBuilder::consecutive_failures)`(n)` |
 //! | [`slow_call`](BreakerBuilder::slow_call) | off | a success this slow counts as a failure |
 //! | [`break_duration`](BreakerBuilder::break_duration) | 15 s | doubles per consecutive opening |
 //! | [`max_break`](BreakerBuilder::max_break) | 2 min | cap on the doubling |
@@ -60,7 +60,7 @@
 //!
 //! - [`consecutive_failures`](BreakerBuilder::consecutive_failures)`(n)` opens as soon as `n`
 //!   failures happen to fall in a row, which at a 25 % error rate happens within a few thousand
-//!   calls for the default `n` = 5 (`0.25⁵ ≈ 1/1000`).
+//!   calls for `n` = 5 (`0.25⁵ ≈ 1/1000`), rampart 0.1's default.
 //! - A ratio below the error rate opens by construction; and on a chain of services each hop
 //!   sees the failures of everything below it *plus the retries of those failures*, so an
 //!   upper hop's failure ratio is above the leaf's error rate: a 90 % ratio opens at 90 % leaf
@@ -71,20 +71,26 @@
 //!
 //! The simulator's `defaults` scenario measures this on the retry storm's chain (4 attempts a
 //! hop, rampart's retry budget, a breaker on every hop, the leaf failing at 0–100 %, depths
-//! 2–4, seeds 1–5). With the default `consecutive_failures(5)` (what rampart-http's outbound
-//! layer gives each host), depth 3, seed 1, no root is
-//! answered from 25 % leaf errors on, where tower's retry budget alone answers all of them;
-//! over the five seeds it falls 85 to 100 points below tower's budget somewhere between 25 and
-//! 40 %. `failure_ratio(0.5, 10 s, 20)` answers none from 50 % on at the same depth. Of the thresholds tried,
-//! only `failure_ratio(1.0, 10 s, 100)` answered exactly the roots the budget alone answers at
-//! every partial error rate, and still sent nothing to a leaf failing 100 %. So: use a breaker
-//! for a dependency that is *down* (a ratio of 1.0 or close to it, with a `min_throughput`
-//! of about 100), and let the [retry budget](crate::budget) bound the load on one that is
-//! degraded: it caps retries at a share of the traffic instead of refusing all of it. The
-//! client-side [`Throttle`](crate::limit::Throttle) refuses in proportion to failures rather
-//! than all at once, but on a chain its refusals reach the hop above as refusals and compound:
-//! in each of the five seeds it collapsed to no answers somewhere between 10 and 40 % leaf
-//! errors.
+//! 2–4, seeds 1–5). With rampart 0.1's default, `consecutive_failures(5)` (what rampart-http's
+//! outbound layer gave each host), depth 3, seed 1, no root is answered from 25 % leaf errors
+//! on, where tower's retry budget alone answers all of them; over the five seeds it falls 85 to
+//! 100 points below tower's budget somewhere between 25 and 40 %.
+//! `failure_ratio(0.5, 10 s, 20)` answers none from 50 % on at the same depth. Of the
+//! thresholds tried, only `failure_ratio(1.0, 10 s, 100)` answered exactly the roots the budget
+//! alone answers at every partial error rate, and still sent nothing to a leaf failing 100 %:
+//! it is the default since 0.2. So: use a breaker for a dependency that is *down* (a ratio of
+//! 1.0 or close to it, with a `min_throughput` of about 100), and let the
+//! [retry budget](crate::budget) bound the load on one that is degraded: it caps retries at a
+//! share of the traffic instead of refusing all of it. The client-side
+//! [`Throttle`](crate::limit::Throttle) refuses in proportion to failures rather than all at
+//! once, but on a chain its refusals reach the hop above as refusals and compound: in each of
+//! the five seeds it collapsed to no answers somewhere between 10 and 40 % leaf errors.
+//!
+//! The default never opens for a dependency called fewer than 100 times in 10 s: at lower
+//! traffic a breaker has too few calls to tell down from degraded, and the retry budget's
+//! per-second floor is what bounds the retries. Where a dead low-traffic dependency should
+//! still be refused fast, set [`consecutive_failures`](BreakerBuilder::consecutive_failures)
+//! (and accept that a run of failures on a degraded one opens it too).
 //!
 //! # Evidence
 //!

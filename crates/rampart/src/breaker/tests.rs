@@ -7,15 +7,16 @@ use super::*;
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
+/// A breaker of five failures in a row (the word's own count) with exact breaks.
 fn exact() -> BreakerBuilder {
-    Breaker::builder().jitter(0.0)
+    Breaker::builder().consecutive_failures(5).jitter(0.0)
 }
 
 fn word(b: &Breaker) -> Word {
     b.shared.load()
 }
 
-/// Opens a default-mode breaker with `n` failures at `now`.
+/// Opens a consecutive-mode breaker with `n` failures at `now`.
 fn open(b: &Breaker, n: u32, now: Instant) {
     for _ in 0..n {
         if let Ok(p) = b.try_acquire(now) {
@@ -167,10 +168,12 @@ fn every_transition_gets_a_new_generation() {
 
 #[test]
 fn debug_shows_the_settings_and_the_state_kind() {
-    let b = exact().build().expect("valid breaker");
+    let b = Breaker::builder().build().expect("valid breaker");
     let text = format!("{b:?}");
     assert!(
-        text.starts_with("Breaker { config: Config { mode: Consecutive { failures: 5 }"),
+        text.starts_with(
+            "Breaker { config: Config { mode: Ratio { ratio: 1.0, window: 10s, min_throughput: 100 }"
+        ),
         "{text}"
     );
     assert!(text.ends_with("state: Closed }"), "{text}");
