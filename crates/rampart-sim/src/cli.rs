@@ -59,6 +59,8 @@ pub struct WhatIfOptions {
     pub seed: u64,
     /// Where to write every number as JSON.
     pub json: Option<PathBuf>,
+    /// Where to write the report as one HTML page.
+    pub html: Option<PathBuf>,
     /// OS threads running simulations.
     pub jobs: usize,
 }
@@ -196,6 +198,9 @@ pub struct WhatIfArgs {
     /// Also write every number as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page to PATH
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// Simulations run at once on N threads [default: the cores, at most 8]
     #[arg(long, value_name = "N")]
     pub jobs: Option<NonZeroUsize>,
@@ -247,6 +252,7 @@ impl Cli {
                 scenario: w.scenario,
                 seed: w.seed,
                 json: w.json,
+                html: w.html,
                 jobs: w.jobs.map_or_else(default_jobs, NonZeroUsize::get),
             }));
         }
@@ -401,9 +407,12 @@ mod tests {
             "9",
             "--json",
             "out.json",
+            "--html",
+            "out.html",
         ])) else {
             panic!("expected what-if");
         };
+        assert_eq!(w.html, Some(PathBuf::from("out.html")));
         assert_eq!(w.graph, PathBuf::from("g.toml"));
         assert_eq!(
             w.policies,

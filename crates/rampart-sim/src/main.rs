@@ -130,17 +130,21 @@ fn what_if(options: &WhatIfOptions) -> ExitCode {
     };
     println!("graph: {}", options.graph.display());
     print!("{}", report.text());
-    if let Some(path) = &options.json {
-        let mut json = report.json();
-        json["graph_file"] = options.graph.display().to_string().into();
-        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("rampart-sim: cannot write {}: {e}", path.display());
-            return ExitCode::FAILURE;
+    match report.write(options) {
+        Ok(written) => {
+            if !written.is_empty() {
+                println!();
+            }
+            for (kind, path) in written {
+                println!("{kind}: {}", path.display());
+            }
+            ExitCode::SUCCESS
         }
-        println!("\njson: {}", path.display());
+        Err(e) => {
+            eprintln!("rampart-sim: {e}");
+            ExitCode::FAILURE
+        }
     }
-    ExitCode::SUCCESS
 }
 
 fn loopback(options: &cli::Options) -> ExitCode {

@@ -75,7 +75,8 @@ impl Table {
         out
     }
 
-    fn html(&self) -> String {
+    /// The table as HTML, every cell escaped.
+    pub(crate) fn html(&self) -> String {
         let mut out = format!("<table>\n<caption>{}</caption>\n<tr>", escape(&self.title));
         for c in &self.columns {
             let _ = write!(out, "<th>{}</th>", escape(c));
@@ -573,7 +574,18 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn escape(text: &str) -> String {
+/// The opening of a self-contained page (no scripts, fonts or files it links to): the
+/// report's own styles, titled `title`.
+pub(crate) fn page_head(title: &str) -> String {
+    HEAD.replacen(
+        "<title>rampart-sim report</title>",
+        &format!("<title>{}</title>", escape(title)),
+        1,
+    )
+}
+
+/// `text` with HTML's special characters escaped.
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

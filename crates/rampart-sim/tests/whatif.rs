@@ -1,11 +1,14 @@
 //! `what-if`: a small graph under two policy files gives the same numbers for the same seed,
-//! and the one-change-at-a-time attribution lists exactly the settings that differ.
+//! the one-change-at-a-time attribution lists exactly the settings that differ, and the JSON
+//! and HTML it writes hold those numbers.
 
 use std::path::Path;
 
-use rampart_sim::graph::Graph;
-use rampart_sim::scenario::Runner;
+use rampart_sim::cli::WhatIfOptions;
+use rampart_sim::graph::{Graph, Outcome};
+use rampart_sim::scenario::{Runner, ms, pct};
 use rampart_sim::whatif::{self, PolicyFile};
+use serde_json::Value;
 
 const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/shop.toml");
 const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/policies");
@@ -149,5 +152,129 @@ fn the_example_policy_files_fit_the_example_graph() {
         let path = Path::new(POLICIES).join(name);
         let file = PolicyFile::load(&path, &graph).expect("a valid policy file");
         assert_eq!(file.resolved.len(), 4, "{name}");
+    }
+}
+
+#[test]
+fn the_html_page_is_self_contained_and_shows_each_files_policies_beside_its_numbers() {
+    let report = small(A, B);
+    let html = report.html(Path::new("graphs/small.toml"));
+    for outside in [
+        "<script",
+        "<link",
+        "src=",
+        "href=",
+        "@import",
+        "url(",
+        "@font-face",
+    ] {
+        assert!(
+            !html.contains(outside),
+            "the page reaches outside: {outside}"
+        );
+    }
+    for shown in [
+        "<title>rampart-sim what-if: graphs/small.toml</title>",
+        "<th>A a.toml</th><th>B b.toml</th><th>B - A</th>",
+        "<tr><td>policy db</td>",
+        "db: 2 attempts, total 30s, attempt 40ms (abandon)",
+        "db: 3 attempts, total 30s, attempt 20ms (abandon)",
+        "<td>policies.db.attempt_timeout</td><td>40ms → 20ms</td>",
+        "<td>policies.db.max_attempts</td><td>2 → 3</td>",
+    ] {
+        assert!(html.contains(shown), "no {shown:?} in the page");
+    }
+    let [a, b] = &report.outcomes;
+    let p99 = |o: &Outcome| format!("{:.1}", ms(o.latency[1]));
+    let row = |name: &str, va: String, vb: String| {
+        format!("<tr><td>{name}</td><td>{va}</td><td>{vb}</td>")
+    };
+    for expected in [
+        row("measured roots", a.roots.to_string(), b.roots.to_string()),
+        row(
+            "answered in time",
+            pct(a.answered_in_time),
+            pct(b.answered_in_time),
+        ),
+        row(
+            "goodput (/s)",
+            format!("{:.1}", a.goodput),
+            format!("{:.1}", b.goodput),
+        ),
+        row("edge p99 (ms)", p99(a), p99(b)),
+    ] {
+        assert!(html.contains(&expected), "no {expected:?} in the page");
+    }
+}
+
+#[test]
+fn what_if_writes_json_that_parses_back_to_its_numbers_and_the_html_page_beside_it() {
+    let report = small(A, B);
+    let dir = std::env::temp_dir().join(format!("rampart-sim-whatif-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let options = WhatIfOptions {
+        graph: "graphs/small.toml".into(),
+        policies: ["a.toml".into(), "b.toml".into()],
+        scenario: None,
+        seed: 7,
+        json: Some(dir.join("what-if.json")),
+        html: Some(dir.join("what-if.html")),
+        jobs: 1,
+    };
+    let written = report.write(&options).expect("written");
+    let kinds: Vec<&str> = written.iter().map(|(kind, _)| *kind).collect();
+    assert_eq!(kinds, ["json", "html"]);
+    let text = std::fs::read_to_string(dir.join("what-if.json")).expect("the JSON file");
+    let html = std::fs::read_to_string(dir.join("what-if.html")).expect("the HTML file");
+    std::fs::remove_dir_all(&dir).expect("cleaned up");
+
+    let mut json: Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(json["graph_file"], "graphs/small.toml");
+    json.as_object_mut()
+        .expect("an object")
+        .remove("graph_file");
+    assert_same("", &json, &report.json());
+    for (file, outcome) in json["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .zip(&report.outcomes)
+    {
+        let goodput = file["outcome"]["goodput_per_s"].as_f64().expect("a number");
+        assert!((goodput - outcome.goodput).abs() <= 1e-12 * outcome.goodput);
+        assert_eq!(file["outcome"]["measured_roots"], outcome.roots);
+        assert!(file["policies"]["db"]["explain"].is_string());
+    }
+    assert_eq!(html, report.html(Path::new("graphs/small.toml")));
+}
+
+/// `read` is `written` read back: the same keys and strings, numbers to the last digit or
+/// two (serde_json's default parser may round a float's last bit).
+fn assert_same(at: &str, read: &Value, written: &Value) {
+    match (read, written) {
+        (Value::Object(r), Value::Object(w)) => {
+            assert_eq!(
+                r.keys().collect::<Vec<_>>(),
+                w.keys().collect::<Vec<_>>(),
+                "{at}"
+            );
+            for (key, value) in r {
+                assert_same(&format!("{at}.{key}"), value, &w[key]);
+            }
+        }
+        (Value::Array(r), Value::Array(w)) => {
+            assert_eq!(r.len(), w.len(), "{at}");
+            for (i, (r, w)) in r.iter().zip(w).enumerate() {
+                assert_same(&format!("{at}[{i}]"), r, w);
+            }
+        }
+        (Value::Number(r), Value::Number(w)) => {
+            let (r, w) = (r.as_f64().expect("finite"), w.as_f64().expect("finite"));
+            assert!(
+                (r - w).abs() <= 1e-12 * w.abs(),
+                "{at}: {r} read, {w} written"
+            );
+        }
+        _ => assert_eq!(read, written, "{at}"),
     }
 }

@@ -14,6 +14,10 @@
 //! ablations remove one feature at a time. Effects need not add up: the last rows give the
 //! sum of the single changes beside the whole second file.
 //!
+//! `--json PATH` writes every number as JSON; `--html PATH` writes the report as one
+//! self-contained page (the default report's styles; no scripts, fonts or linked files), each
+//! policy file's resolved configuration in the column of its results.
+//!
 //! Every run uses the same seed: the traffic, the services' draws and each client's jitter
 //! repeat, so a difference comes from the policies. The numbers are one seed's; run a few
 //! seeds (`--seed`) before trusting a small difference.
@@ -222,5 +226,38 @@ impl WhatIf {
     /// Every number, as JSON.
     pub fn json(&self) -> Value {
         print::json(self)
+    }
+
+    /// The report as one self-contained HTML page (no scripts, fonts or linked files), each
+    /// policy file's configuration in the column of its results; `graph_file` names the graph
+    /// in its heading.
+    pub fn html(&self, graph_file: &Path) -> String {
+        print::html(self, &graph_file.display().to_string())
+    }
+
+    /// Writes what `options` asks for beyond the text: the JSON (with `graph_file`, the
+    /// graph's path, added) to `--json`, the HTML page to `--html`. Returns each path written,
+    /// with its kind (`json`, `html`).
+    ///
+    /// # Errors
+    ///
+    /// A file cannot be written (or the JSON cannot be formatted).
+    pub fn write(&self, options: &WhatIfOptions) -> Result<Vec<(&'static str, PathBuf)>, SimError> {
+        let cannot = |path: &Path, e: &dyn std::fmt::Display| {
+            SimError::new(format!("cannot write {}: {e}", path.display()))
+        };
+        let mut written = Vec::new();
+        if let Some(path) = &options.json {
+            let mut json = self.json();
+            json["graph_file"] = options.graph.display().to_string().into();
+            let text = serde_json::to_string_pretty(&json).map_err(|e| cannot(path, &e))?;
+            std::fs::write(path, text + "\n").map_err(|e| cannot(path, &e))?;
+            written.push(("json", path.clone()));
+        }
+        if let Some(path) = &options.html {
+            std::fs::write(path, self.html(&options.graph)).map_err(|e| cannot(path, &e))?;
+            written.push(("html", path.clone()));
+        }
+        Ok(written)
     }
 }

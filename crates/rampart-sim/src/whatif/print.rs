@@ -1,4 +1,6 @@
-//! The what-if report: text for the terminal and JSON with every number.
+//! The what-if report: text for the terminal, JSON with every number, and one
+//! self-contained HTML page (the default report's styles, no scripts, fonts or linked files)
+//! with each policy file's configuration in the column of its results.
 
 use std::fmt::Write as _;
 
@@ -7,7 +9,7 @@ use serde_json::{Value, json};
 use super::{WhatIf, diff};
 use crate::graph::run::build_policy;
 use crate::graph::{EdgeOutcome, Outcome};
-use crate::report::Table;
+use crate::report::{Table, escape, page_head};
 use crate::scenario::{ms, pct};
 
 /// A headline number: its name, how to read it from an outcome, how to print a value and a
@@ -107,11 +109,107 @@ pub fn text(w: &WhatIf) -> String {
     out.push_str(&activity(w).text());
     out.push('\n');
     out.push_str(&attribution(w).text());
-    out.push_str(
-        "\nanswered in time: measured roots answered Ok before the edge's deadline. goodput: those per second of the measured window. \
+    out.push('\n');
+    out.push_str(TERMS);
+    out.push('\n');
+    out
+}
+
+/// What the numbers mean, under every form of the report.
+const TERMS: &str = "answered in time: measured roots answered Ok before the edge's deadline. goodput: those per second of the measured window. \
 edge p50/p99/p99.9: latency of the roots answered in time. requests per root: requests (every attempt and hedge) reaching the service per measured root. \
 work for callers gone: worker time spent on requests whose root's caller had stopped waiting when it finished, over all worker time (measured roots). \
-client activity counts the whole run, warm-up included. One seed: run a few (--seed) before trusting a small difference.\n",
+client activity counts the whole run, warm-up included. One seed: run a few (--seed) before trusting a small difference.";
+
+/// The report as one HTML page: the graph, then each file's configuration in the column of
+/// its results (A, B, B - A), each client's activity, the attribution, and what the numbers
+/// mean. `graph_file` names the graph in the heading.
+pub fn html(w: &WhatIf, graph_file: &str) -> String {
+    let g = &w.graph;
+    let mut out = page_head(&format!("rampart-sim what-if: {graph_file}"));
+    let _ = writeln!(
+        out,
+        "<style>td.config {{ text-align: left; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; vertical-align: top; }}</style>"
+    );
+    let _ = writeln!(
+        out,
+        "<h1>rampart-sim what-if</h1>\n<p class=\"meta\">graph {} &middot; scenario {}{} &middot; seed {} (the same traffic, faults and draws for every run) &middot; virtual time (tokio's paused clock, 1 ms timer resolution)</p>",
+        escape(graph_file),
+        escape(&g.scenario),
+        g.summary
+            .as_ref()
+            .map_or(String::new(), |s| format!(" ({})", escape(s))),
+        w.seed
+    );
+    out.push_str("<section><h2>The graph</h2>\n<ul>");
+    for line in g.describe() {
+        let _ = write!(out, "<li>{}</li>", escape(&line));
+    }
+    out.push_str("</ul></section>\n");
+
+    out.push_str("<section><h2>The two policy files, side by side</h2>\n");
+    out.push_str("<p>Each policy the graph calls through, as resolved (its own keys over the file's <code>[defaults]</code>), above the results of the run under it.</p>\n");
+    let _ = write!(
+        out,
+        "<table>\n<caption>configuration and results</caption>\n<tr><th></th><th>{}</th><th>{}</th><th>B - A</th></tr>\n",
+        escape(&label(w, 0)),
+        escape(&label(w, 1))
+    );
+    let _ = writeln!(
+        out,
+        "<tr><td>file</td><td class=\"config\">{}</td><td class=\"config\">{}</td><td></td></tr>",
+        escape(&w.files[0].path.display().to_string()),
+        escape(&w.files[1].path.display().to_string())
+    );
+    for name in g.policies() {
+        let cell = |i: usize| {
+            w.files[i].resolved.get(name).map_or_else(
+                || "(not in the file)".to_owned(),
+                |config| {
+                    let explain =
+                        build_policy(config, name).map_or_else(|e| e.to_string(), |p| p.explain());
+                    format!(
+                        "{}<br>{} = {}",
+                        escape(&explain),
+                        escape(name),
+                        escape(&diff::resolved(config))
+                    )
+                },
+            )
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>policy {}</td><td class=\"config\">{}</td><td class=\"config\">{}</td><td></td></tr>",
+            escape(name),
+            cell(0),
+            cell(1)
+        );
+    }
+    if g.traffic.policy.is_none() {
+        let _ = writeln!(
+            out,
+            "<tr><td>the edge</td><td class=\"config\" colspan=\"2\">calls {} with one attempt under the root's deadline</td><td></td></tr>",
+            escape(g.services[g.entry].config.name)
+        );
+    }
+    for row in &results(w).rows {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n</section>\n");
+
+    out.push_str("<section><h2>Client activity</h2>\n");
+    out.push_str(&activity(w).html());
+    out.push_str("</section>\n<section><h2>Which setting moved which number</h2>\n");
+    out.push_str("<p>A with one setting changed to B's value, each alone; the change from A. Effects need not add up: the last rows give the sum of the single changes beside the whole of B.</p>\n");
+    out.push_str(&attribution(w).html());
+    let _ = write!(
+        out,
+        "</section>\n<p class=\"note\">{}</p>\n</body>\n</html>\n",
+        escape(TERMS)
     );
     out
 }
