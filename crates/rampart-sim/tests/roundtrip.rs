@@ -55,6 +55,7 @@ attempt_timeout = "200ms"
 total_timeout = "1s"
 backoff = { kind = "exponential", base = "5ms", factor = 2.0, max = "50ms", jitter = "full" }
 budget = "none"
+breaker = "none"
 
 [policies.catalog]
 [policies.prices]

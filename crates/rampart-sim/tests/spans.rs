@@ -35,6 +35,7 @@ max_attempts = 2
 attempt_timeout = "20ms"
 backoff = { kind = "none" }
 budget = "none"
+breaker = "none"
 "#;
 
 fn policies() -> BTreeMap<String, PolicyConfig> {
