@@ -80,6 +80,15 @@ pub struct TraceOptions {
     pub otlp: PathBuf,
 }
 
+/// A file of recorded spans, and its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpanFile {
+    /// OTLP JSON, one export request per line (the OpenTelemetry collector's file exporter).
+    Otlp(PathBuf),
+    /// Jaeger's JSON (its query API's answer, its UI's download).
+    Jaeger(PathBuf),
+}
+
 /// What the command line asks for.
 #[derive(Debug, Clone)]
 pub enum Command {
@@ -89,8 +98,8 @@ pub enum Command {
     List,
     /// Run a graph file under two policy files.
     WhatIf(WhatIfOptions),
-    /// Learn a graph file from recorded spans (OTLP JSON) and print it.
-    Import(PathBuf),
+    /// Learn a graph file from recorded spans (OTLP or Jaeger JSON) and print it.
+    Import(SpanFile),
     /// Run a graph file under one policy file and write its spans (OTLP JSON).
     Trace(TraceOptions),
 }
@@ -116,8 +125,9 @@ pub enum Sub {
     /// Run a call graph described in a file under two policy files, side by side, and show
     /// which changed setting moved which number.
     WhatIf(WhatIfArgs),
-    /// Learn a call graph file from recorded OpenTelemetry spans (OTLP JSON, one export
-    /// request per line, as the collector's file exporter writes them) and print it.
+    /// Learn a call graph file from recorded spans (OTLP JSON, one export request per line,
+    /// as the OpenTelemetry collector's file exporter writes them; or Jaeger's JSON, as its
+    /// query API answers and its UI downloads) and print it.
     Import(ImportArgs),
     /// Run a call graph under one policy file and write the spans its services would have
     /// recorded (a SERVER span per request, a CLIENT span per attempt) as OTLP JSON, in the
@@ -145,12 +155,16 @@ pub struct TraceArgs {
     pub otlp: PathBuf,
 }
 
-/// `import`'s options.
+/// `import`'s options: one file, OTLP or Jaeger.
 #[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
 pub struct ImportArgs {
     /// The spans: OTLP JSON, one export request per line (the collector's file exporter)
     #[arg(long, value_name = "FILE")]
-    pub otlp: PathBuf,
+    pub otlp: Option<PathBuf>,
+    /// The spans: Jaeger's JSON ({"data": [...]}, its query API's answer or its UI's download)
+    #[arg(long, value_name = "FILE")]
+    pub jaeger: Option<PathBuf>,
 }
 
 /// The report's options.
@@ -224,7 +238,18 @@ impl Cli {
     /// `what-if` was given other than two policy files.
     pub fn into_command(self) -> Result<Command, clap::Error> {
         if let Some(Sub::Import(i)) = self.command {
-            return Ok(Command::Import(i.otlp));
+            let file = match (i.otlp, i.jaeger) {
+                (Some(path), _) => SpanFile::Otlp(path),
+                (None, Some(path)) => SpanFile::Jaeger(path),
+                (None, None) => {
+                    use clap::CommandFactory;
+                    return Err(<Cli as CommandFactory>::command().error(
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "import reads one file: give --otlp FILE or --jaeger FILE",
+                    ));
+                }
+            };
+            return Ok(Command::Import(file));
         }
         if let Some(Sub::Trace(t)) = self.command {
             return Ok(Command::Trace(TraceOptions {
@@ -355,12 +380,18 @@ mod tests {
     }
 
     #[test]
-    fn import_takes_the_otlp_file() {
-        let Ok(Command::Import(path)) = parse(args(&["import", "--otlp", "spans.jsonl"])) else {
+    fn import_takes_one_otlp_or_jaeger_file() {
+        let Ok(Command::Import(file)) = parse(args(&["import", "--otlp", "spans.jsonl"])) else {
             panic!("expected an import");
         };
-        assert_eq!(path, PathBuf::from("spans.jsonl"));
-        assert!(parse(args(&["import"])).is_err(), "--otlp is required");
+        assert_eq!(file, SpanFile::Otlp(PathBuf::from("spans.jsonl")));
+        let Ok(Command::Import(file)) = parse(args(&["import", "--jaeger", "traces.json"])) else {
+            panic!("expected an import");
+        };
+        assert_eq!(file, SpanFile::Jaeger(PathBuf::from("traces.json")));
+        assert!(parse(args(&["import"])).is_err(), "a file is required");
+        let both = ["import", "--otlp", "a", "--jaeger", "b"];
+        assert!(parse(args(&both)).is_err(), "one file only");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! | [`dist`] | lognormal (Box-Muller), empirical (a histogram) and exponential draws from seeded generators |
 //! | [`plan`] | the downstream calls of a graph file's service: steps in sequence, calls at once |
 //! | [`graph`] | a call graph described in a TOML file (services, calls, policies by name, traffic and faults over time), checked with every problem at once, and run |
+//! | [`import`] | `import`: a graph file learned from recorded spans, OTLP JSON or Jaeger's JSON |
 //! | [`spans`] | the spans a graph run records (a SERVER span per request, a CLIENT span per attempt), written as the OpenTelemetry collector's file exporter writes them |
 //! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
 //! | [`whatif`] | `what-if`: a graph file under two policy files side by side, and which changed setting moved which number |

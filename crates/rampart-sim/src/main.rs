@@ -6,14 +6,14 @@
 
 use std::process::ExitCode;
 
-use rampart_sim::cli::{self, Command, TraceOptions, WhatIfOptions};
+use rampart_sim::cli::{self, Command, SpanFile, TraceOptions, WhatIfOptions};
 use rampart_sim::scenario::{self, Runner};
 
 fn main() -> ExitCode {
     let options = match cli::parse(std::env::args().skip(1)) {
         Ok(Command::Run(options)) => options,
         Ok(Command::WhatIf(options)) => return what_if(&options),
-        Ok(Command::Import(path)) => return import(&path),
+        Ok(Command::Import(file)) => return import(&file),
         Ok(Command::Trace(options)) => return trace(&options),
         Ok(Command::List) => {
             for s in scenario::ALL {
@@ -79,17 +79,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// `rampart-sim import --otlp FILE`: the graph the spans describe, on stdout; what could not
-/// be inferred is marked in it, and the notes go to stderr as well.
-fn import(path: &std::path::Path) -> ExitCode {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
+/// `rampart-sim import --otlp FILE` (or `--jaeger FILE`): the graph the spans describe, on
+/// stdout; what could not be inferred is marked in it, and the notes go to stderr as well.
+fn import(file: &SpanFile) -> ExitCode {
+    let path = match file {
+        SpanFile::Otlp(path) | SpanFile::Jaeger(path) => path,
+    };
+    let reader = match std::fs::File::open(path) {
+        Ok(reader) => std::io::BufReader::new(reader),
         Err(e) => {
             eprintln!("rampart-sim import: cannot open {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
-    match rampart_sim::import::otlp_to_graph(std::io::BufReader::new(file)) {
+    let graph = match file {
+        SpanFile::Otlp(_) => rampart_sim::import::otlp_to_graph(reader),
+        SpanFile::Jaeger(_) => rampart_sim::import::jaeger_to_graph(reader),
+    };
+    match graph {
         Ok(graph) => {
             for note in &graph.notes {
                 eprintln!("note: {note}");

@@ -1,14 +1,15 @@
 //! The importer: OTLP JSON spans, built here by hand with known timings, become the graph they
 //! show (fan-out, sequence or parallel, errors, workers, traffic), and the graph file it
-//! writes reads back with the graph module's own reader and check. Malformed files give an
-//! error naming the line, never a panic.
+//! writes reads back with the graph module's own reader and check. The same spans as Jaeger's
+//! JSON give the same graph. Malformed files give an error naming the line (OTLP) or the
+//! place in the document (Jaeger), never a panic.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rampart_sim::graph::Graph;
 use rampart_sim::graph::file::Mode;
-use rampart_sim::import::{ImportedGraph, otlp_to_graph};
+use rampart_sim::import::{ImportedGraph, jaeger_to_graph, otlp_to_graph};
 use serde_json::{Value, json};
 
 const SERVER: u8 = 2;
@@ -534,6 +535,255 @@ fn arbitrary_bytes_and_damaged_files_give_an_error_or_a_graph_never_a_panic() {
         if let Ok(graph) = otlp_to_graph(&bytes[..]) {
             let toml = graph.to_toml();
             // Whatever was read, the text is TOML (the check may refuse the graph).
+            assert!(
+                toml.parse::<toml::Table>().is_ok(),
+                "round {round}: not TOML:\n{toml}"
+            );
+        }
+    }
+}
+
+/// The spans of an OTLP file as Jaeger's JSON (pretty, as its UI downloads it): one trace per
+/// trace id, each service a process, times in microseconds, the kind and the attributes as
+/// tags, a failed status as the `error` tag, the parent as a `CHILD_OF` reference.
+fn to_jaeger(otlp: &str) -> String {
+    let mut traces: BTreeMap<String, (Vec<Value>, Vec<String>)> = BTreeMap::new();
+    for line in otlp.lines().filter(|l| !l.trim().is_empty()) {
+        let request: Value = serde_json::from_str(line).expect("fixture JSON");
+        for resource in request["resourceSpans"].as_array().into_iter().flatten() {
+            let service = resource["resource"]["attributes"][0]["value"]["stringValue"]
+                .as_str()
+                .expect("a service")
+                .to_owned();
+            for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                for span in scope["spans"].as_array().into_iter().flatten() {
+                    let trace = span["traceId"].as_str().expect("a trace").to_owned();
+                    let (spans, processes) = traces.entry(trace.clone()).or_default();
+                    let process = match processes.iter().position(|p| *p == service) {
+                        Some(at) => at,
+                        None => {
+                            processes.push(service.clone());
+                            processes.len() - 1
+                        }
+                    };
+                    let micros = |key: &str| {
+                        span[key]
+                            .as_str()
+                            .expect("nanoseconds")
+                            .parse::<u64>()
+                            .expect("a number")
+                            / 1_000
+                    };
+                    let kind = match span["kind"].as_u64() {
+                        Some(2) => "server",
+                        Some(3) => "client",
+                        _ => "internal",
+                    };
+                    let mut tags =
+                        vec![json!({ "key": "span.kind", "type": "string", "value": kind })];
+                    for a in span["attributes"].as_array().into_iter().flatten() {
+                        let value = &a["value"]["intValue"];
+                        let number: i64 = value.as_str().map_or_else(
+                            || value.as_i64().expect("an integer"),
+                            |t| t.parse().expect("an integer"),
+                        );
+                        tags.push(json!({ "key": a["key"], "type": "int64", "value": number }));
+                    }
+                    if span["status"]["code"] == 2 {
+                        tags.push(json!({ "key": "error", "type": "bool", "value": true }));
+                    }
+                    let parent = span["parentSpanId"].as_str().unwrap_or("");
+                    let references = if parent.is_empty() {
+                        json!([])
+                    } else {
+                        json!([{ "refType": "CHILD_OF", "traceID": trace, "spanID": parent }])
+                    };
+                    spans.push(json!({
+                        "traceID": trace,
+                        "spanID": span["spanId"],
+                        "operationName": span["name"],
+                        "references": references,
+                        "startTime": micros("startTimeUnixNano"),
+                        "duration": micros("endTimeUnixNano") - micros("startTimeUnixNano"),
+                        "tags": tags,
+                        "logs": [],
+                        "processID": format!("p{}", process + 1),
+                        "warnings": null,
+                    }));
+                }
+            }
+        }
+    }
+    let data: Vec<Value> = traces
+        .into_iter()
+        .map(|(id, (spans, processes))| {
+            let processes: serde_json::Map<String, Value> = processes
+                .into_iter()
+                .enumerate()
+                .map(|(i, service)| {
+                    (
+                        format!("p{}", i + 1),
+                        json!({ "serviceName": service, "tags": [] }),
+                    )
+                })
+                .collect();
+            json!({ "traceID": id, "spans": spans, "processes": processes, "warnings": null })
+        })
+        .collect();
+    let document = json!({ "data": data, "total": 0, "limit": 0, "offset": 0, "errors": null });
+    serde_json::to_string_pretty(&document).expect("written")
+}
+
+#[test]
+fn a_jaeger_file_gives_the_graph_its_otlp_twin_gives() {
+    for (name, otlp) in [("chain", chain()), ("fan-out", fan_out())] {
+        let jaeger = jaeger_to_graph(to_jaeger(&otlp).as_bytes()).expect("the Jaeger twin imports");
+        assert_eq!(jaeger, import(&otlp), "{name}");
+    }
+    // A retry is read from its tag.
+    let mut document: Value = serde_json::from_str(&to_jaeger(&chain())).expect("JSON");
+    for trace in document["data"].as_array_mut().expect("data") {
+        for span in trace["spans"].as_array_mut().expect("spans") {
+            if span["spanID"] == "cd2" {
+                span["tags"].as_array_mut().expect("tags").push(
+                    json!({ "key": "http.request.resend_count", "type": "int64", "value": 1 }),
+                );
+            }
+        }
+    }
+    let g = jaeger_to_graph(document.to_string().as_bytes()).expect("imports");
+    let db = &g.service("catalog").expect("catalog").calls[0];
+    assert_eq!((db.calls, db.retries, db.count), (ROOTS, ROOTS, 1));
+}
+
+/// The chain as Jaeger's JSON, with `change` applied to the document.
+fn jaeger_with(change: impl FnOnce(&mut Value)) -> String {
+    let mut document: Value = serde_json::from_str(&to_jaeger(&chain())).expect("JSON");
+    change(&mut document);
+    document.to_string()
+}
+
+#[test]
+fn each_malformed_jaeger_trace_or_span_is_named_by_its_place_in_the_document() {
+    fn span(d: &mut Value) -> &mut Value {
+        &mut d["data"][1]["spans"][2]
+    }
+    let cases: Vec<(String, &str)> = vec![
+        (
+            jaeger_with(|d| d["data"] = json!(7)),
+            "no \"data\" array of traces: not Jaeger's JSON",
+        ),
+        (
+            jaeger_with(|d| d["data"][1] = json!("x")),
+            "data[1] is not an object (a trace)",
+        ),
+        (
+            jaeger_with(|d| d["data"][1]["processes"] = json!([])),
+            "data[1].processes is not an object (was [])",
+        ),
+        (
+            jaeger_with(|d| span(d)["spanID"] = json!("")),
+            "data[1].spans[2].spanID is missing or empty",
+        ),
+        (
+            jaeger_with(|d| {
+                span(d).as_object_mut().expect("a span").remove("startTime");
+            }),
+            "data[1].spans[2].startTime is not a whole number of microseconds (was missing)",
+        ),
+        (
+            jaeger_with(|d| span(d)["duration"] = json!(-5)),
+            "data[1].spans[2].duration is not a whole number of microseconds (was -5)",
+        ),
+        (
+            jaeger_with(|d| span(d)["startTime"] = json!(1.5)),
+            "data[1].spans[2].startTime is not a whole number of microseconds (was 1.5)",
+        ),
+        (
+            jaeger_with(|d| span(d)["startTime"] = json!(u64::MAX)),
+            "data[1].spans[2]: startTime or duration is too large to be nanoseconds",
+        ),
+        (
+            jaeger_with(|d| span(d)["processID"] = json!("p9")),
+            "data[1].spans[2].processID \"p9\" names no process of its trace (it has: p1, p2, p3)",
+        ),
+        (
+            jaeger_with(|d| span(d)["tags"] = json!(5)),
+            "data[1].spans[2].tags is not an array (was 5)",
+        ),
+        (
+            jaeger_with(|d| {
+                let first = d["data"][1]["spans"][0].clone();
+                d["data"][1]["spans"]
+                    .as_array_mut()
+                    .expect("spans")
+                    .push(first);
+            }),
+            "data[1].spans[7]: span fc.s of trace 00000000000000000000000000000001 appears twice (first at data[1].spans[0])",
+        ),
+    ];
+    for (text, expected) in cases {
+        let e = jaeger_to_graph(text.as_bytes()).expect_err(expected);
+        assert_eq!(e.line(), None, "{e}");
+        assert!(
+            e.message().starts_with(expected),
+            "{e}\nexpected: {expected}"
+        );
+    }
+}
+
+#[test]
+fn a_jaeger_file_that_is_not_json_is_named_by_its_line_and_column() {
+    let text = to_jaeger(&chain());
+    let lines: Vec<&str> = text.lines().collect();
+    let cut = lines[..40].join("\n");
+    let e = jaeger_to_graph(cut.as_bytes()).expect_err("truncated");
+    assert_eq!(e.line(), Some(40), "{e}");
+    assert!(e.message().starts_with("cut short"), "{e}");
+    let e = jaeger_to_graph(&b"{\"data\": [}"[..]).expect_err("not JSON");
+    assert_eq!(e.line(), Some(1));
+    assert!(e.message().starts_with("not JSON"), "{e}");
+    let e = jaeger_to_graph(&b"\xff"[..]).expect_err("not UTF-8");
+    assert!(e.message().starts_with("cannot be read"), "{e}");
+    let e = jaeger_to_graph(&br#"{"data": []}"#[..]).expect_err("no spans");
+    assert_eq!(e.message(), "the file has no spans");
+}
+
+#[test]
+fn arbitrary_bytes_and_damaged_jaeger_files_give_an_error_or_a_graph_never_a_panic() {
+    let mut rng = fastrand::Rng::with_seed(25);
+    // Three traces on one line: every round reads the whole document.
+    let mut document: Value = serde_json::from_str(&to_jaeger(&fan_out())).expect("JSON");
+    document["data"].as_array_mut().expect("data").truncate(3);
+    let sample = document.to_string();
+    let sample = sample.as_bytes();
+    let alphabet = br#"{}[]":,0123456789-.eE tfnrua\"datspnIDrefTypCHILD_OFprocessID"#;
+    for round in 0..3_000 {
+        let bytes: Vec<u8> = match round % 3 {
+            // Random bytes, mostly from JSON's alphabet.
+            0 => (0..rng.usize(0..200))
+                .map(|_| {
+                    if rng.bool() {
+                        alphabet[rng.usize(..alphabet.len())]
+                    } else {
+                        rng.u8(..)
+                    }
+                })
+                .collect(),
+            // The fixture with a few bytes changed.
+            1 => {
+                let mut b = sample.to_vec();
+                for _ in 0..rng.usize(1..8) {
+                    let at = rng.usize(..b.len());
+                    b[at] = alphabet[rng.usize(..alphabet.len())];
+                }
+                b
+            }
+            // The fixture cut anywhere.
+            _ => sample[..rng.usize(..sample.len())].to_vec(),
+        };
+        if let Ok(graph) = jaeger_to_graph(&bytes[..]) {
+            let toml = graph.to_toml();
             assert!(
                 toml.parse::<toml::Table>().is_ok(),
                 "round {round}: not TOML:\n{toml}"

@@ -1,4 +1,6 @@
-//! Why a trace file could not be imported: the line and what was wrong with it.
+//! Why a trace file could not be imported: the line (of an OTLP file, or of a Jaeger file
+//! that is not JSON) or the place in the document (`data[0].spans[3].startTime`, Jaeger), and
+//! what was wrong.
 //!
 //! Every error is permanent for the file as given (reading it again gives the same error),
 //! except a read error, which the source reported. A file that is merely thin (spans with
@@ -63,6 +65,32 @@ impl ImportError {
             _ => "not an OTLP JSON export request",
         };
         ImportError::at(line, format!("{why}: {what}, at column {}", e.column()))
+    }
+
+    /// The source failed while the whole document was read (a Jaeger file).
+    #[cold]
+    pub(super) fn read(source: io::Error) -> ImportError {
+        ImportError {
+            line: None,
+            message: format!("cannot be read: {source}"),
+            source: Some(source),
+        }
+    }
+
+    /// The document is not JSON (a Jaeger file): serde_json's line, and its column in the
+    /// message.
+    #[cold]
+    pub(super) fn document(e: &serde_json::Error) -> ImportError {
+        let text = e.to_string();
+        let what = text
+            .rfind(" at line ")
+            .map_or(text.as_str(), |at| &text[..at]);
+        let why = match e.classify() {
+            serde_json::error::Category::Eof => "cut short (is the file truncated?)",
+            serde_json::error::Category::Io => "cannot be read",
+            _ => "not JSON",
+        };
+        ImportError::at(e.line(), format!("{why}: {what}, at column {}", e.column()))
     }
 
     /// The line (1-based) the problem is on, when it is on one.

@@ -333,7 +333,7 @@ fn examples(spans: &[&SpanRecord]) -> String {
     let mut shown: Vec<String> = spans
         .iter()
         .take(EXAMPLES)
-        .map(|s| format!("line {} span {}", s.line, s.id))
+        .map(|s| format!("{} span {}", s.place, s.id))
         .collect();
     if spans.len() > EXAMPLES {
         shown.push("...".to_owned());

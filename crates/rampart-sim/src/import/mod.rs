@@ -68,21 +68,33 @@
 //! service to itself, services the entry never reaches) is counted in
 //! [`ImportedGraph::notes`] and written at the top of the graph file, never guessed at.
 //!
+//! # Jaeger
+//!
+//! [`jaeger_to_graph`] reads Jaeger's JSON instead, the document its query API
+//! (`/api/traces`) answers and its UI downloads, into the same spans: the parent from the
+//! first `CHILD_OF` reference, the service from the span's process, times from whole
+//! microseconds, the kind from the `span.kind` tag, the status from the `error`,
+//! `otel.status_code` and status code tags as above, a retry from `http.request.resend_count`.
+//! Everything after is the same inference.
+//!
 //! # Errors
 //!
 //! A line that is not JSON, is cut short, is not an export request, has a resource without
 //! `service.name`, a span without ids, a time that is not a whole number of nanoseconds or an
 //! end before its start, or a span that appears twice: an [`ImportError`] naming the line and
-//! what was wrong. No spans at all, or no root request, is an error of the whole file.
+//! what was wrong. No spans at all, or no root request, is an error of the whole file. A Jaeger
+//! file's problem is named by its place in the document (`data[0].spans[3].startTime`), or,
+//! when it is not JSON, by its line and column.
 
 mod error;
 mod infer;
+mod jaeger;
 mod otlp;
 mod stats;
 mod write;
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::time::Duration;
 
 pub use error::ImportError;
@@ -99,6 +111,19 @@ use crate::graph::file::Mode;
 /// with no spans, or no root request.
 pub fn otlp_to_graph(reader: impl BufRead) -> Result<ImportedGraph, ImportError> {
     infer::build(otlp::read(reader)?)
+}
+
+/// Reads Jaeger's JSON (what its query API answers and its UI downloads: `{"data":
+/// [{"traceID", "spans", "processes"}]}`) and builds the call graph it shows, as
+/// [`otlp_to_graph`] does from the same spans (see the [module docs](self#jaeger)).
+///
+/// # Errors
+///
+/// A document that is not JSON, named by its line and column; the first malformed trace or
+/// span, named by its place (`data[0].spans[3].startTime`); a file with no spans, or no root
+/// request.
+pub fn jaeger_to_graph(reader: impl Read) -> Result<ImportedGraph, ImportError> {
+    infer::build(jaeger::read(reader)?)
 }
 
 /// A call graph learned from spans: what [`otlp_to_graph`] found.

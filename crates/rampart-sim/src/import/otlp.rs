@@ -17,11 +17,34 @@ pub(super) const CLIENT: i64 = 3;
 /// `Status.code`: the operation failed.
 const STATUS_ERROR: i64 = 2;
 
+/// Where in its file a span was read: what a note names it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// A line of an OTLP file (1-based): one export request.
+    Line(usize),
+    /// `data[trace].spans[span]` of a Jaeger file.
+    Jaeger {
+        /// The trace's index in `data`.
+        trace: usize,
+        /// The span's index in its trace's `spans`.
+        span: usize,
+    },
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Line(line) => write!(f, "line {line}"),
+            Place::Jaeger { trace, span } => write!(f, "data[{trace}].spans[{span}]"),
+        }
+    }
+}
+
 /// One span as the importer keeps it.
 #[derive(Debug, Clone)]
 pub(super) struct SpanRecord {
-    /// The line it was read from (1-based).
-    pub(super) line: usize,
+    /// Where it was read.
+    pub(super) place: Place,
     /// Its trace, interned.
     pub(super) trace: usize,
     /// Its id, as written.
@@ -189,7 +212,7 @@ fn record(
     let next = traces.len();
     let trace = *traces.entry(span.trace_id.clone()).or_insert(next);
     Ok(SpanRecord {
-        line,
+        place: Place::Line(line),
         trace,
         id: span.span_id.clone(),
         parent: Some(span.parent_span_id.clone()).filter(|p| !p.is_empty()),
@@ -211,7 +234,12 @@ fn outcome(code: i64, attributes: &[KeyValue]) -> (bool, String) {
     let http = int_attribute(attributes, "http.response.status_code")
         .or_else(|| int_attribute(attributes, "http.status_code"));
     let grpc = int_attribute(attributes, "rpc.grpc.status_code");
-    let error = code == STATUS_ERROR;
+    status(code == STATUS_ERROR, http, grpc)
+}
+
+/// Whether a span failed, and its status as a label, from what its format says: an error
+/// mark (OTLP's status ERROR, Jaeger's `error` tag), its HTTP status and its gRPC status.
+pub(super) fn status(error: bool, http: Option<i64>, grpc: Option<i64>) -> (bool, String) {
     match (http, grpc) {
         (Some(status), _) => (error || status >= 500, format!("http {status}")),
         (None, Some(status)) => (error || status != 0, format!("grpc {status}")),
