@@ -19,10 +19,10 @@
 //! few milliseconds.
 //!
 //! Expect `budget_exhausted` among the stop reasons past a hundred requests or so: a 40% fault
-//! rate needs a retry for nearly every other call, and the host's retry budget (10% of the
+//! rate needs a retry for nearly every other call, and the host's retry budget (20% of the
 //! successes, a floor of 3 a second) funds far fewer. That refusal is rampart keeping a
-//! failing dependency's load near 1.1x instead of 3x; each one is a caller's `503`, counted on
-//! both sides.
+//! failing dependency's load near 1.2x instead of 3x; each one is a caller's failure (the
+//! backend's last answer), counted on both sides.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -84,7 +84,8 @@
 //! |---|---|---|
 //! | deadline exceeded, attempt timeout | `DeadlineExceeded` | |
 //! | circuit breaker open, draining | `Unavailable` | the refusal's retry-after (1 s when it gave none) |
-//! | retry budget exhausted, admission refused (rate or concurrency limit) | `ResourceExhausted` | the same |
+//! | admission refused (rate or concurrency limit), retry budget exhausted before any attempt failed | `ResourceExhausted` | the same |
+//! | retry budget exhausted after a failed attempt | the last failure's status (the dependency's own `UNAVAILABLE`, say) | |
 //! | the caller cancelled | `Cancelled` | |
 //! | invalid configuration, request body unreadable | `Internal` | |
 //! | the transport's own error | what tonic makes of it (`Status::from_error`) | |
@@ -441,6 +442,12 @@ impl<E: Into<BoxError> + fmt::Display> From<ClientError<E>> for Status {
         };
         match error {
             ClientError::Call(rampart::Error::Inner(e)) => Status::from_error(e.into()),
+            // The dependency's failure stands; the budget only declined to retry it.
+            ClientError::Call(rampart::Error::Rejected {
+                reason: RejectReason::BudgetExhausted,
+                last: Some(last),
+                ..
+            }) => Status::from(ClientError::Call(*last)),
             ClientError::Call(_) | ClientError::Status(_) if error.is_timeout() => {
                 Status::deadline_exceeded(message)
             }

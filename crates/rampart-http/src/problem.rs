@@ -1,8 +1,14 @@
 //! Problem documents: what the edge answers when rampart, not the handler, decided.
 //!
 //! A deadline or attempt timeout becomes `504 Gateway Timeout`; a refusal (breaker open,
-//! retry budget spent, admission shed, draining) becomes `503 Service Unavailable` with a
-//! `Retry-After`. The body is an RFC 9457 `application/problem+json` document whose `type` is
+//! admission shed, draining) becomes `503 Service Unavailable` with a `Retry-After`. A call
+//! whose retry the retry budget refused answers as its last failure did (`502` or `504`, no
+//! `Retry-After`): the dependency failed, and nothing here is overloaded, so the caller may
+//! retry under its own budget at once (its retry carries the retry mark, so the hops below do
+//! not retry it again). Answered as a refusal with a `Retry-After` of at least 1 s, a caller
+//! whose deadline is shorter could not wait, and on a chain of services rampart answered up
+//! to 13 points fewer roots than tower's retry budget at the same numbers (the simulator's
+//! `defaults` scenario). The body is an RFC 9457 `application/problem+json` document whose `type` is
 //! a stable URN, so a client can tell the cases apart without parsing prose:
 //!
 //! | type | status | when |
@@ -12,7 +18,7 @@
 //! | `urn:rampart:attempt-timeout` | 504 | the last outbound attempt ran past its ceiling |
 //! | `urn:rampart:overloaded` | 503 | admission refused (inbound shedding or an outbound limiter) |
 //! | `urn:rampart:circuit-open` | 503 | the dependency's circuit breaker is open |
-//! | `urn:rampart:budget-exhausted` | 503 | the retry budget had nothing left |
+//! | `urn:rampart:budget-exhausted` | 503 | the retry budget had nothing left before any attempt failed (a call whose retry it refused answers as its last failure) |
 //! | `urn:rampart:draining` | 503 | the process is shutting down |
 //! | `urn:rampart:cancelled` | 503 | the caller cancelled the call |
 //! | `urn:rampart:upstream-error` | 502 | the dependency could not be reached (the transport's error) |
@@ -123,6 +129,26 @@ impl Problem {
                 "Attempt timed out",
                 error.to_string(),
             ),
+            Error::Rejected {
+                reason: RejectReason::BudgetExhausted,
+                attempts,
+                last: Some(last),
+                ..
+            } => {
+                // The dependency's failure stands; the budget only declined to retry it.
+                let answer = Problem::from_error(last);
+                let attempts = match attempts {
+                    1 => "1 attempt".to_owned(),
+                    n => format!("{n} attempts"),
+                };
+                Problem {
+                    detail: format!(
+                        "{}; not retried: the retry budget had nothing left after {attempts}",
+                        answer.detail
+                    ),
+                    ..answer
+                }
+            }
             Error::Rejected {
                 reason,
                 retry_after,
@@ -421,6 +447,38 @@ mod tests {
             Problem::from_error(&transport).status(),
             StatusCode::BAD_GATEWAY
         );
+    }
+
+    #[test]
+    fn a_call_whose_retry_the_budget_refused_answers_as_its_last_failure_without_retry_after() {
+        let refused = |last: rampart::Error<&'static str>| rampart::Error::Rejected {
+            reason: RejectReason::BudgetExhausted,
+            retry_after: Some(Duration::from_millis(300)),
+            attempts: 1,
+            refused: 0,
+            last: Some(Box::new(last)),
+        };
+        let failed = refused(rampart::Error::Inner("connection reset"));
+        let p = Problem::from_error(&failed);
+        assert_eq!(
+            (p.status().as_u16(), p.kind()),
+            (502, "urn:rampart:upstream-error")
+        );
+        assert_eq!(p.retry_after(), None);
+        assert_eq!(
+            p.detail(),
+            "connection reset; not retried: the retry budget had nothing left after 1 attempt"
+        );
+        let response = p.into_http_response();
+        assert!(!response.headers().contains_key(RETRY_AFTER));
+
+        let timed_out = refused(rampart::Error::AttemptTimeout {
+            timeout: Duration::from_secs(1),
+            attempts: 1,
+        });
+        let p = Problem::from_error(&timed_out);
+        assert_eq!((p.status().as_u16(), p.kind()), (504, ATTEMPT_TIMEOUT));
+        assert_eq!(p.retry_after(), None);
     }
 
     #[test]

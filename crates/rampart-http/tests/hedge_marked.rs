@@ -264,17 +264,17 @@ fn a_hedging_layer_gets_a_budget_sized_for_hedges_unless_one_is_given() {
         layer.budget(HOST).expect("a budget").fraction()
     };
     let plain = OutboundLayer::builder().build().expect("valid");
-    assert_eq!(budget_of(plain), 0.25);
+    assert_eq!(budget_of(plain), 0.2);
     let marked = OutboundLayer::builder()
         .hedge_marked(Hedge::adaptive())
         .build()
         .expect("valid");
-    assert_eq!(budget_of(marked), 0.3);
+    assert_eq!(budget_of(marked), 0.25);
     let every = OutboundLayer::builder()
         .hedge(Hedge::adaptive())
         .build()
         .expect("valid");
-    assert_eq!(budget_of(every), 0.3);
+    assert_eq!(budget_of(every), 0.25);
     let given = OutboundLayer::builder()
         .hedge(Hedge::adaptive())
         .budget(RetryBudget::builder().fraction(0.2))

@@ -164,13 +164,12 @@ pub struct Contender {
     /// A client-side adaptive [`Throttle`] with this `k` on every hop, as the policy's
     /// admission (rampart only; none when `None`).
     pub throttle: Option<f64>,
-    /// The retry budget's `fraction`: rampart's `RetryBudget` (default 0.25 since rampart 0.2),
+    /// The retry budget's `fraction`: rampart's `RetryBudget` (default 0.2 since rampart 0.2),
     /// or the `retry_percent` of tower's `TpsBudget` for the budgeted baseline (naive: unused).
     pub budget_fraction: f64,
-    /// A call its retry budget ended is answered upstream with its last failure (a 500),
-    /// not as a refusal (503 with a `Retry-After` of at least 1 s, what rampart-http answers
-    /// for any `Rejected`). Not a rampart setting: what the edge would do if it were one
-    /// (rampart only).
+    /// A call its retry budget ended is answered upstream with its last failure (a 500), as
+    /// rampart-http 0.2 answers it; `false`: as a refusal (503 with a `Retry-After` of at
+    /// least 1 s), as rampart-http 0.1 answered every `Rejected` (rampart only).
     pub budget_refusal_as_failure: bool,
     /// rampart's retry budget on every hop (rampart only).
     pub budget: bool,
@@ -216,7 +215,7 @@ pub const RAMPART: Contender = Contender {
     trip: RATIO_50,
     throttle: None,
     budget_fraction: BUDGET_PERCENT,
-    budget_refusal_as_failure: false,
+    budget_refusal_as_failure: true,
     budget: true,
     propagation: true,
     limiter: true,
@@ -242,8 +241,8 @@ pub const BUDGET_TTL: Duration = Duration::from_secs(10);
 pub const BUDGET_MIN_PER_SEC: u32 = 3;
 /// The retry budget's share of the traffic in every scenario but `defaults`: the SRE book's
 /// 10 %, tower's `TpsBudget` `retry_percent` for the budgeted baseline and `fraction` for the
-/// rampart contender alike (rampart 0.1's default; 0.2 defaults to 25 %, which the `defaults`
-/// scenario compares with tower's budget at 25 % too).
+/// rampart contender alike (rampart 0.1's default; 0.2 defaults to 20 %, which the `defaults`
+/// scenario compares with tower's budget at 20 % too).
 pub const BUDGET_PERCENT: f64 = 0.1;
 
 /// The most any backoff or `Retry-After` is waited (rampart's default maximum).
@@ -445,9 +444,9 @@ impl Contender {
                     )
                 });
                 let relay = if self.budget_refusal_as_failure {
-                    "; a call its budget ended is answered with its last failure (500), not 503 with Retry-After (not a rampart-http setting today)"
+                    "; a call its budget ended is answered with its last failure (500), as rampart-http 0.2 answers it"
                 } else {
-                    ""
+                    "; a call its budget ended is answered 503 with Retry-After (at least 1 s), as rampart-http 0.1 answered it"
                 };
                 format!(
                     "policy.explain(): {}{throttle}{relay}; {}",

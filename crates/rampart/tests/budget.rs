@@ -105,7 +105,7 @@ fn a_shared_budget_asked_for_again_with_other_parameters_is_refused_naming_both(
         .expect_err("other parameters");
     assert_eq!(
         error.to_string(),
-        "budget.shared `tests/budget: other parameters` is registered with fraction 0.25 and min_per_sec 1; it cannot also have fraction 0.5 and min_per_sec 9"
+        "budget.shared `tests/budget: other parameters` is registered with fraction 0.2 and min_per_sec 1; it cannot also have fraction 0.5 and min_per_sec 9"
     );
 }
 
@@ -117,7 +117,7 @@ fn a_shared_budget_is_one_bucket_for_every_caller_of_its_name() {
         RetryBudget::shared(name, RetryBudget::builder().min_per_sec(1.0)).expect("the same");
     assert_eq!(
         (second.fraction(), second.min_per_sec(), second.capacity()),
-        (0.25, 1.0, 10.0)
+        (0.2, 1.0, 10.0)
     );
     let now = Instant::now();
     first.try_spend(now, 0.0).expect("funded");

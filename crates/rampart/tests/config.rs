@@ -237,7 +237,7 @@ fn a_section_naming_another_mode_drops_the_defaults_keys_of_the_mode_it_leaves()
     );
     assert_eq!(
         file.get("a").expect("valid").explain(),
-        "a: 3 attempts, total 30s, attempt 10s (cooperative), constant 100ms, budget 25%, \
+        "a: 3 attempts, total 30s, attempt 10s (cooperative), constant 100ms, budget 20%, \
          breaker: open at 50% failures over 10s (at least 5 calls), break 5s doubling to 2m, \
          hedge after 30ms, 3 legs"
     );

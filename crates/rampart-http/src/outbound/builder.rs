@@ -16,9 +16,9 @@ use super::{Configure, Edge, Engine, Factory, Hedging, OutboundLayer, Switch};
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::Names;
 
-/// What the default budget of a layer that hedges earns per success: rampart's 0.25 for
+/// What the default budget of a layer that hedges earns per success: rampart's 0.2 for
 /// retries, and 0.05 for the hedges a p95 delay fires (see [`OutboundBuilder::hedge`]).
-const HEDGING_BUDGET_FRACTION: f64 = 0.3;
+const HEDGING_BUDGET_FRACTION: f64 = 0.25;
 
 /// Builds an [`OutboundLayer`]: start from [`OutboundLayer::builder`].
 #[must_use = "a builder does nothing until built"]
@@ -92,8 +92,8 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// The settings of each host's own retry budget (default: rampart's defaults, 25% of the
-    /// successes and 3 tokens a second, or 30% when the layer hedges: see
+    /// The settings of each host's own retry budget (default: rampart's defaults, 20% of the
+    /// successes and 3 tokens a second, or 25% when the layer hedges: see
     /// [`hedge`](Self::hedge)). Retries and hedges of all the host's requests spend it.
     pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
         self.budget = Some(Some(budget));
@@ -117,10 +117,10 @@ impl<A> OutboundBuilder<A> {
     /// a call whose first attempt answers before the hedge delay spends nothing. With the
     /// adaptive delay (the p95 of recent attempts), about one call in 20 fires a hedge once
     /// the estimate is warm: 0.05 of a token per hedged call, a fifth of what the default
-    /// budget earns (0.25 per success). So that hedging does not take from what retries may
-    /// spend, the default budget of a hedging layer earns 0.3 per success (the floor of 3
+    /// budget earns (0.2 per success). So that hedging does not take from what retries may
+    /// spend, the default budget of a hedging layer earns 0.25 per success (the floor of 3
     /// tokens a second and the capacity of 30 are unchanged): a failing host then sees at most
-    /// about 1.3x its load from the layer, where it saw 1.25x. A budget set with
+    /// about 1.25x its load from the layer, where it saw 1.2x. A budget set with
     /// [`budget`](Self::budget) is used as given. A hedge is not armed while the host's
     /// breaker is open or the call is `Sheddable`, and a hedge refused by the empty budget
     /// leaves the first attempt running alone.

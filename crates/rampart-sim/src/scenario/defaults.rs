@@ -14,10 +14,11 @@
 //! same seed for each depth and error rate), so the rows they share print the same numbers.
 //!
 //! What it decided: rampart 0.2 defaults to the candidate [`DEFAULTS`] (a breaker that opens
-//! only when every call of the last 10 s failed, at least 100 of them, and a 25 % retry
-//! budget), the one that met all three criteria on seeds 1 to 5. It meets criterion 1 partly by
-//! spending more retries than tower's budget at 10 %; [`BUDGETED_25`] is tower's budget at the
-//! same 25 %, and a finding compares the two.
+//! only when every call of the last 10 s failed, at least 100 of them, a 20 % retry budget,
+//! and a call the budget ended answered upstream as its last failure), the one with the
+//! smallest budget that met all three criteria on seeds 1 to 5. It meets criterion 1 partly by
+//! spending more retries than tower's budget at 10 %; [`BUDGETED_20`] is tower's budget at the
+//! same 20 %, and a finding compares the two.
 
 use std::time::Duration;
 
@@ -31,13 +32,13 @@ use crate::report::{Axis, Chart, ScenarioReport, Series, Table, colors};
 
 /// rampart with the breaker and retry budget it defaults to since 0.2 on every hop
 /// (`Breaker::builder()` and `RetryBudget::builder()` as they are: what rampart-http's
-/// outbound layer gives each host): `failure_ratio(1.0, 10 s, 100)` and a 25 % budget. The
+/// outbound layer gives each host): `failure_ratio(1.0, 10 s, 100)` and a 20 % budget. The
 /// breaker follows rampart's default when it changes; the budget's fraction is written here
 /// and a test checks it against `RetryBudget::builder()`.
 pub const DEFAULTS: Contender = Contender {
     name: "rampart 0.2 defaults",
     trip: Trip::Default,
-    budget_fraction: 0.25,
+    budget_fraction: 0.2,
     ..RAMPART
 };
 
@@ -48,11 +49,11 @@ pub const CONSECUTIVE_5: Contender = Contender {
     ..RAMPART
 };
 
-/// tower's `TpsBudget` at 25 %: the baseline at the same number as rampart's 0.2 default
+/// tower's `TpsBudget` at 20 %: the baseline at the same number as rampart's 0.2 default
 /// budget, so that a win of the default is not only a bigger budget.
-pub const BUDGETED_25: Contender = Contender {
-    name: "budgeted 25%",
-    budget_fraction: 0.25,
+pub const BUDGETED_20: Contender = Contender {
+    name: "budgeted 20%",
+    budget_fraction: 0.2,
     ..BUDGETED
 };
 
@@ -113,6 +114,13 @@ pub const BUDGET_25: Contender = Contender {
     ..RAMPART_NO_BREAKER
 };
 
+/// A 25 % budget beside the down-only breaker: more retries than the default.
+pub const BUDGET_25_RATIO_100: Contender = Contender {
+    name: "rampart, budget 25% + ratio 100% of 100",
+    budget_fraction: 0.25,
+    ..RATIO_100_OF_100
+};
+
 /// rampart's budget depositing 20 % of each success instead of 10 %, no breaker.
 pub const BUDGET_20: Contender = Contender {
     name: "rampart -breaker, budget 20%",
@@ -120,34 +128,26 @@ pub const BUDGET_20: Contender = Contender {
     ..RAMPART_NO_BREAKER
 };
 
-/// The budget at 20 % (Finagle's and Linkerd's default retry ratio) beside the down-only
-/// breaker of at least 100 calls.
-pub const BUDGET_20_RATIO_100: Contender = Contender {
-    name: "rampart, budget 20% + ratio 100% of 100",
-    budget_fraction: 0.2,
-    ..RATIO_100_OF_100
-};
-
-/// The budget at 20 % and the down-only breaker, budget refusals answered as the last failure.
-pub const RELAY_BUDGET_20_RATIO_100: Contender = Contender {
-    name: "rampart, budget 20% + ratio 100% of 100 + refusal as 500",
-    budget_refusal_as_failure: true,
-    ..BUDGET_20_RATIO_100
-};
-
-/// rampart without its breaker, its budget's refusals answered upstream as the last failure
-/// (not a setting today: what rampart-http would answer if it were one).
-pub const RELAY: Contender = Contender {
-    name: "rampart -breaker, refusal as 500",
-    budget_refusal_as_failure: true,
+/// rampart without its breaker, its budget's refusals answered upstream as rampart-http 0.1
+/// did: 503 with a `Retry-After` of at least 1 s.
+pub const REFUSAL_503: Contender = Contender {
+    name: "rampart -breaker, refusal as 503",
+    budget_refusal_as_failure: false,
     ..RAMPART_NO_BREAKER
 };
 
-/// The down-only breaker of at least 100 calls, budget refusals answered as the last failure.
-pub const RELAY_RATIO_100: Contender = Contender {
-    name: "rampart, ratio 100% of 100 + refusal as 500",
-    budget_refusal_as_failure: true,
+/// The down-only breaker of at least 100 calls, budget refusals answered as 0.1 did.
+pub const REFUSAL_503_RATIO_100: Contender = Contender {
+    name: "rampart, ratio 100% of 100 + refusal as 503",
+    budget_refusal_as_failure: false,
     ..RATIO_100_OF_100
+};
+
+/// rampart's defaults with budget refusals answered as 0.1 did: the ablation of 0.2's answer.
+pub const DEFAULTS_REFUSAL_503: Contender = Contender {
+    name: "rampart 0.2 defaults + refusal as 503",
+    budget_refusal_as_failure: false,
+    ..DEFAULTS
 };
 
 /// The leaf error rates swept.
@@ -178,16 +178,16 @@ pub fn candidates() -> Vec<Contender> {
         THROTTLE_RATIO_100,
         BUDGET_20,
         BUDGET_25,
-        BUDGET_20_RATIO_100,
-        RELAY,
-        RELAY_RATIO_100,
-        RELAY_BUDGET_20_RATIO_100,
+        BUDGET_25_RATIO_100,
+        REFUSAL_503,
+        REFUSAL_503_RATIO_100,
+        DEFAULTS_REFUSAL_503,
     ]
 }
 
 /// Every contender: the two baselines, then the candidates.
 pub fn contenders() -> Vec<Contender> {
-    let mut all = vec![NAIVE, BUDGETED, BUDGETED_25];
+    let mut all = vec![NAIVE, BUDGETED, BUDGETED_20];
     all.extend(candidates());
     all
 }
@@ -393,7 +393,7 @@ fn summarize(
                 .filter_map(|&r| find(c.name, depth, r))
                 .map(|p| (p.leaf().max(floor), p.answered * 100.0))
                 .collect();
-            // naive, budgeted and budgeted 25% (dashed), rampart's defaults, then the others.
+            // naive, budgeted and budgeted 20% (dashed), rampart's defaults, then the others.
             let color = match i {
                 0 | 1 => colors::of(c.name),
                 2 => colors::BUDGETED,
@@ -455,13 +455,13 @@ fn summarize(
             ));
         }
     }
-    // The default at the same numbers as tower's budget: both at 25 %.
+    // The default at the same numbers as tower's budget: both at 20 %.
     let mut same = (f64::INFINITY, 0, 0.0, f64::NEG_INFINITY);
     for &depth in depths {
         for &rate in rates {
             if let (Some(p), Some(b)) = (
                 find(DEFAULTS.name, depth, rate),
-                find(BUDGETED_25.name, depth, rate),
+                find(BUDGETED_20.name, depth, rate),
             ) {
                 let margin = (p.answered - b.answered) * 100.0;
                 if margin < same.0 {
@@ -480,13 +480,13 @@ fn summarize(
             "Loss"
         };
         findings.push(format!(
-            "{verdict}: at the same 25 % budget, {} answers between {:+.1} (depth {}, {} leaf errors) and {:+.1} points against tower's budget ({}).",
+            "{verdict}: at the same 20 % budget, {} answers between {:+.1} (depth {}, {} leaf errors) and {:+.1} points against tower's budget ({}).",
             DEFAULTS.name,
             same.0,
             same.1,
             rate_label(same.2),
             same.3,
-            BUDGETED_25.name
+            BUDGETED_20.name
         ));
     }
     // Rates where every contender answers the same share (within 0.5 points) at every depth.

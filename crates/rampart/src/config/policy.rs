@@ -191,7 +191,7 @@ impl PolicyConfig {
     ///
     /// let config: PolicyConfig = serde_json::from_str(r#"{ "max_attempts": 2, "total_timeout": "1s" }"#)?;
     /// let policy = config.build(Policy::builder().name("prices"))?;
-    /// assert_eq!(policy.explain(), "prices: 2 attempts, total 1s, attempt 10s (abandon), exponential 100ms x2 max 30s full jitter, budget 25%");
+    /// assert_eq!(policy.explain(), "prices: 2 attempts, total 1s, attempt 10s (abandon), exponential 100ms x2 max 30s full jitter, budget 20%");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///

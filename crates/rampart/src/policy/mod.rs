@@ -23,7 +23,7 @@
 //!     .expect("valid policy");
 //! assert_eq!(
 //!     policy.explain(),
-//!     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 25%"
+//!     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 20%"
 //! );
 //! ```
 //!
@@ -83,7 +83,7 @@
 //! limit.set_limit(4)?;
 //! assert_eq!(
 //!     policy.explain(),
-//!     "search: 2 attempts, total 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 25%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
+//!     "search: 2 attempts, total 30s, attempt 3s (abandon), exponential 100ms x2 max 30s full jitter, budget 20%, breaker: open after 10 consecutive failures, break 15s doubling to 2m"
 //! );
 //!
 //! // An operator keeps the traffic flowing whatever the breaker would decide, then hands
@@ -240,7 +240,7 @@ impl<C, A> Policy<C, A> {
     ///     .expect("valid policy");
     /// assert_eq!(
     ///     policy.explain(),
-    ///     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 25%"
+    ///     "payments: 3 attempts, total 2s, attempt 500ms (abandon), exponential 100ms x2 max 30s full jitter, budget 20%"
     /// );
     /// ```
     pub fn explain(&self) -> String {
