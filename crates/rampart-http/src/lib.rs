@@ -126,6 +126,9 @@ pub use event::EdgeEvent;
 #[cfg(feature = "tonic")]
 pub use grpc::GrpcChannel;
 pub use inbound::{Inbound, InboundLayer};
-pub use outbound::{Hedged, Outbound, OutboundBuilder, OutboundLayer, Repeatable, is_replayable};
+pub use outbound::{
+    Hedged, HostSettings, Outbound, OutboundBuilder, OutboundLayer, OutboundSettings, Repeatable,
+    is_replayable,
+};
 pub use problem::Problem;
 pub use report::CallReport;

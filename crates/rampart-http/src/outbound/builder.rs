@@ -12,6 +12,7 @@ use rampart::hedge::Hedge;
 use rampart::{ConfigError, PolicyBuilder};
 
 use super::hosts::{HostKey, Hosts};
+use super::live::{HostSettings, Live, OutboundSettings};
 use super::{Configure, Edge, Engine, Factory, Hedging, OutboundLayer, Switch};
 use crate::event::{EdgeEvent, Listeners};
 use crate::header::Names;
@@ -381,7 +382,7 @@ impl<A> OutboundBuilder<A> {
         });
         let factory = Factory {
             name: self.name,
-            max_attempts: self.max_attempts,
+            built_attempts: self.max_attempts,
             breaker: self.breaker,
             budget,
             hedge: self.hedge,
@@ -398,19 +399,28 @@ impl<A> OutboundBuilder<A> {
             listeners: self.listeners,
         });
         // Built and dropped: no call runs under them, so they register no metric (a series
-        // is registered on its first use), and no phantom host shows in the exporter.
-        factory.build("validation:0", &edge)?;
+        // is registered on its first use), and no phantom host shows in the exporter. Their
+        // settings are the layer's live settings.
+        let every = factory.build("validation:0", &edge, None)?;
+        let mut hosts = std::collections::BTreeMap::new();
         for (key, _) in &factory.hosts {
-            factory
-                .build(key, &edge)
+            let host = factory
+                .build(key, &edge, None)
                 .map_err(|error| for_host(&error, key))?;
+            hosts.insert(key.to_string(), HostSettings::of(&host.full.settings()));
         }
+        let settings = OutboundSettings {
+            max_attempts: self.max_attempts,
+            policy: HostSettings::of(&every.full.settings()),
+            hosts,
+        };
         Ok(OutboundLayer {
             engine: Arc::new(Engine {
                 edge,
                 max_hosts: self.max_hosts.max(1),
                 hosts: Hosts::new(self.max_hosts),
                 factory,
+                live: Live::new(settings),
             }),
         })
     }

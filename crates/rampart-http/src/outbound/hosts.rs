@@ -245,6 +245,12 @@ impl<T> Hosts<T> {
         self.table.peek(key)
     }
 
+    /// Every host in the table now (none is marked used).
+    pub(crate) fn all(&self) -> Vec<Arc<T>> {
+        let keys = self.table.keys();
+        keys.iter().filter_map(|key| self.table.peek(key)).collect()
+    }
+
     /// Hosts in the table.
     pub(crate) fn len(&self) -> usize {
         self.table.len()

@@ -106,6 +106,14 @@
 //! | minimum time per attempt | [`DEFAULT_MIN_ATTEMPT_TIME`], 10 ms (rampart's own is 0): a retry is not sent with less time left than that, or than the host's measured typical latency; set `min_attempt_time` in [`policy`](OutboundBuilder::policy) to change it |
 //! | classifier | [`HttpClassifier`] (429 and 503 with `Retry-After` throttled; 5xx, 408 transient) |
 //!
+//! # Changing settings live
+//!
+//! [`OutboundLayer::reconfigure`] changes the attempts, timeouts, timeout mode and backoff of
+//! every host's policies while the layer serves requests (those of the hosts in the table and
+//! of the hosts first seen later), checked as `build` checks them; [`OutboundLayer::settings`]
+//! and [`OutboundLayer::host_settings`] read them. The rest is fixed at `build` (see
+//! `reconfigure` for what and why). [`crate::config`]'s reload applies a changed file with it.
+//!
 //! # Errors
 //!
 //! The service's error is [`ClientError`](crate::ClientError): what the policy decided (timeouts, rejections, the
@@ -119,6 +127,7 @@
 
 mod builder;
 mod hosts;
+mod live;
 mod service;
 mod stamp;
 
@@ -143,6 +152,8 @@ use crate::quota::QuotaState;
 pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
+use live::Live;
+pub use live::{HostSettings, OutboundSettings};
 pub(crate) use service::Way;
 pub use service::{Outbound, ResponseFuture};
 pub use stamp::stamp;
@@ -343,7 +354,7 @@ impl<A> fmt::Debug for OutboundLayer<A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OutboundLayer")
             .field("name", &self.engine.factory.name)
-            .field("max_attempts", &self.engine.factory.max_attempts)
+            .field("max_attempts", &self.engine.live.current().1.max_attempts)
             .field("max_hosts", &self.engine.max_hosts)
             .field("replay_limit", &self.engine.edge.replay_limit)
             .finish_non_exhaustive()
@@ -365,7 +376,9 @@ type Configure = Arc<dyn Fn(PolicyBuilder) -> PolicyBuilder + Send + Sync>;
 /// Builds a host's policies.
 struct Factory<A> {
     name: String,
-    max_attempts: u32,
+    /// The attempts the layer was built with: whether its hosts get a retry budget and a
+    /// hedge (the attempts a host's policies make now are in the engine's `live`).
+    built_attempts: u32,
     breaker: Option<BreakerBuilder>,
     budget: Option<RetryBudgetBuilder>,
     hedge: Option<(Hedge, Hedging)>,
@@ -414,6 +427,11 @@ impl Switch {
 }
 
 impl<A> Factory<A> {
+    /// Whether the layer was built to retry.
+    fn retries(&self) -> bool {
+        self.built_attempts > 1
+    }
+
     /// The labels of host `key`'s metrics: the layer's name as `policy`, and the host as
     /// `server.address` (no host: the entry `""`, and the layer that does not split by host,
     /// whose hosts then share their series and so report no gauge of a host's own state).
@@ -430,14 +448,21 @@ impl<A> Factory<A> {
 }
 
 impl<A: Admit + Clone> Factory<A> {
-    fn build(&self, key: &str, edge: &Arc<Edge>) -> Result<Host<A>, ConfigError> {
+    /// The policies of host `key`: with the layer's live `settings`, or without (`None`, at
+    /// build) with what the builder's closures set, the layer's floor under them.
+    fn build(
+        &self,
+        key: &str,
+        edge: &Arc<Edge>,
+        settings: Option<&OutboundSettings>,
+    ) -> Result<Host<A>, ConfigError> {
         let breaker = self
             .breaker
             .clone()
             .map(BreakerBuilder::build)
             .transpose()?;
         let budget = match &self.budget {
-            Some(budget) if self.max_attempts > 1 => Some(budget.clone().build()?),
+            Some(budget) if self.retries() => Some(budget.clone().build()?),
             _ => None,
         };
         let policy = |attempts: u32, criticality: bool, hedge: Option<Hedge>, floor: Duration| {
@@ -448,6 +473,9 @@ impl<A: Admit + Clone> Factory<A> {
             }
             if let Some((_, configure)) = self.hosts.iter().find(|(k, _)| &**k == key) {
                 builder = configure(builder);
+            }
+            if let Some(settings) = settings {
+                builder = settings.of(key).apply(builder);
             }
             let mut builder = builder
                 .name(format!("{} {key}", self.name))
@@ -470,25 +498,26 @@ impl<A: Admit + Clone> Factory<A> {
             builder.build()
         };
         // The floor is dropped where it is not shorter than the policy's deadline (which
-        // `build` refuses); a `min_attempt_time` of the caller's own is still checked.
+        // `build` refuses); a `min_attempt_time` of the caller's own is still checked. Live
+        // settings carry their floor.
         let policy = |attempts: u32, criticality: bool, hedge: Option<Hedge>| {
             let floored = policy(attempts, criticality, hedge, DEFAULT_MIN_ATTEMPT_TIME);
             match floored {
-                Err(error) if names_min_attempt_time(&error) => {
+                Err(error) if settings.is_none() && names_min_attempt_time(&error) => {
                     policy(attempts, criticality, hedge, Duration::ZERO)
                 }
                 built => built,
             }
         };
-        let attempts = self.max_attempts;
+        let attempts = settings.map_or(self.built_attempts, |s| s.max_attempts);
         let (every, marked) = match self.hedge {
             Some((hedge, Hedging::Every)) => (Some(hedge), None),
-            Some((hedge, Hedging::Marked)) if attempts > 1 => (None, Some(hedge)),
+            Some((hedge, Hedging::Marked)) if self.retries() => (None, Some(hedge)),
             _ => (None, None),
         };
         // The ambient level gates retries and hedges; a policy with neither cannot read it.
         let full = policy(attempts, true, every).or_else(|_| policy(attempts, false, every))?;
-        let once = if attempts > 1 {
+        let once = if self.retries() {
             policy(1, false, None)?
         } else {
             full.clone()
@@ -508,7 +537,7 @@ impl<A: Admit + Clone> Factory<A> {
             once,
             hedged,
             edge: Arc::clone(edge),
-            retries: attempts > 1,
+            retries: self.retries(),
         })
     }
 }
@@ -528,14 +557,15 @@ pub(crate) struct Host<A> {
     pub(crate) once: Policy<HttpClassifier, A>,
     /// The full policy with the layer's hedge, for requests marked [`Hedged`] (only with
     /// [`hedge_marked`](OutboundBuilder::hedge_marked)).
-    hedged: Option<Policy<HttpClassifier, A>>,
+    pub(crate) hedged: Option<Policy<HttpClassifier, A>>,
     /// When the host's spent quota resets, if the layer reads quota headers for it.
     pub(crate) quota: Option<QuotaState>,
     /// Whether a final retryable status is answered as [`ClientError::Status`](crate::ClientError::Status).
     pub(crate) fail_on_status: bool,
     /// The layer's settings, so that a request holds one `Arc` (its host's) and not two.
     pub(crate) edge: Arc<Edge>,
-    retries: bool,
+    /// Whether the layer retries: `once` is a policy of its own (else it is `full`).
+    pub(crate) retries: bool,
 }
 
 /// How a request is sent.
@@ -560,13 +590,15 @@ pub(crate) struct Engine<A> {
     max_hosts: usize,
     pub(crate) hosts: Hosts<Host<A>>,
     factory: Factory<A>,
+    /// The settings the hosts' policies run with (see [`OutboundLayer::reconfigure`]).
+    live: Live,
 }
 
 impl<A> Engine<A> {
     /// Whether the layer hedges any request: it has a hedge, and more than one attempt.
     #[cfg_attr(not(feature = "tonic"), allow(dead_code))]
     pub(crate) fn hedges(&self) -> bool {
-        self.factory.hedge.is_some() && self.factory.max_attempts > 1
+        self.factory.hedge.is_some() && self.factory.retries()
     }
 }
 
@@ -574,8 +606,23 @@ impl<A: Admit + Clone> Engine<A> {
     /// The policies of the host `key`, made on its first request.
     #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) fn host(&self, key: &HostKey<'_>) -> Result<Arc<Host<A>>, ConfigError> {
-        self.hosts
-            .get(key.as_str(), |key| self.factory.build(key, &self.edge))
+        let mut made = None;
+        let host = self
+            .hosts
+            .get(key.as_str(), |key| self.make(key, &mut made))?;
+        if let Some(generation) = made {
+            self.made(&host, generation);
+        }
+        Ok(host)
+    }
+
+    /// The policies of the new host `key`, with the live settings, whose generation goes to
+    /// `made`.
+    #[cold]
+    fn make(&self, key: &str, made: &mut Option<u64>) -> Result<Host<A>, ConfigError> {
+        let (generation, settings) = self.live.current();
+        *made = Some(generation);
+        self.factory.build(key, &self.edge, Some(&settings))
     }
 
     /// The host a service kept, when the request's URI plainly names it (see
@@ -598,12 +645,17 @@ impl<A: Admit + Clone> Engine<A> {
         key: &HostKey<'_>,
     ) -> Result<Arc<Host<A>>, ConfigError> {
         let key = key.as_str();
-        self.hosts.get_kept(
+        let mut made = None;
+        let host = self.hosts.get_kept(
             last,
             key,
             |host| *host.key == *key,
-            |key| self.factory.build(key, &self.edge),
-        )
+            |key| self.make(key, &mut made),
+        )?;
+        if let Some(generation) = made {
+            self.made(&host, generation);
+        }
+        Ok(host)
     }
 }
 
