@@ -1,6 +1,7 @@
 //! An axum service whose policies come from a TOML file, reloaded when the file changes:
-//! what a running policy can change is applied live and logged, and what needs the service
-//! restarted (a layer's header name, a policy's budget) is named by its key path.
+//! what a running policy or the running outbound layer can change is applied live and logged
+//! by its key path, and what needs the service restarted (a layer's header name, a policy's
+//! budget) is named by its key path.
 //!
 //! ```sh
 //! cargo run -p rampart-http --features serde --example reload             # a demo, then exits
@@ -10,15 +11,16 @@
 //! Given a path, the service reads that file (writing the starting file below there if there
 //! is none) and serves until it is killed: edit the file and watch the log. Without one, it
 //! runs a demo on a file in the temporary directory: a quote whose dependency answers on the
-//! third attempt fails under `max_attempts = 2`, the file is rewritten with 3 and a new
-//! deadline header, and the next quote succeeds on the same policy, while the header is
-//! logged as needing a restart.
+//! third attempt fails under `max_attempts = 2`, the file is rewritten with 3, a shorter
+//! outbound attempt timeout and a new deadline header, and the next quote succeeds on the
+//! same policy, the outbound layer's requests carry the new timeout, and the header is logged
+//! as needing a restart.
 //!
 //! The file is polled for its modification time every second on tokio's clock: no file
 //! watcher, and no signal handler (tokio's `signal` feature is not among this crate's
-//! dependencies). `/quote` calls the dependency under the named policy `prices`, which
-//! reloads live; `/stock` calls it through the outbound layer of `[outbound]`, which is built
-//! once.
+//! dependencies). `/quote` calls the dependency under the named policy `prices`; `/stock`
+//! calls it through the outbound layer of `[outbound]`, whose attempts and timeouts reload
+//! live (its header names, breaker and budget are built once).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -39,7 +41,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rampart::Policy;
 use rampart_http::config::HttpConfig;
-use rampart_http::{InboundLayer, Outbound, ReplayBody};
+use rampart_http::{InboundLayer, Outbound, OutboundLayer, ReplayBody};
 use tower::ServiceExt;
 use tower_layer::Layer;
 
@@ -51,6 +53,9 @@ default_deadline = "2s"
 [outbound]
 max_attempts = 2
 deadline_header = "x-deadline-ms"
+
+[outbound.policy]
+attempt_timeout = "500ms"
 
 [defaults]
 total_timeout = "1s"
@@ -110,14 +115,32 @@ async fn quote(State(app): State<App>) -> (StatusCode, String) {
     }
 }
 
-/// Calls the dependency through the outbound layer built from `[outbound]`.
-async fn stock(State(app): State<App>) -> StatusCode {
-    let uri = format!("http://{}/prices?attempt=3", app.addr);
+/// Calls the dependency through the outbound layer built from `[outbound]`; answers with
+/// the deadline header the layer wrote on the request.
+async fn stock(State(app): State<App>) -> (StatusCode, String) {
+    use http_body_util::BodyExt;
+    let uri = format!("http://{}/deadline", app.addr);
     let request = Request::get(uri).body(Full::default()).expect("valid");
     match app.client.oneshot(request).await {
-        Ok(response) => response.status(),
-        Err(_) => StatusCode::BAD_GATEWAY,
+        Ok(response) => {
+            let status = response.status();
+            let body = match response.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()),
     }
+}
+
+/// The dependency's other route: answers with the deadline header the request carried (the
+/// outbound layer's attempt ceiling), under whichever of the file's names it has.
+async fn deadline(headers: http::HeaderMap) -> String {
+    ["x-deadline-ms", "x-budget-ms"]
+        .iter()
+        .find_map(|name| Some(format!("{name}: {}", headers.get(*name)?.to_str().ok()?)))
+        .unwrap_or_default()
 }
 
 /// What identifies a version of the file: its modification time and length.
@@ -130,20 +153,29 @@ fn read(path: &Path) -> Result<HttpConfig, Box<dyn Error>> {
     Ok(toml::from_str(&std::fs::read_to_string(path)?)?)
 }
 
-/// Applies the file at `path` to `policies`, logging what changed; the file applied, or why
-/// nothing was.
+/// Applies the file at `path` to `outbound` and `policies`, logging what changed; the file
+/// applied, or why nothing was.
 fn reload(
     path: &Path,
     file: &HttpConfig,
+    outbound: &OutboundLayer,
     policies: &BTreeMap<String, Policy>,
 ) -> Result<HttpConfig, Box<dyn Error>> {
     let next = read(path)?;
-    let restart = file.reload(&next, policies)?;
+    let reloaded = file.reload(&next, outbound, policies)?;
     println!("reloaded {}", path.display());
+    for key in &reloaded.applied {
+        println!("  applied live: {key}");
+    }
     for policy in policies.values() {
         println!("  live: {}", policy.explain());
     }
-    for key in &restart {
+    let settings = outbound.settings();
+    println!(
+        "  live: outbound {} attempts, attempt timeout {:?}",
+        settings.max_attempts, settings.policy.attempt_timeout
+    );
+    for key in &reloaded.restart {
         println!("  needs a restart: {key}");
     }
     Ok(next)
@@ -151,7 +183,12 @@ fn reload(
 
 /// Polls `path` every second and reloads it when it changes; an invalid file is logged and
 /// changes nothing (the service keeps the file it has).
-async fn watch(path: PathBuf, mut file: HttpConfig, policies: Arc<BTreeMap<String, Policy>>) {
+async fn watch(
+    path: PathBuf,
+    mut file: HttpConfig,
+    outbound: OutboundLayer,
+    policies: Arc<BTreeMap<String, Policy>>,
+) {
     let mut seen = version(&path);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
@@ -161,7 +198,7 @@ async fn watch(path: PathBuf, mut file: HttpConfig, policies: Arc<BTreeMap<Strin
             continue;
         }
         seen = now;
-        match reload(&path, &file, &policies) {
+        match reload(&path, &file, &outbound, &policies) {
             Ok(next) => file = next,
             Err(error) => println!("not reloaded, the file is unchanged in effect: {error}"),
         }
@@ -193,15 +230,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let file = read(&path)?;
     file.check()?;
     let policies = Arc::new(file.policies().build()?);
-    let client = file
-        .outbound
-        .build()?
-        .layer(Client::builder(TokioExecutor::new()).build_http());
+    let outbound = file.outbound.build()?;
+    let client = outbound.layer(Client::builder(TokioExecutor::new()).build_http());
     let plain = Client::builder(TokioExecutor::new()).build_http();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let app = Router::new()
         .route("/prices", get(prices))
+        .route("/deadline", get(deadline))
         .route("/quote", get(quote))
         .route("/stock", get(stock))
         .with_state(App {
@@ -212,7 +248,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
         })
         .layer(file.inbound.apply(InboundLayer::new()));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    tokio::spawn(watch(path.clone(), file, Arc::clone(&policies)));
+    tokio::spawn(watch(
+        path.clone(),
+        file,
+        outbound.clone(),
+        Arc::clone(&policies),
+    ));
     println!(
         "serving on http://{addr} (/quote, /stock) from {}",
         path.display()
@@ -235,6 +276,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             "[policies.prices]\nmax_attempts = 2",
             "[policies.prices]\nmax_attempts = 3",
         )
+        .replace("attempt_timeout = \"500ms\"", "attempt_timeout = \"300ms\"")
         .replace("\"x-deadline-ms\"", "\"x-budget-ms\"");
     std::fs::write(&path, next)?;
     // The watcher polls every second: two ticks see the change.
@@ -242,6 +284,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!(
         "GET /quote: {}",
         get_text(&plain, format!("http://{addr}/quote")).await?
+    );
+    println!(
+        "GET /stock: {}",
+        get_text(&plain, format!("http://{addr}/stock")).await?
     );
     Ok(())
 }

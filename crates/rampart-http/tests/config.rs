@@ -538,7 +538,7 @@ async fn attempts_of(policy: &Policy) -> u32 {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reload_applies_a_changed_max_attempts_live_and_names_a_changed_header_for_a_restart() {
+async fn a_reload_applies_the_live_settings_and_names_a_changed_header_for_a_restart() {
     let file = read(
         r#"
         [outbound]
@@ -550,12 +550,14 @@ async fn a_reload_applies_a_changed_max_attempts_live_and_names_a_changed_header
         budget = "none"
         "#,
     );
+    let outbound = file.outbound.build().expect("valid");
     let policies: BTreeMap<String, Policy> = file.policies().build().expect("valid");
     assert_eq!(attempts_of(&policies["inventory"]).await, 2);
 
     let next = read(
         r#"
         [outbound]
+        max_attempts = 4
         deadline_header = "x-budget-ms"
 
         [policies.inventory]
@@ -564,20 +566,29 @@ async fn a_reload_applies_a_changed_max_attempts_live_and_names_a_changed_header
         budget = "none"
         "#,
     );
-    let restart = file.reload(&next, &policies).expect("a valid file");
-    assert_eq!(restart, ["outbound.deadline_header"]);
-    // The next call, on the same policy, makes the new number of attempts.
+    let reloaded = file
+        .reload(&next, &outbound, &policies)
+        .expect("a valid file");
+    assert_eq!(
+        reloaded.applied,
+        ["outbound.max_attempts", "policies.inventory.max_attempts"]
+    );
+    assert_eq!(reloaded.restart, ["outbound.deadline_header"]);
+    // The next call, on the same policy and the same layer, makes the new number of attempts.
     assert_eq!(attempts_of(&policies["inventory"]).await, 3);
+    assert_eq!(outbound.settings().max_attempts, 4);
 
-    // The layers' settings and a policy's fixed ones each need a restart, by key path.
+    // The layers' fixed settings and a policy's each need a restart, by key path; a host's
+    // new timeout is applied.
     let later = read(
         r#"
         [inbound]
         reserve = "10ms"
 
         [outbound]
+        max_attempts = 1
         deadline_header = "x-budget-ms"
-        hosts."api:443" = { total_timeout = "1s" }
+        hosts."api:443" = { total_timeout = "1s", adaptive_attempt_timeout = { multiple = 3.0 } }
 
         [policies.inventory]
         max_attempts = 3
@@ -585,35 +596,109 @@ async fn a_reload_applies_a_changed_max_attempts_live_and_names_a_changed_header
         budget = { fraction = 0.5 }
         "#,
     );
+    let reloaded = next
+        .reload(&later, &outbound, &policies)
+        .expect("a valid file");
     assert_eq!(
-        next.reload(&later, &policies).expect("a valid file"),
+        reloaded.applied,
+        ["outbound.hosts.\"api:443\".total_timeout"]
+    );
+    assert_eq!(
+        reloaded.restart,
         [
             "inbound.reserve",
-            "outbound.hosts.\"api:443\"",
+            "outbound.hosts.\"api:443\".adaptive_attempt_timeout",
+            "outbound.max_attempts",
             "policies.inventory.budget"
         ]
     );
+    let settings = outbound.settings();
+    assert_eq!(settings.max_attempts, 4, "retries are not stopped live");
+    assert_eq!(
+        settings.hosts["api:443"].total_timeout,
+        Some(Duration::from_secs(1))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_of_a_changed_outbound_attempt_timeout_applies_it_live() {
+    let file = read(
+        r#"
+        [outbound]
+        max_attempts = 1
+
+        [outbound.policy]
+        total_timeout = "2s"
+        attempt_timeout = "500ms"
+
+        [outbound.hosts."slow.test:80"]
+        attempt_timeout = "1s"
+        "#,
+    );
+    let outbound = file.outbound.build().expect("valid");
+    let seen = Arc::default();
+    let client = outbound.layer(failing_upstream(Arc::clone(&seen)));
+    let deadline = async |uri: &str| {
+        let request = Request::get(uri)
+            .body(Full::default())
+            .expect("valid request");
+        client.clone().oneshot(request).await.expect("a response");
+        let seen = seen.lock().expect("seen");
+        let last = seen.last().expect("a request");
+        last["x-deadline-ms"].to_str().expect("ascii").to_owned()
+    };
+    assert_eq!(deadline("http://fast.test/").await, "500");
+    assert_eq!(deadline("http://slow.test/").await, "1000");
+
+    let next = read(
+        &toml::to_string(&file)
+            .expect("serializable")
+            .replace("500ms", "250ms"),
+    );
+    let policies = BTreeMap::<String, Policy>::new();
+    let reloaded = file
+        .reload(&next, &outbound, &policies)
+        .expect("a valid file");
+    assert_eq!(reloaded.applied, ["outbound.policy.attempt_timeout"]);
+    assert!(reloaded.restart.is_empty(), "{:?}", reloaded.restart);
+    // The host already in the table and one first seen now take the new timeout; the host
+    // with its own keeps it.
+    assert_eq!(deadline("http://fast.test/").await, "250");
+    assert_eq!(deadline("http://new.test/").await, "250");
+    assert_eq!(deadline("http://slow.test/").await, "1000");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_reload_of_an_invalid_file_changes_nothing_and_names_every_problem() {
     let file = read("[policies.inventory]\nmax_attempts = 2\nbackoff = { kind = \"none\" }\n");
+    let outbound = file.outbound.build().expect("valid");
     let policies = file.policies().build().expect("valid");
     let next = read(
         r#"
         [outbound]
         max_attempts = 0
 
+        [outbound.policy]
+        attempt_timeout = "1s"
+
         [policies.inventory]
         max_attempts = 5
         attempt_timeout = "0ns"
         "#,
     );
-    let error = file.reload(&next, &policies).expect_err("an invalid file");
+    let error = file
+        .reload(&next, &outbound, &policies)
+        .expect_err("an invalid file");
     assert_eq!(
         error.to_string(),
         "outbound.max_attempts must be at least 1 (was 0); \
          policies.inventory.attempt_timeout must be positive (was 0ns)"
     );
     assert_eq!(policies["inventory"].max_attempts(), 2);
+    let settings = outbound.settings();
+    assert_eq!(settings.max_attempts, 3);
+    assert_eq!(
+        settings.policy.attempt_timeout,
+        Some(Duration::from_secs(10))
+    );
 }

@@ -119,11 +119,16 @@
 //!
 //! # Reloading
 //!
-//! [`HttpConfig::reload`] applies a changed file's named policies live, as
-//! [`Policies::reload`](rampart::config::Policies::reload) does, and returns the key paths of
-//! everything else that changed: the layers are built once, so a changed `[inbound]` or
-//! `[outbound]` key needs them rebuilt (a restart). `examples/reload.rs` watches a file and
-//! logs both.
+//! [`HttpConfig::reload`] applies a changed file to what was built from it, as far as it can
+//! change while it runs, and returns the key paths it applied and those that need a restart
+//! ([`Reloaded`]). Live: the named policies, as
+//! [`Policies::reload`](rampart::config::Policies::reload) changes them, and the outbound
+//! layer's `max_attempts` and the timeouts, timeout mode and backoff of `[outbound.policy]`
+//! and each `[outbound.hosts."host:port"]`, through
+//! [`OutboundLayer::reconfigure`](crate::OutboundLayer::reconfigure) (for every host in the
+//! layer's table and every host first seen later). Needing a restart: every `[inbound]` key,
+//! and the rest of `[outbound]` (header names, breaker, budget, hedge, `max_hosts`, ...; see
+//! `reconfigure` for why each is fixed). `examples/reload.rs` watches a file and logs both.
 
 mod inbound;
 mod outbound;
@@ -134,6 +139,8 @@ use rampart::admit::Admit;
 use rampart::config::{Policies, PolicyConfig};
 use rampart::{ConfigError, ConfigProblem, Policy};
 use serde::{Deserialize, Serialize};
+
+use crate::OutboundLayer;
 
 pub use inbound::InboundConfig;
 pub use outbound::OutboundConfig;
@@ -161,6 +168,50 @@ pub struct HttpConfig {
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
+}
+
+/// What [`HttpConfig::reload`] did with a changed file: the key paths of what it applied
+/// live, and of what changed but needs the layers or policies built again (a restart), each
+/// in the order of the file's sections (`inbound`, `outbound`, the policies by name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reloaded {
+    /// Applied to the running layer and policies (`outbound.policy.attempt_timeout`,
+    /// `policies.ledger.max_attempts`).
+    pub applied: Vec<String>,
+    /// Changed in the file, not applied: a restart applies them (`outbound.deadline_header`,
+    /// `policies.ledger.budget`).
+    pub restart: Vec<String>,
+}
+
+/// The keys of a policy that [`Policies::reload`] changes on a running policy.
+const POLICY_LIVE_KEYS: [&str; 7] = [
+    "max_attempts",
+    "total_timeout",
+    "attempt_timeout",
+    "min_attempt_time",
+    "timeout_mode",
+    "backoff",
+    "breaker",
+];
+
+/// Whether the key `key` of a policy section differs from `was` to `is`.
+fn key_differs(was: &PolicyConfig, is: &PolicyConfig, key: &str) -> bool {
+    match key {
+        "max_attempts" => was.max_attempts != is.max_attempts,
+        "total_timeout" => was.total_timeout != is.total_timeout,
+        "attempt_timeout" => was.attempt_timeout != is.attempt_timeout,
+        "min_attempt_time" => was.min_attempt_time != is.min_attempt_time,
+        "use_ambient_deadline" => was.use_ambient_deadline != is.use_ambient_deadline,
+        "use_ambient_criticality" => was.use_ambient_criticality != is.use_ambient_criticality,
+        "timeout_mode" => was.timeout_mode != is.timeout_mode,
+        "backoff" => was.backoff != is.backoff,
+        "budget" => was.budget != is.budget,
+        "breaker" => was.breaker != is.breaker,
+        "hedge" => was.hedge != is.hedge,
+        "adaptive_attempt_timeout" => was.adaptive_attempt_timeout != is.adaptive_attempt_timeout,
+        _ => unreachable!("a key of a policy section: {key}"),
+    }
 }
 
 impl HttpConfig {
@@ -199,31 +250,55 @@ impl HttpConfig {
         }
     }
 
-    /// Applies the file `next` to what was built from this one: the named policies `built`
-    /// change live as far as [`Policies::reload`] can change them; returns the key paths of
-    /// what changed but needs a restart, the layers' settings first (the layers are built
-    /// once: `inbound.<key>`, `outbound.<key>`, `outbound.policy`,
-    /// `outbound.hosts."host:port"`), then the policies' (as `Policies::reload` names them).
+    /// Applies the file `next` to what was built from this one, `outbound` (the layer built
+    /// from [`outbound`](Self::outbound)) and `policies` (the named policies, by name), as far
+    /// as they can change while they run, and returns the key paths of what it applied and
+    /// of what needs a restart (see [`Reloaded`] and the [module docs](self#reloading)).
+    ///
+    /// Applied live: the outbound layer's `max_attempts` (unless it would start or stop
+    /// retries: `outbound.max_attempts` then needs a restart) and each changed
+    /// `total_timeout`, `attempt_timeout`, `min_attempt_time`, `timeout_mode` and `backoff`
+    /// of `outbound.policy` and `outbound.hosts."host:port"`, named each by its key
+    /// (`outbound.policy.attempt_timeout`), with
+    /// [`OutboundLayer::reconfigure`]; and the named policies' settings that
+    /// [`Policies::reload`] changes. A setting the layer was given in code and the file does
+    /// not name (in a [`host`](crate::OutboundBuilder::host) closure, say) is kept. Needing a
+    /// restart: `inbound.<key>`, every other `outbound.<key>` (an
+    /// `adaptive_attempt_timeout` of a policy or host section too), and what
+    /// `Policies::reload` names.
     ///
     /// `next` is first checked whole, as [`check`](Self::check) does: an invalid file
     /// changes nothing. Keep `next` as the file once it is applied.
     ///
     /// ```
+    /// use std::time::Duration;
     /// use rampart_http::config::HttpConfig;
     ///
-    /// let mut file: HttpConfig = toml::from_str("[policies.prices]\nmax_attempts = 2\n")?;
+    /// let mut file: HttpConfig = toml::from_str(r#"
+    ///     [outbound.policy]
+    ///     attempt_timeout = "500ms"
+    ///
+    ///     [policies.prices]
+    ///     max_attempts = 2
+    /// "#)?;
+    /// let outbound = file.outbound.build()?;
     /// let policies = file.policies().build()?;
     ///
     /// let next: HttpConfig = toml::from_str(r#"
     ///     [outbound]
     ///     deadline_header = "x-request-deadline-ms"
     ///
+    ///     [outbound.policy]
+    ///     attempt_timeout = "250ms"
+    ///
     ///     [policies.prices]
     ///     max_attempts = 4
     /// "#)?;
-    /// let restart = file.reload(&next, &policies)?;
+    /// let reloaded = file.reload(&next, &outbound, &policies)?;
     /// assert_eq!(policies["prices"].max_attempts(), 4);
-    /// assert_eq!(restart, ["outbound.deadline_header"]);
+    /// assert_eq!(outbound.settings().policy.attempt_timeout, Some(Duration::from_millis(250)));
+    /// assert_eq!(reloaded.applied, ["outbound.policy.attempt_timeout", "policies.prices.max_attempts"]);
+    /// assert_eq!(reloaded.restart, ["outbound.deadline_header"]);
     /// file = next;
     /// # drop(file);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -232,18 +307,40 @@ impl HttpConfig {
     /// # Errors
     ///
     /// Every problem of `next`, as [`check`](Self::check) reports them (nothing is applied
-    /// then); or, rarely, an update a running policy refused (see [`Policies::reload`]).
-    pub fn reload<C, A: Admit>(
+    /// then); an update the outbound layer refused, under its key path (settings the file
+    /// does not name, given in code, that do not go with the file's: nothing is applied
+    /// then either); or, rarely, an update a running policy refused (see
+    /// [`Policies::reload`]).
+    pub fn reload<C, A: Admit, B: Admit + Clone>(
         &self,
         next: &HttpConfig,
-        built: &BTreeMap<String, Policy<C, A>>,
-    ) -> Result<Vec<String>, ConfigError> {
+        outbound: &OutboundLayer<B>,
+        policies: &BTreeMap<String, Policy<C, A>>,
+    ) -> Result<Reloaded, ConfigError> {
         next.check()?;
-        let mut restart = Vec::new();
-        self.inbound.changes(&next.inbound, &mut restart);
-        self.outbound.changes(&next.outbound, &mut restart);
-        restart.extend(self.policies().reload(&next.policies(), built)?);
-        Ok(restart)
+        let mut reloaded = Reloaded::default();
+        self.inbound.changes(&next.inbound, &mut reloaded.restart);
+        self.outbound.reload(
+            &next.outbound,
+            outbound,
+            &mut reloaded.applied,
+            &mut reloaded.restart,
+        )?;
+        let (was, is) = (self.policies(), next.policies());
+        let restart = was.reload(&is, policies)?;
+        for name in policies.keys() {
+            let (Some(old), Some(new)) = (was.resolved(name), is.resolved(name)) else {
+                continue;
+            };
+            for key in POLICY_LIVE_KEYS {
+                let path = format!("policies.{name}.{key}");
+                if key_differs(&old, &new, key) && !restart.contains(&path) {
+                    reloaded.applied.push(path);
+                }
+            }
+        }
+        reloaded.restart.extend(restart);
+        Ok(reloaded)
     }
 }
 

@@ -4,12 +4,33 @@
 use std::collections::BTreeMap;
 
 use http::HeaderName;
+use rampart::admit::Admit;
 use rampart::config::{BreakerConfig, BudgetConfig, HedgeConfig, PolicyConfig};
 use rampart::{ConfigError, ConfigProblem};
 use serde::{Deserialize, Serialize};
 
-use super::header_name;
-use crate::outbound::{HostKey, OutboundBuilder, OutboundLayer};
+use super::{header_name, key_differs};
+use crate::outbound::{HostKey, HostSettings, OutboundBuilder, OutboundLayer, OutboundSettings};
+
+/// The keys of `policy` and a host's section that [`OutboundLayer::reconfigure`] changes.
+const LIVE_KEYS: [&str; 5] = [
+    "total_timeout",
+    "attempt_timeout",
+    "min_attempt_time",
+    "timeout_mode",
+    "backoff",
+];
+
+/// The other keys of a policy section: fixed when a host's policies are built.
+const FIXED_KEYS: [&str; 7] = [
+    "adaptive_attempt_timeout",
+    "max_attempts",
+    "use_ambient_deadline",
+    "use_ambient_criticality",
+    "budget",
+    "breaker",
+    "hedge",
+];
 
 /// The keys of a policy that the layer sets itself, for every host: not for `policy` or
 /// `hosts`, with why.
@@ -352,17 +373,30 @@ impl OutboundConfig {
         b
     }
 
-    /// The key paths, under `outbound.`, of the settings that differ in `next`: a key, a
-    /// section (`outbound.policy`, `outbound.breaker`) or a host's entry
-    /// (`outbound.hosts."api.example:443"`).
-    pub(super) fn changes(&self, next: &OutboundConfig, changed: &mut Vec<String>) {
+    /// Applies `next` to `layer`, built from these settings: the changed keys of `policy`
+    /// and the hosts' sections that [`OutboundLayer::reconfigure`] changes, and
+    /// `max_attempts` unless it would stop or start retries, go to `applied` (applied live);
+    /// every other changed key to `restart`, under `outbound.`: a key
+    /// (`outbound.deadline_header`), a section (`outbound.breaker`), a key of `policy` or a
+    /// host's section (`outbound.hosts."api.example:443".adaptive_attempt_timeout`), or an
+    /// entry of a host map (`outbound.host_quota."api.example:443"`).
+    ///
+    /// A live setting follows the file where the layer has what the file gave it, or where
+    /// `next` names the setting for that host (in its section or in `policy`); a value the
+    /// layer got in code (a [`host`](OutboundBuilder::host) closure, say) is kept otherwise.
+    pub(super) fn reload<A: Admit + Clone>(
+        &self,
+        next: &OutboundConfig,
+        layer: &OutboundLayer<A>,
+        applied: &mut Vec<String>,
+        restart: &mut Vec<String>,
+    ) -> Result<(), ConfigError> {
         let mut differs = |key: &str, differs: bool| {
             if differs {
-                changed.push(format!("outbound.{key}"));
+                restart.push(format!("outbound.{key}"));
             }
         };
         differs("name", self.name != next.name);
-        differs("max_attempts", self.max_attempts != next.max_attempts);
         differs("max_hosts", self.max_hosts != next.max_hosts);
         differs("replay_limit", self.replay_limit != next.replay_limit);
         differs("quota", self.quota != next.quota);
@@ -387,15 +421,140 @@ impl OutboundConfig {
         differs("budget", self.budget != next.budget);
         differs("hedge", self.hedge != next.hedge);
         differs("hedge_marked", self.hedge_marked != next.hedge_marked);
-        differs("policy", self.policy != next.policy);
-        map_changes("hosts", &self.hosts, &next.hosts, changed);
-        map_changes("host_quota", &self.host_quota, &next.host_quota, changed);
+        let mut live = Vec::new();
+        section_changes("policy", &self.policy, &next.policy, &mut live, restart);
+        let keys: std::collections::BTreeSet<&String> =
+            self.hosts.keys().chain(next.hosts.keys()).collect();
+        let none = PolicyConfig::default();
+        for key in keys {
+            let was = self.hosts.get(key).unwrap_or(&none);
+            let is = next.hosts.get(key).unwrap_or(&none);
+            section_changes(&host_path(key), was, is, &mut live, restart);
+        }
+        map_changes("host_quota", &self.host_quota, &next.host_quota, restart);
         map_changes(
             "host_fail_on_retryable_status",
             &self.host_fail_on_retryable_status,
             &next.host_fail_on_retryable_status,
-            changed,
+            restart,
         );
+        // What the files give a layer built from them alone: the layer follows the change
+        // from one to the other where it has what the first gave it.
+        let (was, is) = (self.build()?.settings(), next.build()?.settings());
+        let attempts = if was.max_attempts == is.max_attempts {
+            None
+        } else if (layer.settings().max_attempts > 1) == (is.max_attempts > 1) {
+            live.insert(0, "outbound.max_attempts".to_owned());
+            Some(is.max_attempts)
+        } else {
+            // The layer's hosts' budgets and hedges are made with it: see `reconfigure`.
+            restart.push("outbound.max_attempts".to_owned());
+            None
+        };
+        if live.is_empty() {
+            return Ok(());
+        }
+        layer
+            .reconfigure(|s| {
+                if let Some(attempts) = attempts
+                    && (s.max_attempts == was.max_attempts || next.max_attempts.is_some())
+                {
+                    s.max_attempts = attempts;
+                }
+                self.follow(next, &was, &is, s);
+            })
+            .map_err(|error| {
+                let problems = error.problems().iter().map(|problem| {
+                    ConfigProblem::new(format!("outbound.{}", problem.field()), problem.message())
+                });
+                ConfigError::new(problems.collect())
+            })?;
+        applied.extend(live);
+        Ok(())
+    }
+
+    /// `running`, the layer's live settings, with the change from `was` to `is`, what the
+    /// layer would have from this file and from `next`, where it follows the file.
+    fn follow(
+        &self,
+        next: &OutboundConfig,
+        was: &OutboundSettings,
+        is: &OutboundSettings,
+        running: &mut OutboundSettings,
+    ) {
+        let before = running.policy.clone();
+        follow(&mut running.policy, &was.policy, &is.policy, &next.policy);
+        let keys: std::collections::BTreeSet<String> = running
+            .hosts
+            .keys()
+            .chain(is.hosts.keys())
+            .cloned()
+            .collect();
+        for key in keys {
+            let named = next
+                .hosts
+                .iter()
+                .find(|(k, _)| HostKey::named(k) == key)
+                .map_or_else(
+                    || next.policy.clone(),
+                    |(_, h)| h.clone().inherit(&next.policy),
+                );
+            let host = running
+                .hosts
+                .entry(key.clone())
+                .or_insert_with(|| before.clone());
+            let was = was.hosts.get(&key).unwrap_or(&was.policy);
+            let is = is.hosts.get(&key).unwrap_or(&is.policy);
+            follow(host, was, is, &named);
+        }
+    }
+}
+
+/// `running` with each setting that differs from `was` to `is` set as `is` has it, where
+/// `running` has it as `was` does or `named` (the file's section) sets it.
+fn follow(running: &mut HostSettings, was: &HostSettings, is: &HostSettings, named: &PolicyConfig) {
+    macro_rules! follow {
+        ($field:ident, $same:expr) => {
+            let same = $same;
+            if !same(&was.$field, &is.$field)
+                && (same(&running.$field, &was.$field) || named.sets(stringify!($field)))
+            {
+                running.$field = is.$field.clone();
+            }
+        };
+    }
+    follow!(total_timeout, |a: &Option<_>, b: &Option<_>| a == b);
+    follow!(attempt_timeout, |a: &Option<_>, b: &Option<_>| a == b);
+    follow!(min_attempt_time, |a: &std::time::Duration, b: &_| a == b);
+    follow!(timeout_mode, |a: &rampart::TimeoutMode, b: &_| a == b);
+    // A backoff has no equality (it may be a closure); its description names every setting
+    // a file can give it.
+    follow!(
+        backoff,
+        |a: &rampart::backoff::Backoff, b: &rampart::backoff::Backoff| {
+            a.to_string() == b.to_string()
+        }
+    );
+}
+
+/// The keys of the section `path` (`policy`, `hosts."api:443"`) that differ from `was` to
+/// `is`, under `outbound.`: those a running layer changes to `live`, the others to `restart`.
+fn section_changes(
+    path: &str,
+    was: &PolicyConfig,
+    is: &PolicyConfig,
+    live: &mut Vec<String>,
+    restart: &mut Vec<String>,
+) {
+    for key in LIVE_KEYS {
+        if key_differs(was, is, key) {
+            live.push(format!("outbound.{path}.{key}"));
+        }
+    }
+    for key in FIXED_KEYS {
+        if key_differs(was, is, key) {
+            restart.push(format!("outbound.{path}.{key}"));
+        }
     }
 }
 
