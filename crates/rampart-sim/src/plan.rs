@@ -3,10 +3,13 @@
 //!
 //! A step is one or more entries of the file's `calls` (an entry with `with_previous = true`
 //! joins the step before it); each entry makes `count` calls to one callee through one
-//! client, at once or one after another. A handler's answer fails when any call failed: a step
+//! client, at once or one after another, on every request or on a [`Share`] of them (drawn
+//! for each request as the step starts, from the entry's own seeded generator, so that a run
+//! stays a function of its seed). A handler's answer fails when any call failed: a step
 //! waits for all its calls, and a failed step ends the handler (the steps after it are not
 //! made), as a handler that returns its first error does.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use rampart::{Ambient, Criticality};
@@ -23,6 +26,31 @@ pub struct Calls {
     pub count: u32,
     /// At once (true) or one after another.
     pub parallel: bool,
+    /// Made on a share of the requests only (`None`: on every request).
+    pub share: Option<Rc<Share>>,
+}
+
+/// The share of a handler's requests that make an entry's calls, each request drawn from a
+/// generator of the entry's own.
+pub struct Share {
+    /// The share, in (0, 1].
+    of: f64,
+    rng: RefCell<fastrand::Rng>,
+}
+
+impl Share {
+    /// A share `of` the requests (in (0, 1]), drawn from a generator seeded with `seed`.
+    pub fn new(of: f64, seed: u64) -> Rc<Share> {
+        Rc::new(Share {
+            of,
+            rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+        })
+    }
+
+    /// Whether this request makes the calls (one draw).
+    fn draw(&self) -> bool {
+        self.rng.borrow_mut().f64() < self.of
+    }
 }
 
 /// A service's calls: steps in order, each step's entries at once.
@@ -38,10 +66,15 @@ impl Plan {
         let level = Criticality::current();
         for step in &self.steps {
             match step.as_slice() {
-                [one] => one.call(trace, level).await?,
+                [one] => {
+                    if one.made() {
+                        one.call(trace, level).await?;
+                    }
+                }
                 entries => {
                     let legs: Vec<_> = entries
                         .iter()
+                        .filter(|entry| entry.made())
                         .map(|entry| {
                             let entry = entry.clone();
                             tokio::task::spawn_local(Ambient::bind(async move {
@@ -58,6 +91,12 @@ impl Plan {
 }
 
 impl Calls {
+    /// Whether the request being handled makes this entry's calls (a draw when it has a
+    /// share).
+    fn made(&self) -> bool {
+        self.share.as_ref().is_none_or(|share| share.draw())
+    }
+
     async fn call(&self, trace: Trace, level: Criticality) -> Reply {
         if self.count == 1 {
             return self.client.call(trace, level).await;
@@ -121,6 +160,7 @@ mod tests {
             client: Client::direct(Rc::clone(service)),
             count,
             parallel,
+            share: None,
         }
     }
 

@@ -1,9 +1,12 @@
 //! Graph files: the example parses, every problem is reported at once under its key path, an
-//! unknown key is refused with its name.
+//! unknown key is refused with its name, a call with a share is made on that share of the
+//! requests.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use rampart_sim::graph::Graph;
+use rampart::config::{Policies, PolicyConfig};
+use rampart_sim::graph::{Graph, run};
 
 const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/shop.toml");
 
@@ -159,4 +162,100 @@ fn an_unknown_key_is_refused_with_its_name() {
     let duration = Graph::parse("entry = \"a\"\n[traffic]\ndeadline = \"300\"\n", None)
         .expect_err("a duration needs a unit");
     assert!(duration.to_string().contains("no unit"), "{duration}");
+}
+
+/// `a` calls `b` twice on a quarter of its requests and, at the same time, `c` on every one.
+const QUARTER: &str = r#"
+entry = "a"
+
+[services.a]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+calls = [
+  { to = "b", policy = "p", count = 2, share = 0.25 },
+  { to = "c", policy = "p", with_previous = true },
+]
+
+[services.b]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+
+[services.c]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+
+[traffic]
+deadline = "1s"
+segments = [{ kind = "steady", rate = 1000, for = "2s" }]
+"#;
+
+fn one_attempt() -> BTreeMap<String, PolicyConfig> {
+    let file: Policies = toml::from_str("[policies.p]\nmax_attempts = 1\n").expect("a policy file");
+    BTreeMap::from([("p".to_owned(), file.resolved("p").expect("named"))])
+}
+
+#[test]
+fn a_call_with_a_share_of_a_quarter_is_made_on_about_a_quarter_of_the_requests() {
+    let graph = Graph::parse(QUARTER, None).expect("valid");
+    assert!(
+        graph.describe()[0].contains("b x2 at once on 25% of requests (p) + c (p)"),
+        "{:?}",
+        graph.describe()
+    );
+    let policies = one_attempt();
+    let first = run(&graph, &policies, 11).expect("runs");
+    let per_root = |seed| {
+        let outcome = run(&graph, &policies, seed).expect("runs");
+        let arrivals = |i: usize| outcome.services[i].per_root * outcome.roots as f64;
+        (outcome.roots, arrivals(1), arrivals(2))
+    };
+    let (roots, b, c) = per_root(11);
+    assert!(roots > 1_800, "{roots} roots");
+    assert_eq!(
+        c, roots as f64,
+        "the entry beside it is made on every request"
+    );
+    assert_eq!(b % 2.0, 0.0, "both calls of a drawn request, or neither");
+    let share = b / 2.0 / roots as f64;
+    assert!(
+        (0.22..0.28).contains(&share),
+        "made on {share} of the requests"
+    );
+    assert_eq!(
+        run(&graph, &policies, 11).expect("runs"),
+        first,
+        "the same seed makes the same draws"
+    );
+    assert_ne!(per_root(12).1, b, "another seed, other draws");
+}
+
+#[test]
+fn a_share_outside_above_0_to_1_is_refused_under_its_key_path() {
+    let graph = |share: &str| {
+        format!(
+            r#"
+            entry = "a"
+            [services.a]
+            workers = 1
+            service_time = {{ median = "1ms", p99 = "1ms" }}
+            calls = [{{ to = "b", policy = "p", share = {share} }}]
+            [services.b]
+            workers = 1
+            service_time = {{ median = "1ms", p99 = "1ms" }}
+            [traffic]
+            deadline = "1s"
+            segments = [{{ kind = "steady", rate = 1, for = "1s" }}]
+            "#
+        )
+    };
+    for (share, was) in [("0", "0"), ("1.5", "1.5"), ("-0.1", "-0.1"), ("nan", "NaN")] {
+        assert_eq!(
+            problems(&graph(share)),
+            [format!(
+                "services.a.calls[0].share must be above 0 and at most 1 (was {was})"
+            )]
+        );
+    }
+    let whole = Graph::parse(&graph("1"), None).expect("a share of 1 is every request");
+    assert_eq!(whole.services[0].steps[0][0].share, 1.0);
 }

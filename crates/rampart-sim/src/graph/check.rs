@@ -376,10 +376,18 @@ fn check_call(
     if call.count == Some(0) {
         p.add(format!("{path}.count"), "must be at least 1 (was 0)");
     }
+    let share = call.share.unwrap_or(1.0);
+    if !(share > 0.0 && share <= 1.0) {
+        p.add(
+            format!("{path}.share"),
+            format!("must be above 0 and at most 1 (was {share})"),
+        );
+    }
     Some(Edge {
         to: to?,
         policy: policy?.to_owned(),
         count: call.count.unwrap_or(1).max(1),
+        share,
         parallel: call.mode.unwrap_or(Mode::Parallel) == Mode::Parallel,
         propagate: call.propagate.unwrap_or(true),
         path: path.to_owned(),

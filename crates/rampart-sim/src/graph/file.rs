@@ -116,6 +116,9 @@ pub struct CallFile {
     pub policy: Option<String>,
     /// Calls per request (default 1).
     pub count: Option<u32>,
+    /// The share of the handler's requests that make this entry's calls, in (0, 1] (default
+    /// 1: every request); drawn for each request from the run's seed.
+    pub share: Option<f64>,
     /// How the `count` calls go: `"parallel"` (default) or `"sequence"`.
     pub mode: Option<Mode>,
     /// Run alongside the entry before instead of after it (default false).

@@ -21,11 +21,16 @@
 //! calls = [
 //!   { to = "catalog", policy = "catalog" },
 //!   { to = "prices", policy = "prices", count = 4, with_previous = true },
+//!   { to = "reviews", policy = "reviews", share = 0.1 },   # on 10% of requests
 //! ]
 //!
 //! [services.catalog]
 //! workers = 16
 //! service_time = { histogram = [["3ms", 60], ["8ms", 30], ["40ms", 10]] }
+//!
+//! [services.reviews]
+//! workers = 4
+//! service_time = { median = "10ms", p99 = "50ms" }
 //!
 //! [services.prices]
 //! workers = 24
@@ -70,7 +75,7 @@
 //! | `services.NAME.levels` | where a request's level comes from: `"wire"` or `"route"` (the root's own level: a public edge) | wire |
 //! | `services.NAME.service_time` | `{ median, p99 }` (lognormal) or `{ histogram = [[latency, weight], ...] }` (each latency drawn in proportion to its weight) | required |
 //! | `services.NAME.error_rate`, `hang_rate` | shares of handled requests that fail (a 500) or never answer | 0 |
-//! | `services.NAME.calls[i]` | `to` (the callee), `policy` (a name in the policy file), `count` (calls per request), `mode` (`"parallel"` or `"sequence"`: how the `count` calls go), `with_previous` (run alongside the entry before instead of after it), `propagate` (send the deadline and level) | count 1, parallel, false, true |
+//! | `services.NAME.calls[i]` | `to` (the callee), `policy` (a name in the policy file), `count` (calls per request), `mode` (`"parallel"` or `"sequence"`: how the `count` calls go), `share` (the share of the handler's requests that make the entry's calls, above 0 and at most 1: a cache miss, a feature flag), `with_previous` (run alongside the entry before instead of after it), `propagate` (send the deadline and level) | count 1, parallel, share 1 (every request), false, true |
 //! | `traffic.deadline` | how long the edge waits for each root | required |
 //! | `traffic.warmup`, `linger` | roots sent before `warmup` are not measured; the run goes on `linger` after the last root | 0, 30s |
 //! | `traffic.policy`, `propagate` | the policy the edge calls the entry through; whether it sends the root's deadline and level | one attempt under the root's deadline; true |
@@ -80,8 +85,12 @@
 //! | `scenarios.NAME` | `summary`, and the `traffic` or `faults` it gives instead of the file's | none |
 //!
 //! Calls run in order, one entry after another; entries marked `with_previous` run at once
-//! with the entry before them; a failed call fails the handler (see [`crate::plan`]). A call
-//! graph has no cycles, and every service must be reached from the entry.
+//! with the entry before them; a failed call fails the handler (see [`crate::plan`]). An
+//! entry with a `share` is drawn for each request the handler makes (all its `count` calls,
+//! or none), from a generator of its own seeded from the run's seed and the entry's key path:
+//! the same seed makes the same draws, and a share on one entry moves no other entry's draws.
+//! A call graph has no cycles, and every service must be reached from the entry (a call with
+//! a share counts as reaching its callee).
 
 pub mod check;
 pub mod file;
@@ -140,6 +149,8 @@ pub struct Edge {
     pub policy: String,
     /// Calls per request.
     pub count: u32,
+    /// The share of the caller's requests that make the calls (1: every request).
+    pub share: f64,
     /// The `count` calls go at once (or one after another).
     pub parallel: bool,
     /// The caller sends the deadline and level on the wire.
@@ -238,7 +249,12 @@ impl Graph {
                             } else {
                                 format!(" x{} in turn", e.count)
                             };
-                            format!("{to}{times} ({})", e.policy)
+                            let share = if e.share < 1.0 {
+                                format!(" on {}% of requests", e.share * 100.0)
+                            } else {
+                                String::new()
+                            };
+                            format!("{to}{times}{share} ({})", e.policy)
                         })
                         .collect::<Vec<_>>()
                         .join(" + ")

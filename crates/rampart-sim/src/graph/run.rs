@@ -19,7 +19,7 @@ use super::Graph;
 use crate::SimError;
 use crate::contender::{Classifier, Client, classify};
 use crate::dist::derive_seed;
-use crate::plan::{Calls, Plan};
+use crate::plan::{Calls, Plan, Share};
 use crate::service::{Downstream, Service};
 use crate::sim::{drive, quantile, virtual_time};
 use crate::spans::{RecordedSpan, SpanSink};
@@ -434,6 +434,12 @@ fn build(
                 client: Client::with_policy(callee, policy, edge.propagate),
                 count: edge.count,
                 parallel: edge.parallel,
+                share: (edge.share < 1.0).then(|| {
+                    Share::new(
+                        edge.share,
+                        derive_seed(seed, &format!("{}.share", edge.path)),
+                    )
+                }),
             });
         }
         steps.push(calls);
