@@ -102,6 +102,8 @@ pub enum Command {
     Import(SpanFile),
     /// Run a graph file under one policy file and write its spans (OTLP JSON).
     Trace(TraceOptions),
+    /// Check the what-if against the real loopback chain (see [`crate::validate`]).
+    Validate(ValidateArgs),
 }
 
 /// rampart-sim: the real rampart executor against simulated services, in virtual time.
@@ -133,6 +135,24 @@ pub enum Sub {
     /// recorded (a SERVER span per request, a CLIENT span per attempt) as OTLP JSON, in the
     /// form `import` reads.
     Trace(TraceArgs),
+    /// Check the what-if against real traffic: trace the loopback chain under a baseline
+    /// policy file, import its spans, predict two policy changes on that graph, run each for
+    /// real, and print predicted against measured.
+    Validate(ValidateArgs),
+}
+
+/// `validate`'s options.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ValidateArgs {
+    /// CI size: 50 roots per real run instead of 2,000
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed the leaf's draws and every simulation with N
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Also write the baseline's spans (spans.jsonl) and the imported graph (imported.toml) here
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `trace`'s options.
@@ -250,6 +270,9 @@ impl Cli {
                 }
             };
             return Ok(Command::Import(file));
+        }
+        if let Some(Sub::Validate(v)) = self.command {
+            return Ok(Command::Validate(v));
         }
         if let Some(Sub::Trace(t)) = self.command {
             return Ok(Command::Trace(TraceOptions {
@@ -420,6 +443,21 @@ mod tests {
             }
         );
         assert!(parse(args(&["trace", "--graph", "g", "--policies", "p"])).is_err());
+    }
+
+    #[test]
+    fn validate_takes_quick_a_seed_and_where_to_write_its_files() {
+        let Ok(Command::Validate(v)) = parse(args(&["validate", "--quick", "--seed", "3"])) else {
+            panic!("expected validate");
+        };
+        assert_eq!((v.quick, v.seed, v.out), (true, 3, None));
+        let Ok(Command::Validate(v)) = parse(args(&["validate", "--out", "d"])) else {
+            panic!("expected validate");
+        };
+        assert_eq!(
+            (v.quick, v.seed, v.out),
+            (false, 1, Some(PathBuf::from("d")))
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //! | [`import`] | `import`: a graph file learned from recorded spans, OTLP JSON or Jaeger's JSON |
 //! | [`spans`] | the spans a graph run records (a SERVER span per request, a CLIENT span per attempt), written as the OpenTelemetry collector's file exporter writes them |
 //! | [`loopback`] | `--loopback`: the deadline scenario on three real axum services on 127.0.0.1, through rampart-http |
+//! | [`validate`] | `validate`: the loopback chain traced under a baseline policy file, its spans imported, the what-if of two changes on that graph, and each change run for real: predicted against measured |
 //! | [`whatif`] | `what-if`: a graph file under two policy files side by side, and which changed setting moved which number |
 //! | [`cli`] | the command line |
 
@@ -41,6 +42,7 @@ pub mod scenario;
 pub mod service;
 pub mod sim;
 pub mod spans;
+pub mod validate;
 pub mod whatif;
 
 use std::fmt;

@@ -69,7 +69,7 @@ pub const DRAIN: Duration = Duration::from_secs(5);
 /// The header that carries the root's id (instrumentation, for both contenders).
 pub const ROOT_HEADER: &str = "x-root-id";
 /// What each rampart server keeps for itself from the deadline it receives.
-const RESERVE: Duration = Duration::from_millis(5);
+pub(crate) const RESERVE: Duration = Duration::from_millis(5);
 
 /// Workers of the middle tier in [`Shape::QueuedMiddle`].
 pub const MIDDLE_WORKERS: usize = 2;
@@ -198,11 +198,11 @@ struct Leaf {
     record: Arc<Record>,
 }
 
-fn root_of(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn root_of(headers: &HeaderMap) -> Option<u64> {
     headers.get(ROOT_HEADER)?.to_str().ok()?.parse().ok()
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -227,15 +227,21 @@ async fn leaf(State(leaf): State<Leaf>, headers: HeaderMap) -> Response {
         *n += 1;
         *n
     };
-    let mut rng = fastrand::Rng::with_seed(derive_seed(leaf.seed, &format!("leaf/{root}/{nth}")));
-    let delay = if rng.f64() < HANG_RATE {
+    tokio::time::sleep(leaf_delay(leaf.seed, root, nth)).await;
+    "ok".into_response()
+}
+
+/// How long the `nth` leaf request of root `root` takes (from 1): [`HANG`] with
+/// [`HANG_RATE`], else a lognormal draw of median 3 ms and p99 10 ms; the same seed, root and
+/// `nth` draw the same time, whoever calls.
+pub(crate) fn leaf_delay(seed: u64, root: u64, nth: u32) -> Duration {
+    let mut rng = fastrand::Rng::with_seed(derive_seed(seed, &format!("leaf/{root}/{nth}")));
+    if rng.f64() < HANG_RATE {
         HANG
     } else {
         LogNormal::from_median_p99(Duration::from_millis(3), Duration::from_millis(10))
             .sample(&mut rng)
-    };
-    tokio::time::sleep(delay).await;
-    "ok".into_response()
+    }
 }
 
 fn request<B: Default>(uri: &str, root: Option<&HeaderValue>) -> Option<Request<B>> {
@@ -355,7 +361,8 @@ async fn worker(jobs: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>, next: Next, 
     }
 }
 
-async fn serve(app: Router) -> Result<SocketAddr, SimError> {
+/// Serves `app` on a free port of 127.0.0.1 on the current runtime; returns its address.
+pub(crate) async fn serve(app: Router) -> Result<SocketAddr, SimError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| SimError::new(format!("cannot bind a loopback port: {e}")))?;
@@ -366,7 +373,9 @@ async fn serve(app: Router) -> Result<SocketAddr, SimError> {
     Ok(addr)
 }
 
-fn inbound() -> InboundLayer {
+/// rampart-http's inbound layer as every rampart server of the chain has it: reserve
+/// [`RESERVE`], expired requests refused, the deadline enforced on the handler.
+pub(crate) fn inbound() -> InboundLayer {
     InboundLayer::new()
         .reserve(RESERVE)
         .reject_expired(true)

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use rampart_sim::cli::{self, Command, SpanFile, TraceOptions, WhatIfOptions};
+use rampart_sim::cli::{self, Command, SpanFile, TraceOptions, ValidateArgs, WhatIfOptions};
 use rampart_sim::scenario::{self, Runner};
 
 fn main() -> ExitCode {
@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Ok(Command::WhatIf(options)) => return what_if(&options),
         Ok(Command::Import(file)) => return import(&file),
         Ok(Command::Trace(options)) => return trace(&options),
+        Ok(Command::Validate(options)) => return validate(&options),
         Ok(Command::List) => {
             for s in scenario::ALL {
                 println!("{:<12} {}", s.name, s.summary);
@@ -124,6 +125,43 @@ fn trace(options: &TraceOptions) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `rampart-sim validate`: the report on stdout, progress on stderr.
+fn validate(options: &ValidateArgs) -> ExitCode {
+    use rampart_sim::validate;
+    let roots = if options.quick {
+        validate::QUICK_ROOTS
+    } else {
+        validate::ROOTS
+    };
+    eprintln!(
+        "rampart-sim validate: seed {}, {roots} roots per real run on 127.0.0.1 (3 runs), then the what-if",
+        options.seed
+    );
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let result = match validate::run(roots, options.seed, &Runner::new(jobs, false)) {
+        Ok(result) => result,
+        Err(e) => {
+            eprintln!("rampart-sim validate: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", result.text());
+    if let Some(dir) = &options.out {
+        match result.write(dir) {
+            Ok(paths) => {
+                for path in paths {
+                    println!("wrote {}", path.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("rampart-sim validate: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn what_if(options: &WhatIfOptions) -> ExitCode {

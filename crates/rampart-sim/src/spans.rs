@@ -92,6 +92,11 @@ pub enum SpanStatus {
     Http(u16),
     /// The caller stopped waiting before an answer came.
     Cancelled,
+    /// No status: a SERVER span whose handler was dropped before it answered (its caller
+    /// went away), as tracing-opentelemetry exports a span closed before anything set its
+    /// status: no `http.response.status_code`, status unset. Only real services
+    /// ([`crate::validate`]) record it.
+    Unset,
 }
 
 impl SpanStatus {
@@ -112,6 +117,7 @@ impl SpanStatus {
         match self {
             SpanStatus::Http(code) => code >= 500,
             SpanStatus::Cancelled => true,
+            SpanStatus::Unset => false,
         }
     }
 }
@@ -358,6 +364,7 @@ fn span_json(span: &RecordedSpan) -> Value {
             "key": "error.type",
             "value": {"stringValue": "cancelled"},
         })),
+        SpanStatus::Unset => {}
     }
     if span.resend > 0 {
         attributes.push(json!({
@@ -422,6 +429,13 @@ mod tests {
         assert_eq!(json["status"]["code"], 2);
         assert_eq!(json["attributes"][0]["key"], "error.type");
         assert_eq!(json["attributes"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_server_span_dropped_unanswered_has_no_status_and_no_error() {
+        let json = span_json(&span(SpanKind::Server, SpanStatus::Unset, 0));
+        assert_eq!(json["status"], json!({}));
+        assert_eq!(json["attributes"], json!([]));
     }
 
     #[test]

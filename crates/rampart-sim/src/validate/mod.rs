@@ -1,0 +1,483 @@
+//! `rampart-sim validate`: the what-if checked against real traffic. The loopback chain runs
+//! for real under a baseline policy file while its services record their spans; the importer
+//! builds a graph from those spans; the what-if predicts what two policy changes do on that
+//! graph; the chain then runs for real under each change, and the report sets predicted
+//! against measured.
+//!
+//! Why: a what-if on an imported graph is only worth what it predicts. The round trip
+//! (`tests/roundtrip.rs`) checks the importer against a graph whose truth is known, but every
+//! span there came from the simulator itself. Here the spans come from real axum services on
+//! 127.0.0.1, through rampart-http's real layers, real sockets and a real clock, and the
+//! prediction is judged by running the change, not by another simulation.
+//!
+//! ```text
+//! rampart-sim validate            # 2,000 roots per run, about a minute
+//! rampart-sim validate --quick    # 50 roots per run, a few seconds
+//! ```
+//!
+//! # The steps
+//!
+//! 1. The chain of [`crate::loopback`] (edge → middle → leaf, rampart-http's `InboundLayer` on
+//!    every service, its `OutboundLayer` on every client, the client's 500 ms sent as
+//!    `X-Deadline-Ms`; the leaf answers in a lognormal 3 ms, p99 10 ms, and 5% of its requests
+//!    never answer) runs under `graphs/validate/baseline.toml`, [`RATE`] roots a second, each
+//!    service recording a SERVER span per request and a CLIENT span per attempt
+//!    ([`chain`], [`record`]).
+//! 2. The spans, written as OTLP JSON ([`write_otlp`]), are imported ([`otlp_to_graph`]).
+//!    The keys the importer marks `not inferred` that the chain's owner knows are filled in
+//!    ([`FILLED`]): the client's 500 ms, and each service's inbound layer. Nothing the importer
+//!    inferred is touched.
+//! 3. `what-if` on that graph: the baseline against `shorter-timeout.toml` (the leaf call's
+//!    attempt timeout 1 s → 50 ms), and against `hedged.toml` (the leaf call hedged after
+//!    20 ms), with the seed given.
+//! 4. The chain runs for real under each changed file, with the same leaf fates (each leaf
+//!    request's delay is drawn from the seed, its root and its place among the root's leaf
+//!    requests).
+//! 5. The report: per policy file, predicted and measured answered in time, p99 of the roots
+//!    answered in time, and leaf requests per root, with the error (predicted − measured);
+//!    then each change's effect on the baseline, predicted against measured.
+//!
+//! The numbers are what they are: the report is printed whatever it shows. Real time on a
+//! shared machine moves the measured side by a point or so between runs; the simulated side
+//! repeats with its seed.
+
+pub mod chain;
+pub mod record;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use rampart::config::Policies;
+
+use crate::SimError;
+use crate::graph::{Graph, Outcome};
+use crate::import::{ImportedGraph, otlp_to_graph};
+use crate::report::Table;
+use crate::scenario::{Runner, ms, pct};
+use crate::sim::quantile;
+use crate::spans::{RecordedSpan, write_otlp};
+use crate::whatif::{self, PolicyFile};
+
+/// Root requests per run in a full validation.
+pub const ROOTS: usize = 2000;
+/// Root requests per run with `--quick`.
+pub const QUICK_ROOTS: usize = 50;
+/// Root requests sent per second.
+pub const RATE: f64 = 100.0;
+
+/// The policy files: the table's name for each, its file name and its text, the baseline
+/// first.
+pub const FILES: [(&str, &str, &str); 3] = [
+    (
+        "baseline",
+        "baseline.toml",
+        include_str!("../../graphs/validate/baseline.toml"),
+    ),
+    (
+        "shorter attempt timeout",
+        "shorter-timeout.toml",
+        include_str!("../../graphs/validate/shorter-timeout.toml"),
+    ),
+    (
+        "hedging on",
+        "hedged.toml",
+        include_str!("../../graphs/validate/hedged.toml"),
+    ),
+];
+
+/// The keys of the imported graph filled in from what the chain's owner knows, not from the
+/// spans: `(key, value)`, each service's keys for every service.
+pub const FILLED: [(&str, &str); 4] = [
+    ("traffic.deadline", "\"500ms\""),
+    ("services.*.inbound", "true"),
+    ("services.*.reserve", "\"5ms\""),
+    ("services.*.reject_expired", "true"),
+];
+
+/// The three numbers compared.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Numbers {
+    /// Share of roots answered 200 within the client's 500 ms.
+    pub in_time: f64,
+    /// p99 latency of the roots answered in time (nearest rank).
+    pub p99: Duration,
+    /// Requests reaching the leaf (attempts and hedges) per root.
+    pub leaf_per_root: f64,
+}
+
+impl Numbers {
+    fn predicted(outcome: &Outcome) -> Numbers {
+        Numbers {
+            in_time: outcome.answered_in_time,
+            p99: outcome.latency[1],
+            leaf_per_root: outcome.leaf_per_root(),
+        }
+    }
+
+    fn measured(run: &chain::Run) -> Numbers {
+        let roots = run.roots.max(1) as f64;
+        Numbers {
+            in_time: run.in_time as f64 / roots,
+            p99: quantile(&run.latencies, 0.99),
+            leaf_per_root: run.leaf_requests as f64 / roots,
+        }
+    }
+}
+
+/// One policy file: its configuration, what the what-if predicted and what the chain did.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Its name in the table.
+    pub name: &'static str,
+    /// Its file name.
+    pub file: &'static str,
+    /// What it changes from the baseline (`key: from → to`), empty for the baseline.
+    pub change: String,
+    /// Each policy of the file, resolved, on one line: `(name, settings)`.
+    pub config: Vec<(String, String)>,
+    /// The what-if's numbers, on the imported graph.
+    pub predicted: Numbers,
+    /// The real chain's numbers.
+    pub measured: Numbers,
+    /// Roots the prediction measured (the simulated traffic's, drawn at the imported rate).
+    pub predicted_roots: usize,
+    /// Whether every span of the real run had ended when recording stopped.
+    pub drained: bool,
+}
+
+/// Everything a validation made.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    /// Roots per real run.
+    pub roots: usize,
+    /// The seed of every run.
+    pub seed: u64,
+    /// The baseline run's spans.
+    pub spans: Vec<RecordedSpan>,
+    /// What the importer made of them.
+    pub imported: ImportedGraph,
+    /// The graph file the what-if ran: the importer's, with [`FILLED`] filled in.
+    pub graph_file: String,
+    /// The baseline, then each change.
+    pub rows: Vec<Row>,
+}
+
+/// Runs the validation: `roots` roots per real run, every draw seeded from `seed`, the
+/// simulations on `runner`'s threads.
+///
+/// # Errors
+///
+/// A policy file does not build (a bug), the chain cannot start, the spans do not import, or
+/// a simulation fails.
+pub fn run(roots: usize, seed: u64, runner: &Runner) -> Result<Validation, SimError> {
+    let files: Vec<Policies> = FILES
+        .iter()
+        .map(|(_, name, text)| {
+            toml::from_str(text).map_err(|e| SimError::new(format!("{name}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let real = |file: &Policies| -> Result<chain::Run, SimError> {
+        let policy = |name: &str| {
+            file.resolved(name)
+                .ok_or_else(|| SimError::new(format!("no policy named {name:?}")))
+        };
+        chain::run(&policy("middle")?, &policy("leaf")?, roots, RATE, seed)
+    };
+
+    // 1. The baseline, for real, traced.
+    let baseline = real(&files[0])?;
+    // 2. Its spans imported, the known keys filled in.
+    let mut otlp = Vec::new();
+    write_otlp(&baseline.spans, &mut otlp)
+        .map_err(|e| SimError::new(format!("cannot write the spans: {e}")))?;
+    let imported = otlp_to_graph(otlp.as_slice())
+        .map_err(|e| SimError::new(format!("the recorded spans do not import: {e}")))?;
+    let graph_file = fill(&imported.to_toml())?;
+    let graph = Graph::parse(&graph_file, None)
+        .map_err(|e| SimError::new(format!("the imported graph: {e}")))?;
+    // 3. The what-if of each change against the baseline.
+    let policy_files: Vec<PolicyFile> = FILES
+        .iter()
+        .zip(&files)
+        .map(|((_, name, _), file)| PolicyFile::check(Path::new(name), file.clone(), &graph))
+        .collect::<Result<_, _>>()?;
+    let mut predicted: Vec<(Outcome, String)> = Vec::new();
+    for changed in &policy_files[1..] {
+        let what_if = whatif::run(
+            graph.clone(),
+            policy_files[0].clone(),
+            changed.clone(),
+            seed,
+            runner,
+        )?;
+        let [base, outcome] = what_if.outcomes;
+        if predicted.is_empty() {
+            predicted.push((base, String::new()));
+        }
+        let change: Vec<String> = what_if
+            .attribution
+            .iter()
+            .map(|a| format!("{}: {} → {}", a.change.path, a.change.from, a.change.to))
+            .collect();
+        predicted.push((outcome, change.join("; ")));
+    }
+    // 4. Each change, for real.
+    let mut measured = vec![baseline.clone()];
+    for file in &files[1..] {
+        measured.push(real(file)?);
+    }
+    // 5. Side by side.
+    let rows = FILES
+        .iter()
+        .zip(&policy_files)
+        .zip(predicted.into_iter().zip(&measured))
+        .map(
+            |(((name, file, _), policies), ((outcome, change), run))| Row {
+                name,
+                file,
+                change,
+                config: policies
+                    .resolved
+                    .iter()
+                    .map(|(name, config)| (name.clone(), whatif::diff::resolved(config)))
+                    .collect(),
+                predicted: Numbers::predicted(&outcome),
+                measured: Numbers::measured(run),
+                predicted_roots: outcome.roots,
+                drained: run.drained,
+            },
+        )
+        .collect();
+    Ok(Validation {
+        roots,
+        seed,
+        spans: baseline.spans,
+        imported,
+        graph_file,
+        rows,
+    })
+}
+
+/// The imported graph file with [`FILLED`]'s keys set.
+fn fill(imported: &str) -> Result<String, SimError> {
+    let mut table: toml::Table = toml::from_str(imported)
+        .map_err(|e| SimError::new(format!("the importer wrote no TOML: {e}")))?;
+    if let Some(toml::Value::Table(services)) = table.get_mut("services") {
+        for (_, service) in services.iter_mut() {
+            if let toml::Value::Table(service) = service {
+                service.insert("inbound".into(), true.into());
+                service.insert("reserve".into(), "5ms".into());
+                service.insert("reject_expired".into(), true.into());
+            }
+        }
+    }
+    if let Some(toml::Value::Table(traffic)) = table.get_mut("traffic") {
+        traffic.insert("deadline".into(), "500ms".into());
+    }
+    toml::to_string(&table).map_err(|e| SimError::new(format!("cannot write the graph: {e}")))
+}
+
+fn signed_pts(d: f64) -> String {
+    format!("{:+.1} pts", d * 100.0)
+}
+
+fn signed_ms(d: f64) -> String {
+    format!("{d:+.1}")
+}
+
+fn signed(d: f64) -> String {
+    format!("{d:+.3}")
+}
+
+impl Validation {
+    /// The tables: predicted against measured per policy file, then each change's effect on
+    /// the baseline, predicted against measured.
+    pub fn tables(&self) -> [Table; 2] {
+        let mut side = Table::new(
+            format!(
+                "predicted (what-if on the imported graph) against measured (the real chain), {} roots per real run at {RATE:.0}/s, seed {}; error = predicted − measured",
+                self.roots, self.seed
+            ),
+            &[
+                "policy file",
+                "in time: predicted",
+                "measured",
+                "error",
+                "p99 ms: predicted",
+                "measured",
+                "error",
+                "leaf/root: predicted",
+                "measured",
+                "error",
+            ],
+        );
+        for row in &self.rows {
+            let (p, m) = (row.predicted, row.measured);
+            side.row(vec![
+                row.file.to_owned(),
+                pct(p.in_time),
+                pct(m.in_time),
+                signed_pts(p.in_time - m.in_time),
+                format!("{:.1}", ms(p.p99)),
+                format!("{:.1}", ms(m.p99)),
+                signed_ms(ms(p.p99) - ms(m.p99)),
+                format!("{:.3}", p.leaf_per_root),
+                format!("{:.3}", m.leaf_per_root),
+                signed(p.leaf_per_root - m.leaf_per_root),
+            ]);
+        }
+        let mut effect = Table::new(
+            "each change's effect on the baseline (change − baseline): predicted against measured; error = predicted − measured",
+            &[
+                "change",
+                "in time: predicted",
+                "measured",
+                "error",
+                "p99 ms: predicted",
+                "measured",
+                "error",
+                "leaf/root: predicted",
+                "measured",
+                "error",
+            ],
+        );
+        if let Some((base, changes)) = self.rows.split_first() {
+            for row in changes {
+                let d = |n: fn(&Numbers) -> f64| {
+                    let p = n(&row.predicted) - n(&base.predicted);
+                    let m = n(&row.measured) - n(&base.measured);
+                    (p, m, p - m)
+                };
+                let (a, b, c) = (d(|n| n.in_time), d(|n| ms(n.p99)), d(|n| n.leaf_per_root));
+                effect.row(vec![
+                    row.name.to_owned(),
+                    signed_pts(a.0),
+                    signed_pts(a.1),
+                    signed_pts(a.2),
+                    signed_ms(b.0),
+                    signed_ms(b.1),
+                    signed_ms(b.2),
+                    signed(c.0),
+                    signed(c.1),
+                    signed(c.2),
+                ]);
+            }
+        }
+        [side, effect]
+    }
+
+    /// The report as text: what was imported, the policy files' configurations, the tables.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let g = &self.imported;
+        let _ = writeln!(
+            out,
+            "validate: the loopback chain (edge → middle → leaf on 127.0.0.1, rampart-http on every hop; 5% of leaf requests never answer; the client waits 500 ms)"
+        );
+        let _ = writeln!(
+            out,
+            "recorded under {}: {} spans in {} traces; imported: entry {}, {} roots",
+            FILES[0].1, g.spans, g.traces, g.entry, g.traffic.roots
+        );
+        for s in &g.services {
+            let calls: Vec<String> = s
+                .calls
+                .iter()
+                .map(|c| {
+                    format!(
+                        "→ {} {:.2}/request ({} retries, {:.1}% failed)",
+                        c.to,
+                        c.per_parent,
+                        c.retries,
+                        c.error_rate * 100.0
+                    )
+                })
+                .collect();
+            let p = |q: f64| {
+                let mut at = 0;
+                for &(mean, count) in &s.own_time.buckets {
+                    at += count;
+                    if at as f64 >= q * s.own_time.samples as f64 {
+                        return ms(mean);
+                    }
+                }
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "  {}: {} requests, workers {}, own time p50 {:.1} ms p99 {:.1} ms, errors {:.1}% {}",
+                s.name,
+                s.requests,
+                s.workers,
+                p(0.5),
+                p(0.99),
+                s.error_rate * 100.0,
+                calls.join(", ")
+            );
+        }
+        for note in &g.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
+        let filled: Vec<String> = FILLED.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        let _ = writeln!(
+            out,
+            "filled in (not inferred, known of the chain): {}",
+            filled.join(", ")
+        );
+        let _ = writeln!(out, "\npolicy files (resolved):");
+        for row in &self.rows {
+            let what = if row.change.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", row.change)
+            };
+            let _ = writeln!(out, "  {} ({}){what}", row.file, row.name);
+            for (name, config) in &row.config {
+                let _ = writeln!(out, "    policies.{name} = {config}");
+            }
+        }
+        out.push('\n');
+        for table in self.tables() {
+            out.push_str(&table.text());
+            out.push('\n');
+        }
+        let simulated: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| format!("{} {}", r.file, r.predicted_roots))
+            .collect();
+        let _ = writeln!(
+            out,
+            "predicted roots (simulated at the imported rate): {}",
+            simulated.join(", ")
+        );
+        for row in self.rows.iter().filter(|r| !r.drained) {
+            let _ = writeln!(
+                out,
+                "note: {}: some spans had not ended 5 s after the last root; they are not in the spans",
+                row.file
+            );
+        }
+        out
+    }
+
+    /// Writes the baseline's spans (OTLP JSON) to `dir/spans.jsonl` and the graph the what-if
+    /// ran to `dir/imported.toml`; returns both paths.
+    ///
+    /// # Errors
+    ///
+    /// The folder or a file cannot be written.
+    pub fn write(&self, dir: &Path) -> Result<[std::path::PathBuf; 2], SimError> {
+        let cannot = |path: &Path, e: std::io::Error| {
+            SimError::new(format!("cannot write {}: {e}", path.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| cannot(dir, e))?;
+        let spans = dir.join("spans.jsonl");
+        let file = std::fs::File::create(&spans).map_err(|e| cannot(&spans, e))?;
+        write_otlp(&self.spans, std::io::BufWriter::new(file)).map_err(|e| cannot(&spans, e))?;
+        let graph = dir.join("imported.toml");
+        std::fs::write(&graph, &self.graph_file).map_err(|e| cannot(&graph, e))?;
+        Ok([spans, graph])
+    }
+}
