@@ -37,6 +37,20 @@
 //!    answered in time, and leaf requests per root, with the error (predicted − measured);
 //!    then each change's effect on the baseline, predicted against measured.
 //!
+//! # Reading the result
+//!
+//! The report also says how each service's own failures sit in its latency, because that is
+//! what an imported graph cannot keep. Here the leaf's requests that never answer are cut by
+//! its own inbound layer at the propagated deadline and answered 504 after about 485 ms: in
+//! the spans, every one of the leaf's failures is also one of its slowest requests. The graph
+//! keeps a service's failures (`error_rate`) and its time (`service_time`) apart, and the
+//! simulator draws them independently, so the imported leaf fails about 5% of its requests
+//! after an ordinary time (a retry recovers them) and answers about 5% more after ~485 ms,
+//! in time or just past it. Expect the baseline to be predicted better than it is, with a
+//! p99 near the deadline, and each change to be predicted to gain less than it does and to
+//! add more leaf requests than it does. `hang_rate` is what the leaf really has, and the
+//! importer cannot infer it: a request that never answers leaves no trace of never answering.
+//!
 //! The numbers are what they are: the report is printed whatever it shows. Real time on a
 //! shared machine moves the measured side by a point or so between runs; the simulated side
 //! repeats with its seed.
@@ -56,7 +70,7 @@ use crate::import::{ImportedGraph, otlp_to_graph};
 use crate::report::Table;
 use crate::scenario::{Runner, ms, pct};
 use crate::sim::quantile;
-use crate::spans::{RecordedSpan, write_otlp};
+use crate::spans::{RecordedSpan, SpanKind, write_otlp};
 use crate::whatif::{self, PolicyFile};
 
 /// Root requests per run in a full validation.
@@ -278,6 +292,35 @@ fn fill(imported: &str) -> Result<String, SimError> {
     toml::to_string(&table).map_err(|e| SimError::new(format!("cannot write the graph: {e}")))
 }
 
+/// How a service's failed requests sit in its latency: what an imported graph cannot keep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowFailures {
+    /// Its failed requests (SERVER spans that record a failure).
+    pub failed: usize,
+    /// Of them, those that took longer than `p95`.
+    pub slow: usize,
+    /// The p95 of all its requests (nearest rank).
+    pub p95: Duration,
+}
+
+/// Of `service`'s SERVER spans in `spans`, the failed ones and how many of them took longer
+/// than the p95 of all; `None` when none failed.
+pub fn slow_failures(spans: &[RecordedSpan], service: &str) -> Option<SlowFailures> {
+    let handled: Vec<&RecordedSpan> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Server && s.service == service)
+        .collect();
+    let mut times: Vec<Duration> = handled.iter().map(|s| s.duration()).collect();
+    times.sort_unstable();
+    let p95 = quantile(&times, 0.95);
+    let failed: Vec<&&RecordedSpan> = handled.iter().filter(|s| s.status.is_error()).collect();
+    (!failed.is_empty()).then(|| SlowFailures {
+        failed: failed.len(),
+        slow: failed.iter().filter(|s| s.duration() > p95).count(),
+        p95,
+    })
+}
+
 fn signed_pts(d: f64) -> String {
     format!("{:+.1} pts", d * 100.0)
 }
@@ -419,6 +462,20 @@ impl Validation {
         for note in &g.notes {
             let _ = writeln!(out, "  note: {note}");
         }
+        // Only a service's own failures: one whose call failed fails with it, and the graph
+        // keeps that.
+        for s in g.services.iter().filter(|s| s.own_errors > 0) {
+            if let Some(slow) = slow_failures(&self.spans, &s.name) {
+                let _ = writeln!(
+                    out,
+                    "  {}: {} of its {} failed requests took longer than its p95 ({:.1} ms); the graph keeps failures (error_rate) and time (service_time) apart, and the what-if draws them independently",
+                    s.name,
+                    slow.slow,
+                    slow.failed,
+                    ms(slow.p95)
+                );
+            }
+        }
         let filled: Vec<String> = FILLED.iter().map(|(k, v)| format!("{k} = {v}")).collect();
         let _ = writeln!(
             out,
@@ -479,5 +536,53 @@ impl Validation {
         let graph = dir.join("imported.toml");
         std::fs::write(&graph, &self.graph_file).map_err(|e| cannot(&graph, e))?;
         Ok([spans, graph])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spans::SpanStatus;
+
+    fn server(id: u64, millis: u64, status: SpanStatus) -> RecordedSpan {
+        RecordedSpan {
+            trace: id,
+            id,
+            parent: None,
+            service: "leaf",
+            kind: SpanKind::Server,
+            start: Duration::ZERO,
+            end: Duration::from_millis(millis),
+            status,
+            resend: 0,
+        }
+    }
+
+    #[test]
+    fn failures_in_the_slowest_twentieth_are_counted_as_slow() {
+        let mut spans: Vec<RecordedSpan> = (0..38)
+            .map(|i| server(i, 3, SpanStatus::Http(200)))
+            .collect();
+        spans.push(server(38, 480, SpanStatus::Http(504)));
+        spans.push(server(39, 3, SpanStatus::Http(500)));
+        let found = slow_failures(&spans, "leaf").expect("two failed");
+        assert_eq!((found.failed, found.slow), (2, 1));
+        assert_eq!(found.p95, Duration::from_millis(3));
+        assert_eq!(slow_failures(&spans[..38], "leaf"), None);
+    }
+
+    #[test]
+    fn filling_in_sets_the_deadline_and_every_services_inbound_layer_only() {
+        let imported = "entry = \"a\"\n[services.a]\nworkers = 3\n[services.b]\nworkers = 1\n\
+                        [traffic]\ndeadline = \"9s\"\n";
+        let filled: toml::Table = toml::from_str(&fill(imported).expect("filled")).expect("toml");
+        assert_eq!(filled["traffic"]["deadline"].as_str(), Some("500ms"));
+        for service in ["a", "b"] {
+            let s = &filled["services"][service];
+            assert_eq!(s["inbound"].as_bool(), Some(true));
+            assert_eq!(s["reserve"].as_str(), Some("5ms"));
+            assert_eq!(s["reject_expired"].as_bool(), Some(true));
+        }
+        assert_eq!(filled["services"]["a"]["workers"].as_integer(), Some(3));
     }
 }
