@@ -20,13 +20,14 @@ fn quick_validation_prints_predicted_against_measured_for_each_policy_file_in_fi
     let result = validate::run(QUICK_ROOTS, 1, &Runner::new(2, false)).expect("the validation");
     println!("{}", result.text());
 
-    // The chain's spans: a SERVER span per request at each service, CLIENT spans under them.
+    // The chain's spans: a SERVER span per request at each service (a request the middle
+    // refuses as expired on a loaded machine goes no further), CLIENT spans under them.
     let servers = result
         .spans
         .iter()
         .filter(|s| s.kind == SpanKind::Server)
         .count();
-    assert!(servers >= 3 * QUICK_ROOTS, "{servers} SERVER spans");
+    assert!(servers >= 2 * QUICK_ROOTS, "{servers} SERVER spans");
     assert!(result.spans.iter().any(|s| s.kind == SpanKind::Client));
     // The importer found the chain.
     let g = &result.imported;
