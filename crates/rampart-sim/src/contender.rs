@@ -22,6 +22,8 @@
 //! ended answered upstream with its last failure instead of a refusal.
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -539,7 +541,19 @@ impl Client {
     }
 
     /// Calls the target for root `trace` at `level` (the caller's current level).
-    pub async fn call(&self, trace: Trace, level: Criticality) -> Reply {
+    ///
+    /// The call's future is boxed (one allocation per call): a rampart call's future is about
+    /// 1.5 KB, and inline it would make every future and task that awaits it as large, which
+    /// tokio moves whole as it spawns a task, stores its output and hands that over.
+    pub fn call(
+        &self,
+        trace: Trace,
+        level: Criticality,
+    ) -> Pin<Box<impl Future<Output = Reply> + '_>> {
+        Box::pin(self.call_inline(trace, level))
+    }
+
+    async fn call_inline(&self, trace: Trace, level: Criticality) -> Reply {
         match &self.how {
             How::Direct => self.send(None, None, level, trace, 0).await,
             How::Loop { hop, rng, budget } => {

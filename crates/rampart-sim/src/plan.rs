@@ -77,9 +77,7 @@ impl Plan {
                         .filter(|entry| entry.made())
                         .map(|entry| {
                             let entry = entry.clone();
-                            tokio::task::spawn_local(Ambient::bind(async move {
-                                entry.call(trace, level).await
-                            }))
+                            spawn_leg(async move { entry.call(trace, level).await })
                         })
                         .collect();
                     join(legs).await?;
@@ -110,13 +108,18 @@ impl Calls {
         let legs: Vec<_> = (0..self.count)
             .map(|_| {
                 let client = Rc::clone(&self.client);
-                tokio::task::spawn_local(Ambient::bind(
-                    async move { client.call(trace, level).await },
-                ))
+                spawn_leg(async move { client.call(trace, level).await })
             })
             .collect();
         join(legs).await
     }
+}
+
+/// Starts `leg` as a task of its own in the caller's ambient scope (deadline and level).
+pub(crate) fn spawn_leg(
+    leg: impl Future<Output = Reply> + 'static,
+) -> tokio::task::JoinHandle<Reply> {
+    tokio::task::spawn_local(Ambient::bind(leg))
 }
 
 /// Waits for every leg; the first failure among them, in order.
