@@ -281,6 +281,33 @@ fn the_written_graph_file_reads_back_with_the_graph_reader_and_check() {
     assert_eq!(graph.policies(), ["cart", "prices"]);
 }
 
+#[test]
+fn a_call_made_by_a_quarter_of_the_requests_is_written_as_a_share() {
+    // frontend reads db twice, one after the other, on every fourth root only.
+    let quarter = file(|r| {
+        let mut spans = vec![span("frontend", "f", "", SERVER, 0, 30_000)];
+        if r % 4 == 0 {
+            spans.extend(call("frontend", "db", "f", "fd1", (2_000, 4_000)));
+            spans.extend(call("frontend", "db", "f", "fd2", (5_000, 7_000)));
+        }
+        spans
+    });
+    let imported = import(&quarter);
+    let db = &imported.service("frontend").expect("frontend").calls[0];
+    assert_eq!((db.callers, db.parents), (ROOTS / 4, ROOTS));
+    assert_eq!((db.per_parent, db.share, db.count), (0.5, 0.25, 2));
+    let text = imported.to_toml();
+    assert!(text.contains("count = 2, share = 0.25"), "{text}");
+    let graph = Graph::parse(&text, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let edge = &graph.services[graph.entry].steps[0][0];
+    assert_eq!((edge.count, edge.share, edge.parallel), (2, 0.25, false));
+
+    let every = import(&chain());
+    let catalog = &every.service("frontend").expect("frontend").calls[0];
+    assert_eq!(catalog.share, 1.0, "a call on every request has no share");
+    assert!(!every.to_toml().contains("share"));
+}
+
 /// `text` with `change` applied to every span.
 fn edit(text: &str, change: impl Fn(&mut Value)) -> String {
     text.lines()

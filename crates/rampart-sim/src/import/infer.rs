@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use super::otlp::{CLIENT, SERVER, SpanRecord, Spans};
 use super::stats::{Histogram, median, most_at_once, offset, union_length};
-use super::{ImportError, ImportedCall, ImportedGraph, ImportedService, ImportedTraffic};
+use super::{
+    ImportError, ImportedCall, ImportedGraph, ImportedService, ImportedTraffic, SHARE_BELOW,
+};
 use crate::graph::file::Mode;
 
 /// How many notes of one kind name their spans.
@@ -382,6 +384,14 @@ fn edge(spans: &[SpanRecord], to: &str, parents: usize, list: &[&Call], window: 
         }
     }
     let per_parent = first as f64 / parents.max(1) as f64;
+    let callers = per_request.len() as u64;
+    let made_by = callers as f64 / parents.max(1) as f64;
+    let (share, count) = if made_by < SHARE_BELOW {
+        let each = first as f64 / callers.max(1) as f64;
+        ((made_by * 100.0).round().max(1.0) / 100.0, each.round())
+    } else {
+        (1.0, per_parent.round())
+    };
     let mode = (several > 0).then(|| {
         if overlapped * 2 >= several {
             Mode::Parallel
@@ -402,8 +412,9 @@ fn edge(spans: &[SpanRecord], to: &str, parents: usize, list: &[&Call], window: 
         retries,
         parents: parents as u64,
         per_parent,
-        count: (per_parent.round() as u32).max(1),
-        callers: per_request.len() as u64,
+        count: (count as u32).max(1),
+        share,
+        callers,
         mode,
         several,
         overlapped,

@@ -51,7 +51,8 @@
 //! | `workers` | an estimate | the most of the service's SERVER spans open at once: a lower bound if it never queued, too high if its spans include time in a queue |
 //! | `service_time` | yes | a histogram of each SERVER span less the time it spent in calls (the union of its CLIENT spans, clamped at 0), 12 buckets by quantile ([`BUCKET_ENDS`]) |
 //! | `error_rate` | yes | failed requests none of whose calls failed (a failed call fails its caller in the simulator) |
-//! | `calls[i].count` | yes | first attempts per request of the caller, rounded, at least 1; CLIENT spans with `http.request.resend_count` above 0 are retries and not counted |
+//! | `calls[i].count` | yes | first attempts per request of the caller, rounded, at least 1; CLIENT spans with `http.request.resend_count` above 0 are retries and not counted; with a `share`, per request that made any |
+//! | `calls[i].share` | yes | the share of the caller's requests that made any call on the edge, two decimals, written when below [`SHARE_BELOW`] (a caller whose requests fail before their calls lowers it too: read it beside `error_rate`) |
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
 //! | `calls[i].with_previous` | yes | when most requests that made both started it before the calls of the entry before it had ended |
 //! | `traffic.segments` | yes | the roots' start times, in up to 12 steady segments |
@@ -190,8 +191,13 @@ pub struct ImportedCall {
     pub parents: u64,
     /// `calls` per request of the caller.
     pub per_parent: f64,
-    /// `per_parent` rounded, at least 1: the graph's `count`.
+    /// The graph's `count`: `per_parent` rounded, at least 1; with a [`share`](Self::share)
+    /// below 1, the calls per request that made any, rounded, at least 1.
     pub count: u32,
+    /// The graph's `share`: `callers` over `parents` (two decimals) when that is below
+    /// [`SHARE_BELOW`], 1 otherwise (a few requests that failed before calling make no
+    /// share).
+    pub share: f64,
     /// Requests of the caller that made at least one call on the edge.
     pub callers: u64,
     /// How the calls of one request go, judged from the requests that made several; `None`
@@ -216,6 +222,9 @@ pub struct ImportedCall {
     /// Calls (retries included) by status: `http 200`, `http 503`, `grpc 14`, `error`, `ok`.
     pub by_status: BTreeMap<String, u64>,
 }
+
+/// A call made by fewer than this share of its caller's requests is written with a `share`.
+pub const SHARE_BELOW: f64 = 0.95;
 
 /// The root requests: SERVER spans of the entry with no SERVER span above them.
 #[derive(Debug, Clone, PartialEq)]

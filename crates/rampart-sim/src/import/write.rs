@@ -165,6 +165,9 @@ fn call(out: &mut String, c: &ImportedCall) {
     if c.count != 1 {
         let _ = write!(entry, ", count = {}", c.count);
     }
+    if c.share < 1.0 {
+        let _ = write!(entry, ", share = {}", c.share);
+    }
     match c.mode {
         Some(Mode::Parallel) if c.count > 1 => entry.push_str(", mode = \"parallel\""),
         Some(Mode::Sequence) if c.count > 1 => entry.push_str(", mode = \"sequence\""),
