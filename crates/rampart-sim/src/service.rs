@@ -223,6 +223,9 @@ pub struct ServiceConfig {
     pub queue: usize,
     /// Time a handler works on a request before its downstream calls.
     pub service_time: ServiceTime,
+    /// Time a handler works on a request that fails on its own
+    /// ([`Faults::error_rate`]) before it fails; `None`: its `service_time`.
+    pub error_time: Option<ServiceTime>,
     /// Injected faults.
     pub faults: Faults,
     /// Faults that start and end during the run (none in the built-in scenarios).
@@ -246,6 +249,7 @@ impl ServiceConfig {
             workers,
             queue,
             service_time: service_time.into(),
+            error_time: None,
             faults: Faults::default(),
             timeline: Vec::new(),
             levels: LevelSource::Wire,
@@ -690,6 +694,14 @@ impl Service {
             let since_start = Instant::now().duration_since(self.start);
             let took = took + self.added_latency_at(since_start);
             let failed = faults.error_rate > 0.0 && rng.f64() < faults.error_rate;
+            // Drawn only for a failure with a time of its own, so that a service without one
+            // draws exactly what it drew before.
+            let took = match (&self.config.error_time, failed) {
+                (Some(error_time), true) => {
+                    error_time.sample(rng) + self.added_latency_at(since_start)
+                }
+                _ => took,
+            };
             (hang, took, failed)
         };
         if hang {

@@ -1,12 +1,15 @@
 //! Graph files: the example parses, every problem is reported at once under its key path, an
 //! unknown key is refused with its name, a call with a share is made on that share of the
-//! requests.
+//! requests, a failure with a time of its own takes it (and the importer writes it so).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use rampart::config::{Policies, PolicyConfig};
 use rampart_sim::graph::{Graph, run};
+use rampart_sim::import::otlp_to_graph;
+use rampart_sim::spans::{RecordedSpan, SpanKind, SpanStatus, write_otlp};
 
 const SHOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/graphs/shop.toml");
 
@@ -258,4 +261,86 @@ fn a_share_outside_above_0_to_1_is_refused_under_its_key_path() {
     }
     let whole = Graph::parse(&graph("1"), None).expect("a share of 1 is every request");
     assert_eq!(whole.services[0].steps[0][0].share, 1.0);
+}
+
+/// a → b; b fails half its requests on its own after 50 ms and answers the others in 1 ms.
+const SLOW_FAILURES: &str = r#"
+entry = "a"
+
+[services.a]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+calls = [{ to = "b", policy = "p" }]
+
+[services.b]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+error_rate = 0.5
+error_time = { histogram = [["50ms", 1]] }
+
+[traffic]
+deadline = "1s"
+segments = [{ kind = "steady", rate = 200, for = "2s" }]
+"#;
+
+#[test]
+fn a_request_that_fails_on_its_own_takes_its_error_time_and_an_answered_one_does_not() {
+    let graph = Graph::parse(SLOW_FAILURES, None).expect("valid");
+    let (_, spans) = run::trace(&graph, &one_attempt(), 3).expect("runs");
+    let served: Vec<_> = spans
+        .iter()
+        .filter(|s| s.service == "b" && s.kind == SpanKind::Server)
+        .collect();
+    let total = served.len();
+    assert!(total > 300, "{total} requests");
+    let (failed, answered): (Vec<&RecordedSpan>, Vec<&RecordedSpan>) = served
+        .into_iter()
+        .partition(|s| s.status == SpanStatus::Http(500));
+    assert!(failed.len() > total / 4, "{} failed", failed.len());
+    assert!(answered.len() > total / 4, "{} answered", answered.len());
+    assert!(
+        failed
+            .iter()
+            .all(|s| s.duration() == Duration::from_millis(50))
+    );
+    assert!(
+        answered
+            .iter()
+            .all(|s| s.duration() == Duration::from_millis(1))
+    );
+}
+
+#[test]
+fn an_error_time_without_an_error_rate_is_refused_under_its_key_path() {
+    let without = SLOW_FAILURES.replace("error_rate = 0.5\n", "");
+    assert_eq!(
+        problems(&without),
+        ["services.b.error_time is set but no request fails on its own (error_rate is 0)"]
+    );
+}
+
+#[test]
+fn the_importer_writes_failures_that_are_the_slow_tail_as_their_own_time() {
+    let graph = Graph::parse(SLOW_FAILURES, None).expect("valid");
+    let (_, spans) = run::trace(&graph, &one_attempt(), 3).expect("runs");
+    let mut otlp = Vec::new();
+    write_otlp(&spans, &mut otlp).expect("written");
+    let imported = otlp_to_graph(otlp.as_slice()).expect("imports");
+    let b = imported.service("b").expect("imported");
+    let (answered, failed) = b.split.as_ref().expect("enough failures to split");
+    assert_eq!(answered.p50_p99_max[2], Duration::from_millis(1));
+    assert_eq!(failed.p50_p99_max[0], Duration::from_millis(50));
+    let text = imported.to_toml();
+    assert!(text.contains("[services.b.error_time]"), "{text}");
+    // What it wrote reads back, and the service time it keeps is the answers' alone.
+    let again = Graph::parse(&text, None).expect("the written graph reads back");
+    // The importer names each edge's policy after its callee.
+    let named_b = BTreeMap::from([("b".to_owned(), one_attempt()["p"].clone())]);
+    let (_, spans) = run::trace(&again, &named_b, 3).expect("runs");
+    let slow_answers = spans
+        .iter()
+        .filter(|s| s.service == "b" && s.kind == SpanKind::Server)
+        .filter(|s| s.status == SpanStatus::Http(200) && s.duration() > Duration::from_millis(5))
+        .count();
+    assert_eq!(slow_answers, 0);
 }

@@ -244,6 +244,16 @@ fn check_service(p: &mut Problems, name: &str, s: &ServiceFile, names: &[&str]) 
         }
     };
     let error_rate = p.share(s.error_rate, &at("error_rate"));
+    let error_time = s
+        .error_time
+        .as_ref()
+        .and_then(|t| check_service_time(p, &at("error_time"), t));
+    if s.error_time.is_some() && s.error_rate.unwrap_or(0.0) == 0.0 {
+        p.add(
+            at("error_time"),
+            "is set but no request fails on its own (error_rate is 0)",
+        );
+    }
     let hang_rate = p.share(s.hang_rate, &at("hang_rate"));
     let mut steps: Vec<Vec<Edge>> = Vec::new();
     for (i, call) in s.calls.iter().enumerate() {
@@ -265,6 +275,7 @@ fn check_service(p: &mut Problems, name: &str, s: &ServiceFile, names: &[&str]) 
     let (workers, service_time) = (workers?, service_time?);
     let mut config = ServiceConfig::new(leak(name), workers, s.queue.unwrap_or(0), service_time);
     config.faults.error_rate = error_rate;
+    config.error_time = error_time;
     config.faults.hang_rate = hang_rate;
     config.levels = match s.levels.unwrap_or(LevelsKind::Wire) {
         LevelsKind::Wire => LevelSource::Wire,

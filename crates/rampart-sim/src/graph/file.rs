@@ -67,6 +67,11 @@ pub struct ServiceFile {
     pub service_time: Option<ServiceTimeFile>,
     /// Share of handled requests that fail (default 0).
     pub error_rate: Option<f64>,
+    /// How long a request that fails on its own (`error_rate`) works before it fails, in the
+    /// same forms as `service_time` (default: its `service_time`). A service whose failures
+    /// are its slow tail (hung requests cut at a deadline, say) is one whose answered time
+    /// and failed time differ.
+    pub error_time: Option<ServiceTimeFile>,
     /// Share of handled requests that never answer (default 0).
     pub hang_rate: Option<f64>,
     /// The calls each handler makes after its own work, in order.

@@ -75,6 +75,7 @@
 //! | `services.NAME.levels` | where a request's level comes from: `"wire"` or `"route"` (the root's own level: a public edge) | wire |
 //! | `services.NAME.service_time` | `{ median, p99 }` (lognormal) or `{ histogram = [[latency, weight], ...] }` (each latency drawn in proportion to its weight) | required |
 //! | `services.NAME.error_rate`, `hang_rate` | shares of handled requests that fail (a 500) or never answer | 0 |
+//! | `services.NAME.error_time` | how long a request that fails on its own works before failing, in `service_time`'s forms (failures that are the slow tail: requests cut at a deadline); only with an `error_rate` | its `service_time` |
 //! | `services.NAME.calls[i]` | `to` (the callee), `policy` (a name in the policy file), `count` (calls per request), `mode` (`"parallel"` or `"sequence"`: how the `count` calls go), `share` (the share of the handler's requests that make the entry's calls, above 0 and at most 1: a cache miss, a feature flag), `with_previous` (run alongside the entry before instead of after it), `propagate` (send the deadline and level) | count 1, parallel, share 1 (every request), false, true |
 //! | `traffic.deadline` | how long the edge waits for each root | required |
 //! | `traffic.warmup`, `linger` | roots sent before `warmup` are not measured; the run goes on `linger` after the last root | 0, 30s |
@@ -267,10 +268,14 @@ impl Graph {
                 c.workers,
                 c.queue,
                 c.service_time.mean().as_secs_f64() * 1e3,
-                if c.faults.error_rate > 0.0 {
-                    format!(", {}% errors", c.faults.error_rate * 100.0)
-                } else {
-                    String::new()
+                match (c.faults.error_rate > 0.0, &c.error_time) {
+                    (true, Some(t)) => format!(
+                        ", {}% errors (after a mean {:.1} ms)",
+                        c.faults.error_rate * 100.0,
+                        t.mean().as_secs_f64() * 1e3
+                    ),
+                    (true, None) => format!(", {}% errors", c.faults.error_rate * 100.0),
+                    (false, _) => String::new(),
                 },
                 if c.faults.hang_rate > 0.0 {
                     format!(", {}% hang", c.faults.hang_rate * 100.0)

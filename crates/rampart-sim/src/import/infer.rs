@@ -14,6 +14,7 @@ use super::otlp::{CLIENT, SERVER, SpanRecord, Spans};
 use super::stats::{Histogram, median, most_at_once, offset, union_length};
 use super::{
     ImportError, ImportedCall, ImportedGraph, ImportedService, ImportedTraffic, SHARE_BELOW,
+    SPLIT_AT,
 };
 use crate::graph::file::Mode;
 
@@ -244,10 +245,20 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             })
             .collect();
         let mut latency: Vec<u64> = handled.iter().map(|&h| spans[h].duration()).collect();
-        let own_errors = handled
-            .iter()
-            .filter(|&&h| spans[h].failed && !failed_calls.get(&h).copied().unwrap_or(false))
-            .count() as u64;
+        let fails_on_its_own =
+            |h: usize| spans[h].failed && !failed_calls.get(&h).copied().unwrap_or(false);
+        let own_errors = handled.iter().filter(|&&h| fails_on_its_own(h)).count() as u64;
+        let split = (own_errors >= SPLIT_AT).then(|| {
+            let (mut failed, mut answered): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+            for (&h, &t) in handled.iter().zip(&own) {
+                if fails_on_its_own(h) {
+                    failed.push(t);
+                } else {
+                    answered.push(t);
+                }
+            }
+            (Histogram::of(&mut answered), Histogram::of(&mut failed))
+        });
         let mut found: Vec<Found> = edges
             .range((s, 0)..=(s, usize::MAX))
             .map(|(&(_, to), list)| edge(&spans, &names[to], handled.len(), list, window))
@@ -265,6 +276,7 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             own_time: Histogram::of(&mut own),
             latency: Histogram::of(&mut latency),
             own_errors,
+            split,
             error_rate: own_errors as f64 / handled.len() as f64,
             calls,
         }));

@@ -51,6 +51,7 @@
 //! | `workers` | an estimate | the most of the service's SERVER spans open at once: a lower bound if it never queued, too high if its spans include time in a queue |
 //! | `service_time` | yes | a histogram of each SERVER span less the time it spent in calls (the union of its CLIENT spans, clamped at 0), 12 buckets by quantile ([`BUCKET_ENDS`]) |
 //! | `error_rate` | yes | failed requests none of whose calls failed (a failed call fails its caller in the simulator) |
+//! | `error_time` | yes, with at least [`SPLIT_AT`] own failures | the own time of those failed requests, apart from the others' (then `service_time`), so that failures that are the slow tail stay the slow tail |
 //! | `calls[i].count` | yes | first attempts per request of the caller, rounded, at least 1; CLIENT spans with `http.request.resend_count` above 0 are retries and not counted; with a `share`, per request that made any |
 //! | `calls[i].share` | yes | the share of the caller's requests that made any call on the edge, two decimals, written when below [`SHARE_BELOW`] (a caller whose requests fail before their calls lowers it too: read it beside `error_rate`) |
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
@@ -172,6 +173,10 @@ pub struct ImportedService {
     pub latency: Histogram,
     /// Failed requests none of whose calls failed.
     pub own_errors: u64,
+    /// With at least [`SPLIT_AT`] own failures, the own time of the requests that did not
+    /// fail on their own and that of those that did, apart: the graph's `service_time` and
+    /// `error_time` (a service whose failures are its slow tail keeps that shape).
+    pub split: Option<(Histogram, Histogram)>,
     /// `own_errors` per request.
     pub error_rate: f64,
     /// Its calls, one entry per callee, in order of when they start in a request.
@@ -222,6 +227,10 @@ pub struct ImportedCall {
     /// Calls (retries included) by status: `http 200`, `http 503`, `grpc 14`, `error`, `ok`.
     pub by_status: BTreeMap<String, u64>,
 }
+
+/// The fewest own failures of a service for which the importer writes their time apart
+/// (`error_time`): fewer make too coarse a histogram to draw from.
+pub const SPLIT_AT: u64 = 20;
 
 /// A call made by fewer than this share of its caller's requests is written with a `share`.
 pub const SHARE_BELOW: f64 = 0.95;

@@ -104,15 +104,40 @@ fn service(out: &mut String, s: &ImportedService) {
         }
         out.push_str("]\n");
     }
+    let Some((answered, failed)) = &s.split else {
+        let _ = writeln!(
+            out,
+            "\n# Its own time: each request less the time it spent in calls, {} requests by\n\
+             # quantile, [latency (the bucket's mean), requests].\n\
+             [services.{name}.service_time]\n\
+             histogram = [",
+            s.own_time.samples
+        );
+        histogram(out, &s.own_time);
+        out.push_str("]\n");
+        return;
+    };
     let _ = writeln!(
         out,
-        "\n# Its own time: each request less the time it spent in calls, {} requests by\n\
-         # quantile, [latency (the bucket's mean), requests].\n\
+        "\n# Its own time: each request that did not fail on its own, less the time it spent in\n\
+         # calls, {} requests by quantile, [latency (the bucket's mean), requests].\n\
          [services.{name}.service_time]\n\
          histogram = [",
-        s.own_time.samples
+        answered.samples
     );
-    histogram(out, &s.own_time);
+    histogram(out, answered);
+    out.push_str("]\n");
+    let _ = writeln!(
+        out,
+        "\n# The time its own failures took before failing (p50 {}, p99 {}), {} requests by\n\
+         # quantile: drawn for a request that fails on its own.\n\
+         [services.{name}.error_time]\n\
+         histogram = [",
+        ms(failed.p50_p99_max[0]),
+        ms(failed.p50_p99_max[1]),
+        failed.samples
+    );
+    histogram(out, failed);
     out.push_str("]\n");
 }
 
