@@ -8,14 +8,21 @@
 //! stays a function of its seed). A handler's answer fails when any call failed: a step
 //! waits for all its calls, and a failed step ends the handler (the steps after it are not
 //! made), as a handler that returns its first error does.
+//!
+//! The calls of a step run in the handler's own task, polled together, rather than as a task
+//! each: they see the handler's deadline and level as its own code would, and a simulated
+//! request costs one task fewer per call (a tokio task is a 128-byte-aligned allocation,
+//! which glibc serves from its slow path).
 
 use std::cell::RefCell;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 
-use rampart::{Ambient, Criticality};
+use rampart::Criticality;
 
 use crate::contender::Client;
-use crate::service::{Failure, Reply, Trace};
+use crate::service::{Reply, Trace};
 
 /// One entry of a service's calls: `count` calls to one callee through `client`.
 #[derive(Clone)]
@@ -75,10 +82,7 @@ impl Plan {
                     let legs: Vec<_> = entries
                         .iter()
                         .filter(|entry| entry.made())
-                        .map(|entry| {
-                            let entry = entry.clone();
-                            spawn_leg(async move { entry.call(trace, level).await })
-                        })
+                        .map(|entry| Box::pin(entry.call(trace, level)))
                         .collect();
                     join(legs).await?;
                 }
@@ -106,30 +110,35 @@ impl Calls {
             return Ok(());
         }
         let legs: Vec<_> = (0..self.count)
-            .map(|_| {
-                let client = Rc::clone(&self.client);
-                spawn_leg(async move { client.call(trace, level).await })
-            })
+            .map(|_| self.client.call(trace, level))
             .collect();
         join(legs).await
     }
 }
 
-/// Starts `leg` as a task of its own in the caller's ambient scope (deadline and level).
-pub(crate) fn spawn_leg(
-    leg: impl Future<Output = Reply> + 'static,
-) -> tokio::task::JoinHandle<Reply> {
-    tokio::task::spawn_local(Ambient::bind(leg))
-}
-
-/// Waits for every leg; the first failure among them, in order.
-async fn join(legs: Vec<tokio::task::JoinHandle<Reply>>) -> Reply {
-    let mut outcome = Ok(());
-    for leg in legs {
-        let reply = leg.await.unwrap_or(Err(Failure::Error));
-        outcome = outcome.and(reply);
-    }
-    outcome
+/// Runs every leg at once in the caller's task (and its ambient scope), polling each that
+/// has not answered whenever the task wakes; the first failure among them, in order.
+async fn join<F: Future<Output = Reply> + Unpin>(legs: Vec<F>) -> Reply {
+    let mut legs: Vec<(F, Option<Reply>)> = legs.into_iter().map(|leg| (leg, None)).collect();
+    std::future::poll_fn(|task| {
+        let mut waiting = false;
+        for (leg, reply) in &mut legs {
+            if reply.is_none() {
+                match Pin::new(leg).poll(task) {
+                    Poll::Ready(answer) => *reply = Some(answer),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            return Poll::Pending;
+        }
+        Poll::Ready(
+            legs.iter()
+                .try_for_each(|(_, reply)| reply.unwrap_or(Ok(()))),
+        )
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -140,7 +149,7 @@ mod tests {
 
     use super::*;
     use crate::dist::LogNormal;
-    use crate::service::{Admission, Downstream, ServerSide, Service, ServiceConfig};
+    use crate::service::{Admission, Downstream, Failure, ServerSide, Service, ServiceConfig};
     use crate::sim::virtual_time;
 
     const MS: Duration = Duration::from_millis(1);

@@ -773,7 +773,9 @@ impl Service {
                 let legs: Vec<_> = (0..*n)
                     .map(|_| {
                         let client = Rc::clone(client);
-                        crate::plan::spawn_leg(async move { client.call(trace, level).await })
+                        tokio::task::spawn_local(Ambient::bind(async move {
+                            client.call(trace, level).await
+                        }))
                     })
                     .collect();
                 let mut outcome = Ok(());
