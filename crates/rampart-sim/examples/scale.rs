@@ -16,32 +16,35 @@
 //! simulates `roots × requests per root` requests, and that product is what the time follows:
 //! the number of services in the graph matters only through the services a root reaches.
 //! The time per request grows slowly with the requests in flight at once (more live tasks
-//! and timers, less of them in the cache): 1.8 µs at 6 per root, 2.4 µs at 200.
+//! and timers, less of them in the cache): 1.6 µs at 6 per root, 2.0 µs at 200.
 //!
-//! Measured at `bf2d178` (release, one thread, the 2-core development machine with another
-//! engineer's builds running, load average 2.0 to 2.2; two runs, the range shown):
+//! Measured at `5a81424` (release, one thread, the 2-core development machine with another
+//! engineer's builds running, load average 1.8 to 2.7; two runs of the sweep, the range
+//! shown):
 //!
 //! | services | share | roots | requests simulated | per root | wall time | per request |
 //! |---:|---:|---:|---:|---:|---:|---:|
-//! | 25 | 0.5 | 19,931 | 124,146 | 6.2 | 0.22–0.23 s | 1.8 µs |
-//! | 50 | 0.5 | 19,931 | 174,063 | 8.7 | 0.32 s | 1.8 µs |
-//! | 100 | 0.5 | 19,931 | 236,242 | 11.9 | 0.43 s | 1.8 µs |
-//! | 200 | 0.5 | 19,931 | 312,230 | 15.7 | 0.60 s | 1.9 µs |
-//! | 200 | 0.5 | 99,911 | 1,564,841 | 15.7 | 2.9–3.0 s | 1.9 µs |
-//! | 200 | 1 | 19,931 | 3,986,200 | 200 | 8.7–9.2 s | 2.2–2.3 µs |
-//! | 200 | 1 | 99,911 | 19,982,200 | 200 | 46.9–48.4 s | 2.3–2.4 µs |
+//! | 25 | 0.5 | 19,931 | 124,146 | 6.2 | 0.20 s | 1.6 µs |
+//! | 50 | 0.5 | 19,931 | 174,063 | 8.7 | 0.27–0.28 s | 1.6 µs |
+//! | 100 | 0.5 | 19,931 | 236,242 | 11.9 | 0.37–0.38 s | 1.6 µs |
+//! | 200 | 0.5 | 19,931 | 312,230 | 15.7 | 0.50–0.51 s | 1.6 µs |
+//! | 200 | 0.5 | 99,911 | 1,564,841 | 15.7 | 2.56–2.57 s | 1.6 µs |
+//! | 200 | 1 | 19,931 | 3,986,200 | 200 | 7.7–9.1 s | 1.9–2.3 µs |
+//! | 200 | 1 | 99,911 | 19,982,200 | 200 | 39.2–40.6 s | 2.0 µs |
 //!
-//! Issue 25's goal, 200 services and 100,000 roots in under a minute on 2 cores, is **met**
-//! on both graphs, on one core: 3 s for the realistic graph, 47 to 48 s for the old one. It
-//! was missed on the old graph before `0a91c52` (the same machine, load 2.2 to 3.0: 99.5 s
-//! for 200 × 100,000, 17.6 to 25.0 s for 200 × 20,000, 4.4 to 6.3 µs a request; the 200 s
-//! once written here was measured under a heavier load); the realistic graph took 4.0 s
-//! (2.6 µs a request). What was cut: every worker task carried a rampart call's future
-//! inline (2.2 KB), which tokio copies as it spawns a task, stores its output and hands it
-//! over, and which glibc's allocator serves from its slow large-chunk path; see
-//! `Client::call` and `Service::handle`. A run stays on one thread: its roots share every
-//! service's queue, breakers and budgets, so it has no independent parts to split (what-if
-//! already runs its two policy files on two threads).
+//! Issue 25's goal, 200 services and 100,000 roots in under a minute on 2 cores, is **met** on
+//! both graphs, on one core: 2.6 s for the realistic graph, 39 to 41 s for the old one. Before
+//! `0a91c52` it was missed on the old graph: on the same machine (load 2.2 to 3.0) 200 ×
+//! 100,000 took 99.5 s and 200 × 20,000 17.6 to 25.0 s, 4.4 to 6.3 µs a request (the 200 s once
+//! written here was measured under a heavier load); the realistic graph took 4.0 s (2.6 µs a
+//! request); after `0a91c52` alone, 46.9 to 48.4 s and 2.9 to 3.0 s. What was cut, found with
+//! `perf`: every worker task carried a rampart call's future inline (2.2 KB), which tokio
+//! copies as it spawns a task, stores its output and hands it over, and which glibc's allocator
+//! serves from its slow large-chunk path (see `Client::call` and `Service::handle`); and each
+//! call of a step was a task of its own (see `rampart_sim::plan`). What is left is mostly
+//! tokio's own per-task and per-timer work and rampart's call. A run stays on one thread: its
+//! roots share every service's queue, breakers and budgets, so it has no independent parts to
+//! split (what-if already runs its two policy files on two threads).
 
 use std::fmt::Write as _;
 use std::path::Path;
