@@ -742,6 +742,43 @@ pub fn whole_seconds(after: Option<Duration>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dist::LogNormal;
+    use crate::service::{Downstream, ServiceConfig};
+
+    #[test]
+    fn a_call_is_one_pointer_to_whoever_awaits_it() {
+        // What keeps the simulator's tasks small: a rampart call's future is boxed, so no task
+        // or future that awaits one carries its kilobyte and a half inline.
+        crate::sim::virtual_time(|| async {
+            let ms = Duration::from_millis(1);
+            let service = Service::new(
+                ServiceConfig::new("leaf", 1, 1, LogNormal::from_median_p99(ms, ms)),
+                ServerSide {
+                    admission: Admission::Fifo,
+                    inbound: false,
+                    reserve: Duration::ZERO,
+                    reject_expired: false,
+                },
+                Downstream::None,
+                1,
+            )
+            .expect("a service");
+            let policy = Policy::builder()
+                .classifier(classify as Classifier)
+                .build()
+                .expect("a policy");
+            let client = Client::with_policy(service, policy, true);
+            let trace = Trace {
+                root: 0,
+                root_deadline: rampart::Instant::now(),
+                measured: false,
+                span: None,
+            };
+            let call = client.call(trace, Criticality::Critical);
+            assert_eq!(size_of_val(&call), size_of::<usize>());
+        })
+        .expect("runtime");
+    }
 
     #[test]
     fn every_contender_reads_replies_as_rampart_http_does() {
