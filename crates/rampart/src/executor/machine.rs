@@ -262,8 +262,23 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record, W> {
 }
 
 impl<T, E, C, A, L: Record, W> Drop for Machine<'_, T, E, C, A, L, W> {
+    /// A call that ended (every call that returned) has nothing to do here: only that check
+    /// is inlined into every call's future.
+    #[inline(always)]
     fn drop(&mut self) {
-        if !self.ended && self.shared.telemetry.is_listened() {
+        if !self.ended {
+            self.dropped_unended();
+        }
+    }
+}
+
+impl<T, E, C, A, L: Record, W> Machine<'_, T, E, C, A, L, W> {
+    /// The call's future was dropped (or a callback panicked) before the call ended: the
+    /// terminal event goes out now, if anyone listens.
+    #[cold]
+    #[inline(never)]
+    fn dropped_unended(&mut self) {
+        if self.shared.telemetry.is_listened() {
             let now = self.shared.clock.now();
             self.shared.telemetry.emit(
                 &self.span,
