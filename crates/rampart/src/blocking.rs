@@ -158,7 +158,7 @@ where
         next = match next {
             Next::Attempt(ticket) => 'attempt: {
                 attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
-                let (ticket, waited) = if ticket.admitted {
+                let (mut ticket, waited) = if ticket.admitted {
                     (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, &attempt);
@@ -190,8 +190,13 @@ where
                         attempt.fire(Fired::Ceiling);
                     }
                 }
-                let next =
-                    machine.returned(&attempt, ticket, Some(result), is_cancelled(caller), now);
+                let next = machine.returned(
+                    &attempt,
+                    &mut ticket,
+                    Some(result),
+                    is_cancelled(caller),
+                    now,
+                );
                 span.record_outcome(machine.attempt_outcome());
                 match next {
                     Ok(value) => return Ok(value),

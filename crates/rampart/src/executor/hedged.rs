@@ -145,14 +145,14 @@ where
                         machine.generated(Bounded::Answered(timeout), clock.now())
                     }
                     Wake::Leg(leg, returned) => {
-                        let (Some(Leg { ticket, span }), Some(attempt)) =
+                        let (Some(Leg { mut ticket, span }), Some(attempt)) =
                             (flight.as_mut().land(leg), attempts[leg].get())
                         else {
                             unreachable!("a leg that finished was started")
                         };
                         let next = machine.returned(
                             attempt,
-                            ticket,
+                            &mut ticket,
                             returned,
                             is_cancelled(caller),
                             clock.now(),

@@ -163,6 +163,23 @@ pub(crate) struct Ticket<'p, P> {
     permit: Option<P>,
 }
 
+impl<'p, P> Ticket<'p, P> {
+    /// This ticket, its permits moved out of `self` (for an end decided off the success path,
+    /// which takes the ticket whole).
+    #[inline(always)]
+    pub(crate) fn taken(&mut self) -> Ticket<'p, P> {
+        Ticket {
+            number: self.number,
+            ceiling: self.ceiling,
+            began: self.began,
+            admitted: self.admitted,
+            retry: self.retry,
+            breaker: self.breaker.take(),
+            permit: self.permit.take(),
+        }
+    }
+}
+
 /// How a bounded wait on a generator or hook ended.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Bounded<O> {
@@ -448,7 +465,7 @@ where
     pub(crate) fn returned(
         &mut self,
         attempt: &Attempt,
-        ticket: Ticket<'p, A::Permit>,
+        ticket: &mut Ticket<'p, A::Permit>,
         returned: Option<Result<T, E>>,
         cancelled: bool,
         now: Instant,
@@ -469,9 +486,9 @@ where
                     };
                     return Ok(value);
                 }
-                Err(self.arbitrate(attempt, ticket, Some(result), cancelled, now))
+                Err(self.arbitrate(attempt, ticket.taken(), Some(result), cancelled, now))
             }
-            returned => Err(self.arbitrate(attempt, ticket, returned, cancelled, now)),
+            returned => Err(self.arbitrate(attempt, ticket.taken(), returned, cancelled, now)),
         }
     }
 
@@ -485,7 +502,8 @@ where
         cancelled: bool,
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
-        match self.returned(attempt, ticket, returned, cancelled, now) {
+        let mut ticket = ticket;
+        match self.returned(attempt, &mut ticket, returned, cancelled, now) {
             Ok(value) => Next::Done(Finish { outcome: Ok(value) }),
             Err(next) => next,
         }
@@ -1109,7 +1127,8 @@ where
     ) -> Next<'p, T, E, A::Permit, W> {
         let number = ticket.number;
         let kind = attempt_outcome(&outcome, verdict);
-        self.settle(attempt, ticket, kind, now);
+        let mut ticket = ticket;
+        self.settle(attempt, &mut ticket, kind, now);
         // The ceiling decided the attempt: its hook runs now that the attempt's end is
         // reported and its permits and timer released, before anything else is decided.
         if let Outcome::TimedOut { ceiling } = outcome
@@ -1128,7 +1147,7 @@ where
     fn settle(
         &mut self,
         attempt: Option<&Attempt>,
-        ticket: Ticket<'p, A::Permit>,
+        ticket: &mut Ticket<'p, A::Permit>,
         kind: AttemptOutcome,
         now: Instant,
     ) {
@@ -1138,14 +1157,14 @@ where
         self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
         let elapsed = elapsed_since(ticket.began, now);
         self.report(ticket.number, kind, elapsed, now);
-        if let Some(permit) = ticket.permit {
+        if let Some(permit) = ticket.permit.take() {
             let feedback = Feedback {
                 outcome: kind,
                 elapsed,
             };
             self.shared.admit.release(permit, feedback);
         }
-        if let Some(permit) = ticket.breaker {
+        if let Some(permit) = ticket.breaker.take() {
             let evidence = match kind {
                 AttemptOutcome::Ok => Evidence::Success,
                 AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,

@@ -53,44 +53,50 @@ where
         let mut attempt = Attempt::new(clock.clone(), caller);
         let mut next = machine.start(is_cancelled(caller));
         loop {
-            // What to wait for next: every answer but a pause is met in its arm, which goes
-            // round again; the pauses share the one await point below, so that the cold steps
-            // add nothing to every call's state machine.
-            let paused = match next {
-                Next::Attempt(ticket) => {
-                    next = 'attempt: {
-                        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
-                        let (ticket, waited) = if ticket.admitted {
-                            (ticket, None)
-                        } else {
-                            let cx = machine.ticket_context(&ticket, &attempt);
-                            let answer =
-                                admission(&shared.admit, &cx, &attempt, caller, clock).await;
-                            match settle_admission(&mut machine, ticket, answer, clock) {
-                                Ok(admitted) => admitted,
-                                Err(next) => break 'attempt next,
+            // An attempt is run first, its ticket left in `next` (borrowed) while it runs, so
+            // that the success path moves it nowhere.
+            if let Next::Attempt(ticket) = &mut next {
+                let after: Next<'_, T, E, A::Permit, Sequential> = 'attempt: {
+                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                    let waited = if ticket.admitted {
+                        None
+                    } else {
+                        let cx = machine.ticket_context(ticket, &attempt);
+                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                        match settle_admission(&mut machine, ticket.taken(), answer, clock) {
+                            Ok((admitted, waited)) => {
+                                *ticket = admitted;
+                                waited
                             }
-                        };
-                        let span = machine.attempt_span(&ticket, waited);
-                        let callback = span.clone().instrument(op(&attempt));
-                        let race = Race::new(callback, &attempt, caller, clock, machine.mode());
-                        let (returned, suspended) = race.await;
-                        // An attempt that succeeded on its first poll took no time the call
-                        // must account for: the clock is read again only when the reading will
-                        // be used.
-                        let fresh =
-                            suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                        let now = if fresh { clock.now() } else { ticket.began };
-                        let next =
-                            machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
-                        span.record_outcome(machine.attempt_outcome());
-                        match next {
-                            Ok(value) => return Ok(value),
-                            Err(next) => next,
+                            Err(next) => break 'attempt next,
                         }
                     };
-                    continue;
-                }
+                    let span = machine.attempt_span(ticket, waited);
+                    let callback = span.clone().instrument(op(&attempt));
+                    let race = Race::new(callback, &attempt, caller, clock, machine.mode());
+                    let (returned, suspended) = race.await;
+                    // An attempt that succeeded on its first poll took no time the call
+                    // must account for: the clock is read again only when the reading will
+                    // be used.
+                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
+                    let now = if fresh { clock.now() } else { ticket.began };
+                    let next =
+                        machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
+                    span.record_outcome(machine.attempt_outcome());
+                    match next {
+                        Ok(value) => return Ok(value),
+                        Err(next) => next,
+                    }
+                };
+                next = after;
+                continue;
+            }
+            // What to wait for next: every other answer but a pause is met in its arm, which
+            // goes round again; the pauses share the one await point below, so that the cold
+            // steps add nothing to every call's state machine.
+            let paused = match next {
+                // Run above, before this match.
+                Next::Attempt(_) => continue,
                 // A zero backoff waits for nothing: the caller's token is checked at once.
                 Next::Sleep { from, delay } if delay.is_zero() => {
                     next = machine.woke(from, is_cancelled(caller));
