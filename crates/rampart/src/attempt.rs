@@ -32,8 +32,8 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -46,6 +46,8 @@ const CALLER: u8 = 2;
 const OBSERVED: u8 = 4;
 /// The callback asked for an owned token (so it may be watching it).
 const HANDED_OUT: u8 = 8;
+/// The owned token was made (for the callback, or armed by the blocking driver).
+const MADE: u8 = 16;
 
 /// Why an attempt's cancellation fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +72,10 @@ pub struct Attempt {
     state: AtomicU8,
     notify: Notify,
     caller: Option<CancellationToken>,
-    token: OnceLock<CancellationToken>,
+    /// The owned token, made on demand (`MADE` says whether it was). A lock, not a
+    /// `OnceLock`: the slot is read only once the token was made, and a lock whose value is
+    /// `None` costs nothing to drop, where a `OnceLock`'s drop is a call on every attempt.
+    token: Mutex<Option<CancellationToken>>,
 }
 
 impl Attempt {
@@ -92,7 +97,7 @@ impl Attempt {
             state: AtomicU8::new(0),
             notify: Notify::const_new(),
             caller: caller.cloned(),
-            token: OnceLock::new(),
+            token: Mutex::new(None),
         }
     }
 
@@ -112,7 +117,10 @@ impl Attempt {
         self.ceiling = ceiling;
         self.began = Some(now);
         *self.state.get_mut() = 0;
-        self.token.take();
+        self.token
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     /// Cancels the attempt: its `cancelled()` futures complete and its owned token fires.
@@ -123,7 +131,7 @@ impl Attempt {
         };
         self.state.fetch_or(bit, Ordering::AcqRel);
         self.notify.notify_waiters();
-        if let Some(token) = self.token.get() {
+        if let Some(token) = self.slot().as_ref() {
             token.cancel();
         }
     }
@@ -131,7 +139,7 @@ impl Attempt {
     /// Ends the attempt: a failed attempt's owned token is cancelled so work it spawned stops.
     #[inline]
     pub(crate) fn end(&self, succeeded: bool) {
-        if !succeeded && let Some(token) = self.token.get() {
+        if !succeeded && let Some(token) = self.slot().as_ref() {
             token.cancel();
         }
     }
@@ -145,14 +153,33 @@ impl Attempt {
     /// The owned token, made now without counting as handed to the callback: blocking
     /// execution schedules it to fire at the ceiling.
     pub(crate) fn arm_token(&self) -> CancellationToken {
-        self.owned().clone()
+        self.owned()
     }
 
-    fn owned(&self) -> &CancellationToken {
-        self.token.get_or_init(|| match &self.caller {
-            Some(caller) => caller.child_token(),
-            None => CancellationToken::new(),
-        })
+    /// The owned token, made now if it was not yet.
+    fn owned(&self) -> CancellationToken {
+        let mut slot = self.slot();
+        let token = slot
+            .get_or_insert_with(|| match &self.caller {
+                Some(caller) => caller.child_token(),
+                None => CancellationToken::new(),
+            })
+            .clone();
+        self.state.fetch_or(MADE, Ordering::AcqRel);
+        token
+    }
+
+    /// The owned token's slot, locked.
+    fn slot(&self) -> MutexGuard<'_, Option<CancellationToken>> {
+        self.token.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The owned token, if it was made.
+    fn made(&self) -> Option<CancellationToken> {
+        if self.state.load(Ordering::Acquire) & MADE == 0 {
+            return None;
+        }
+        self.slot().clone()
     }
 
     /// The clock the attempt's ceiling is measured on: the policy's.
@@ -199,10 +226,11 @@ impl Attempt {
     /// Whether the attempt has been cancelled (ceiling or caller).
     pub fn is_cancelled(&self) -> bool {
         let state = self.state.load(Ordering::Acquire);
-        let token_fired = self
-            .token
-            .get()
-            .is_some_and(CancellationToken::is_cancelled);
+        let token_fired = state & MADE != 0
+            && self
+                .slot()
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled);
         if state & (TIMED_OUT | CALLER) != 0 || token_fired {
             self.state.fetch_or(OBSERVED, Ordering::AcqRel);
             true
@@ -222,7 +250,7 @@ impl Attempt {
             if self.is_cancelled() {
                 return;
             }
-            match self.token.get() {
+            match self.made() {
                 None => notified.await,
                 // A blocking attempt's token is cancelled by a timer, not through `fire`.
                 Some(token) => {
@@ -252,7 +280,7 @@ impl Attempt {
         if self.state.fetch_or(HANDED_OUT, Ordering::AcqRel) & (TIMED_OUT | CALLER) != 0 {
             token.cancel();
         }
-        token.clone()
+        token
     }
 
     #[inline]
