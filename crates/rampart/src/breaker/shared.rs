@@ -269,15 +269,22 @@ impl Shared {
         now: Instant,
     ) -> Option<Transition> {
         // The common success, inlined into the caller: no slow-call threshold, a closed
-        // consecutive breaker with no failures counted, and nothing moved since admission.
+        // breaker and nothing moved since admission (so the same period). In consecutive
+        // mode with no failures counted there is nothing to write; in ratio mode the success
+        // is counted in the window, and a success never opens.
         if evidence == Evidence::Success
-            && self.window.is_none()
             && self.slow_call.load(Ordering::Relaxed) == 0
             && self.load() == admitted
-            && admitted.failures() == 0
             && !admitted.is_half_open()
         {
-            return None;
+            match &self.window {
+                None if admitted.failures() == 0 => return None,
+                None => {}
+                Some(window) => {
+                    window.record(self.nanos(now), false);
+                    return None;
+                }
+            }
         }
         self.record_slow(admitted, evidence, elapsed, now)
     }

@@ -46,18 +46,17 @@ pub(super) struct Counts {
 pub(super) struct Window {
     bucket_nanos: u64,
     buckets: u64,
-    stripes: Box<[Stripe]>,
+    /// A fixed number of stripes, so that picking one is a mask, not a division.
+    stripes: Box<[Stripe; STRIPES]>,
 }
 
 impl Window {
     /// A window of `window_nanos` (at least 1) cut into up to ten buckets.
     pub(super) fn new(window_nanos: u64) -> Window {
         let buckets = MAX_BUCKETS.min(window_nanos).max(1);
-        let stripes = (0..STRIPES)
-            .map(|_| Stripe {
-                slots: std::array::from_fn(|_| AtomicU64::new(0)),
-            })
-            .collect();
+        let stripes = Box::new(std::array::from_fn(|_| Stripe {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }));
         Window {
             bucket_nanos: (window_nanos / buckets).max(1),
             buckets,
@@ -69,7 +68,7 @@ impl Window {
     pub(super) fn record(&self, now: u64, failure: bool) {
         let bucket = now / self.bucket_nanos;
         let tag = bucket & TAG_MASK;
-        let stripe = &self.stripes[stripe_index() % self.stripes.len()];
+        let stripe = &self.stripes[stripe_index() % STRIPES];
         // `bucket % buckets` < MAX_BUCKETS, so the index is in range and the cast is lossless.
         let Some(slot) = stripe.slots.get((bucket % self.buckets) as usize) else {
             return;
