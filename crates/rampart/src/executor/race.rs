@@ -62,15 +62,36 @@ impl<W: Future> Future for Race<'_, W> {
     /// The work's output (`None` when it was abandoned), and whether the work suspended.
     type Output = (Option<W::Output>, bool);
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Most attempts finish on their first poll: that poll projects nothing but the work.
+        if !self.armed {
+            if let Poll::Ready(out) = self.as_mut().project().work.poll(cx) {
+                return Poll::Ready((Some(out), false));
+            }
+            return self.resume(cx, false);
+        }
+        self.resume(cx, true)
+    }
+}
+
+impl<W: Future> Race<'_, W> {
+    /// The race after the work's first poll: arms the timer and the caller's cancellation,
+    /// then waits; `poll_work`: whether to poll the work first (not right after that poll).
+    #[inline(never)]
+    fn resume(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut poll_work: bool,
+    ) -> Poll<(Option<W::Output>, bool)> {
         let mut this = self.project();
         if *this.armed {
             signal(&mut this, cx);
         }
         loop {
-            if let Poll::Ready(out) = this.work.as_mut().poll(cx) {
+            if poll_work && let Poll::Ready(out) = this.work.as_mut().poll(cx) {
                 return Poll::Ready((Some(out), *this.armed));
             }
+            poll_work = true;
             if !*this.armed {
                 *this.armed = true;
                 if let Some(why) = this.attempt.fired() {
