@@ -103,18 +103,31 @@ impl Source {
 }
 
 /// A call's effective deadline: the earliest of its bounds, resolved once when it starts.
+///
+/// Kept as the call's start and the span from it, not as an instant: the policy's own
+/// deadline, the common one, then costs no addition when the call starts (most calls end
+/// on their first attempt without asking for the instant).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Effective {
-    pub(crate) at: Instant,
+    /// The start of the call it bounds.
+    start: Instant,
     /// From the start of the call: what `DeadlineExceeded` reports.
     pub(crate) span: Duration,
     pub(crate) source: Source,
 }
 
 impl Effective {
+    /// The instant the call's deadline falls on: `span` after its start. (An inherited or
+    /// drain deadline that had passed when the call started has a span of zero, so this is
+    /// the start: past either way.)
+    #[inline]
+    pub(crate) fn at(&self) -> Instant {
+        crate::clock::saturating_add(self.start, self.span)
+    }
+
     /// The deadline of a call that starts at `start`: the earliest of the policy's
     /// `deadline`, the `inherited` one (when the policy reads the ambient deadline) and the
-    /// grace of `drain` (when it is draining). The policy's own needs no subtraction; the others
+    /// grace of `drain` (when it is draining). The policy's own needs no arithmetic; the others
     /// are measured from `start`.
     #[inline(always)]
     pub(crate) fn resolve(
@@ -123,20 +136,38 @@ impl Effective {
         inherited: Option<Deadline>,
         drain: &Drain,
     ) -> Option<Effective> {
-        let mut bound = deadline.and_then(|span| {
-            start.checked_add(span).map(|at| Effective {
-                at,
-                span,
-                source: Source::Policy,
-            })
+        let bound = deadline.map(|span| Effective {
+            start,
+            span,
+            source: Source::Policy,
         });
+        if inherited.is_none() && !drain.is_draining() {
+            return bound;
+        }
+        Effective::clamped(start, bound, inherited, drain)
+    }
+
+    /// [`resolve`](Self::resolve) when an inherited deadline or a drain grace may come
+    /// sooner than the policy's `bound`: the earliest instant wins.
+    #[inline(never)]
+    fn clamped(
+        start: Instant,
+        bound: Option<Effective>,
+        inherited: Option<Deadline>,
+        drain: &Drain,
+    ) -> Option<Effective> {
+        let mut earliest = bound.map(|b| (b.at(), b));
         let mut clamp = |at: Instant, source| {
-            if bound.is_none_or(|b: Effective| at < b.at) {
-                bound = Some(Effective {
+            if earliest.is_none_or(|(sooner, _)| at < sooner) {
+                let span = at.saturating_duration_since(start);
+                earliest = Some((
                     at,
-                    span: at.saturating_duration_since(start),
-                    source,
-                });
+                    Effective {
+                        start,
+                        span,
+                        source,
+                    },
+                ));
             }
         };
         if let Some(inherited) = inherited {
@@ -147,7 +178,7 @@ impl Effective {
         {
             clamp(grace, Source::Drain);
         }
-        bound
+        earliest.map(|(_, bound)| bound)
     }
 }
 
@@ -162,7 +193,7 @@ mod tests {
         let drain = Drain::new();
         let policy = Effective::resolve(start, Some(ms(500)), None, &drain).expect("a bound");
         assert_eq!(
-            (policy.at, policy.span, policy.source),
+            (policy.at(), policy.span, policy.source),
             (start + ms(500), ms(500), Source::Policy)
         );
         let later = Deadline::at(start + ms(900));

@@ -815,7 +815,7 @@ where
     #[cold]
     fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit, W> {
         self.awaiting = Awaiting::Generator;
-        let until = self.deadline.map(|bound| bound.at);
+        let until = self.deadline.map(|bound| bound.at());
         Next::Generate { future, until }
     }
 
@@ -1059,7 +1059,7 @@ where
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         self.cut_by_deadline = self
             .deadline
-            .is_some_and(|bound| crate::clock::saturating_add(ticket.began, ceiling) >= bound.at);
+            .is_some_and(|bound| crate::clock::saturating_add(ticket.began, ceiling) >= bound.at());
         Outcome::TimedOut { ceiling }
     }
 
@@ -1191,7 +1191,7 @@ where
             timeout: ceiling,
         })?;
         self.awaiting = Awaiting::Hook;
-        let until = self.deadline.map(|bound| bound.at);
+        let until = self.deadline.map(|bound| bound.at());
         Some(Next::Hook { future, until })
     }
 
@@ -1558,7 +1558,7 @@ where
         if now == self.start {
             return Some(bound.span);
         }
-        Some(bound.at.saturating_duration_since(now))
+        Some(bound.at().saturating_duration_since(now))
     }
 }
 

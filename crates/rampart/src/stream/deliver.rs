@@ -170,7 +170,7 @@ impl<S, T> RampartStream<S, T> {
 
     /// The instant of the deadline that bounds the stream, if one does.
     pub fn deadline(&self) -> Option<Instant> {
-        self.bounds.bound.map(|b| b.at)
+        self.bounds.bound.map(|b| b.at())
     }
 
     /// Whether the stream has ended: every item it will give has been given.
@@ -244,7 +244,7 @@ where
         let clock = &this.bounds.clock;
         let now = this.bounds.bound.map(|bound| (bound, clock.now()));
         if let Some((bound, now)) = now
-            && now >= bound.at
+            && now >= bound.at()
         {
             let (error, end) = exceeded(bound, this.bounds.attempts);
             return Self::end(this, error, end);
@@ -271,7 +271,7 @@ where
                     *this.stall_at = Some(saturating_add(now, idle));
                 }
                 // The earlier of the two time bounds; the deadline when they fall together.
-                let deadline = this.bounds.bound.map(|b| (b.at, Fire::Deadline(b)));
+                let deadline = this.bounds.bound.map(|b| (b.at(), Fire::Deadline(b)));
                 let stall = this.bounds.idle.zip(*this.stall_at);
                 let stall = stall.map(|(idle, at)| (at, Fire::Idle(idle)));
                 let due = match (deadline, stall) {
