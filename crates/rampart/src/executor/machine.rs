@@ -98,6 +98,9 @@ pub(crate) struct Finish<T, E> {
 pub(crate) trait Shape: Sized {
     /// The value of [`Next::Wait`], if this driver can be asked to wait on legs.
     const WAIT: Option<Self>;
+    /// Whether this driver can have legs in flight, which the machine then counts (a
+    /// sequential call has one attempt at a time, and nothing to count).
+    const LEGS: bool;
 }
 
 /// The shape of the async and blocking drivers: one attempt at a time, never a wait on legs.
@@ -105,6 +108,7 @@ pub(crate) enum Sequential {}
 
 impl Shape for Sequential {
     const WAIT: Option<Self> = None;
+    const LEGS: bool = false;
 }
 
 /// The shape of the hedged driver: legs in flight, which it waits on.
@@ -113,6 +117,7 @@ pub(crate) struct Hedging;
 
 impl Shape for Hedging {
     const WAIT: Option<Self> = Some(Hedging);
+    const LEGS: bool = true;
 }
 
 /// What the driver does next.
@@ -222,7 +227,8 @@ enum Outcome<T, E> {
     Unadmitted { ceiling: Duration },
 }
 
-/// The legs of a hedged call (a sequential call has at most one in flight).
+/// The legs of a hedged call (a sequential call, one attempt at a time, counts none:
+/// [`Shape::LEGS`]).
 #[derive(Debug, Default)]
 struct Legs {
     /// The hedge delay, when the gate let this call hedge.
@@ -831,13 +837,15 @@ where
     ) -> Ticket<'p, A::Permit> {
         let retry = self.attempts > self.refused;
         self.attempts += 1;
-        let legs = &mut self.legs;
-        legs.launched += 1;
-        legs.in_flight = legs.in_flight.saturating_add(1);
-        // The next hedge is due one delay from now (at once for a zero delay).
-        legs.due = legs
-            .delay
-            .map(|delay| crate::clock::saturating_add(now, delay));
+        if W::LEGS {
+            let legs = &mut self.legs;
+            legs.launched += 1;
+            legs.in_flight = legs.in_flight.saturating_add(1);
+            // The next hedge is due one delay from now (at once for a zero delay).
+            legs.due = legs
+                .delay
+                .map(|delay| crate::clock::saturating_add(now, delay));
+        }
         Ticket {
             number: self.attempts,
             ceiling,
@@ -1049,7 +1057,9 @@ where
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
         attempt.end(false);
-        self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        if W::LEGS {
+            self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        }
         Next::Done(self.cancelled(now))
     }
 
@@ -1154,7 +1164,9 @@ where
         if let Some(attempt) = attempt {
             attempt.end(kind == AttemptOutcome::Ok);
         }
-        self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        if W::LEGS {
+            self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        }
         let elapsed = elapsed_since(ticket.began, now);
         self.report(ticket.number, kind, elapsed, now);
         if let Some(permit) = ticket.permit.take() {
