@@ -472,6 +472,11 @@ impl Shared {
     }
 }
 
+/// `d` in nanoseconds, saturating at `u64::MAX` (in 64-bit arithmetic: this is on every
+/// success a ratio-mode breaker counts).
+#[inline]
 pub(super) fn nanos_of(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }

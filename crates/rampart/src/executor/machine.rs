@@ -413,7 +413,9 @@ where
         if cancelled {
             return Next::Done(self.cancelled(now));
         }
-        if let Some(hedge) = self.shared.hedge {
+        if W::LEGS
+            && let Some(hedge) = self.shared.hedge
+        {
             // Validation bounds `max_concurrent` by `MAX_LEGS` (8).
             self.legs.concurrent = u8::try_from(hedge.max_concurrent).unwrap_or(u8::MAX);
             match self.hedge_delay(now) {
@@ -1263,7 +1265,7 @@ where
     /// credited.
     #[inline(always)]
     fn won(&mut self, number: u32, now: Instant) {
-        if self.legs.hedged {
+        if W::LEGS && self.legs.hedged {
             self.shared.telemetry.emit(
                 &self.span,
                 Event::HedgeWon {
@@ -1288,7 +1290,7 @@ where
         kind: AttemptOutcome,
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
-        if self.legs.in_flight > 0 {
+        if W::LEGS && self.legs.in_flight > 0 {
             // Other legs are running. A transient failure is replaced at once, as a hedge; a
             // dependency that asked to slow down (or a local refusal) is not.
             if verdict != Verdict::Transient {
