@@ -101,6 +101,26 @@ impl Attempt {
         }
     }
 
+    /// A handle for the attempt of `ticket`, as [`begin`](Self::begin) would make it.
+    #[inline(always)]
+    pub(crate) fn begun<P>(
+        clock: Clock,
+        caller: Option<&CancellationToken>,
+        ticket: &crate::executor::Ticket<'_, P>,
+    ) -> Self {
+        Attempt {
+            number: ticket.number,
+            retry: ticket.retry,
+            ceiling: ticket.ceiling,
+            began: Some(ticket.began),
+            clock,
+            state: AtomicU8::new(0),
+            notify: Notify::const_new(),
+            caller: caller.cloned(),
+            token: Mutex::new(None),
+        }
+    }
+
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
     /// owned token (a new one is made if the next attempt asks); `retry`: an earlier attempt
     /// reached its callback.

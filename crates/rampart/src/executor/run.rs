@@ -50,14 +50,20 @@ where
         let clock = &shared.clock;
         let mut machine: Machine<'_, T, E, C, A, L, Sequential> =
             begin(shared, live, log, deadline);
-        let mut attempt = Attempt::new(clock.clone(), caller);
         let mut next = machine.start(is_cancelled(caller));
+        // The handle is made for the first attempt, and begun again for each later one.
+        let mut attempt = match &next {
+            Next::Attempt(first) => Attempt::begun(clock.clone(), caller, first),
+            _ => Attempt::new(clock.clone(), caller),
+        };
         loop {
             // An attempt is run first, its ticket left in `next` (borrowed) while it runs, so
             // that the success path moves it nowhere.
             if let Next::Attempt(ticket) = &mut next {
                 let after: Next<'_, T, E, A::Permit, Sequential> = 'attempt: {
-                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                    if attempt.number() != ticket.number {
+                        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                    }
                     let waited = if ticket.admitted {
                         None
                     } else {
