@@ -86,11 +86,17 @@ where
                     // be used.
                     let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
                     let now = if fresh { clock.now() } else { ticket.began };
-                    let next =
+                    let answer =
                         machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
                     span.record_outcome(machine.attempt_outcome());
-                    match next {
-                        Ok(value) => return Ok(value),
+                    match answer {
+                        Ok(value) => {
+                            // Only the ticket is left to drop (its permits went back).
+                            if let Next::Attempt(spent) = next {
+                                drop(spent);
+                            }
+                            return Ok(value);
+                        }
                         Err(next) => next,
                     }
                 };
