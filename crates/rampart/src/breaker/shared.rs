@@ -281,12 +281,35 @@ impl Shared {
                 None if admitted.failures() == 0 => return None,
                 None => {}
                 Some(window) => {
-                    window.record(self.nanos(now), false);
+                    let bucket = match window.recent_bucket(now) {
+                        Some(bucket) => bucket,
+                        None => self.bucket(window, now),
+                    };
+                    window.record_in(bucket, false);
                     return None;
                 }
             }
         }
         self.record_slow(admitted, evidence, elapsed, now)
+    }
+
+    /// The bucket of `window` that `now` falls in, measured from the time base; remembered
+    /// by this thread with the instants it runs between, so that the next success in it
+    /// finds it by comparing instants ([`Window::recent_bucket`]).
+    #[inline(never)]
+    fn bucket(&self, window: &Window, now: Instant) -> u64 {
+        let bucket = window.bucket_of(self.nanos(now));
+        if let (Some(base), Some((from, until))) = (self.base.get(), window.bucket_span(bucket))
+            && let (Some(from), Some(until)) = (
+                base.checked_add(Duration::from_nanos(from)),
+                base.checked_add(Duration::from_nanos(until)),
+            )
+            && from <= now
+            && now < until
+        {
+            window.remember(bucket, from, until);
+        }
+        bucket
     }
 
     /// [`record`](Self::record) for everything but the common success.

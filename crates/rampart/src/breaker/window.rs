@@ -17,6 +17,7 @@
 //! left untouched for exactly 2^20 buckets could be read as current again; with the default 3 s
 //! buckets that is 36 days without a call from that stripe.
 
+use crate::clock::Instant;
 use crate::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// Stripes per window (two under loom, to keep the models small).
@@ -45,6 +46,8 @@ pub(super) struct Counts {
 /// The striped sliding window of one ratio-mode breaker.
 pub(super) struct Window {
     bucket_nanos: u64,
+    /// Names this window in a thread's [`Recent`] bucket (unique per window made).
+    id: u64,
     buckets: u64,
     /// A fixed number of stripes, so that picking one is a mask, not a division.
     stripes: Box<[Stripe; STRIPES]>,
@@ -59,6 +62,7 @@ impl Window {
         }));
         Window {
             bucket_nanos: (window_nanos / buckets).max(1),
+            id: NEXT_WINDOW.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             buckets,
             stripes,
         }
@@ -66,7 +70,52 @@ impl Window {
 
     /// Counts one call at `now` (nanoseconds since the time base) in this thread's stripe.
     pub(super) fn record(&self, now: u64, failure: bool) {
-        let bucket = now / self.bucket_nanos;
+        self.record_in(now / self.bucket_nanos, failure);
+    }
+
+    /// The bucket of `now` (nanoseconds since the time base).
+    pub(super) fn bucket_of(&self, now: u64) -> u64 {
+        now / self.bucket_nanos
+    }
+
+    /// The span of bucket `bucket`, in nanoseconds since the time base: `None` past the end
+    /// of time.
+    pub(super) fn bucket_span(&self, bucket: u64) -> Option<(u64, u64)> {
+        let from = bucket.checked_mul(self.bucket_nanos)?;
+        Some((from, from.checked_add(self.bucket_nanos)?))
+    }
+
+    /// The bucket `now` falls in, if it is the bucket this thread last counted in, in this
+    /// window: found by comparing instants, without measuring `now` from the time base (a
+    /// subtraction of instants and a division).
+    #[inline]
+    pub(super) fn recent_bucket(&self, now: Instant) -> Option<u64> {
+        #[cfg(not(rampart_loom))]
+        if let Some(recent) = RECENT.get()
+            && recent.window == self.id
+            && recent.from <= now
+            && now < recent.until
+        {
+            return Some(recent.bucket);
+        }
+        let _ = now;
+        None
+    }
+
+    /// Remembers, for this thread, that bucket `bucket` runs from `from` until `until`.
+    pub(super) fn remember(&self, bucket: u64, from: Instant, until: Instant) {
+        #[cfg(not(rampart_loom))]
+        RECENT.set(Some(Recent {
+            window: self.id,
+            from,
+            until,
+            bucket,
+        }));
+        let _ = (bucket, from, until);
+    }
+
+    /// Counts one call in bucket `bucket` in this thread's stripe.
+    pub(super) fn record_in(&self, bucket: u64, failure: bool) {
         let tag = bucket & TAG_MASK;
         let stripe = &self.stripes[stripe_index() % STRIPES];
         // `bucket % buckets` < MAX_BUCKETS, so the index is in range and the cast is lossless.
@@ -145,6 +194,25 @@ fn unpack(word: u64) -> (u64, u64) {
 /// This thread's stripe: threads are dealt stripes round-robin on first use.
 fn stripe_index() -> usize {
     STRIPE.with(|s| *s)
+}
+
+/// The ids of windows, from 1.
+static NEXT_WINDOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The bucket a thread last counted in: which window, and the instants it runs between.
+/// (Not kept under loom, whose models count through the time base every time.)
+#[derive(Clone, Copy)]
+#[cfg_attr(rampart_loom, allow(dead_code))]
+struct Recent {
+    window: u64,
+    from: Instant,
+    until: Instant,
+    bucket: u64,
+}
+
+#[cfg(not(rampart_loom))]
+std::thread_local! {
+    static RECENT: std::cell::Cell<Option<Recent>> = const { std::cell::Cell::new(None) };
 }
 
 #[cfg(not(rampart_loom))]
@@ -233,6 +301,22 @@ mod tests {
         w.record(5, true);
         assert_eq!(w.counts(5).failures, 1);
         assert_eq!(w.counts(6).total, 0);
+    }
+
+    #[test]
+    fn a_remembered_bucket_is_found_only_between_its_instants_and_in_its_window() {
+        let (w, other) = (Window::new(10 * SEC), Window::new(10 * SEC));
+        let base = Instant::now();
+        let at = |nanos: u64| base + std::time::Duration::from_nanos(nanos);
+        let (from, until) = w.bucket_span(3).expect("in range");
+        assert_eq!((from, until), (3 * SEC, 4 * SEC));
+        w.remember(3, at(from), at(until));
+        assert_eq!(w.recent_bucket(at(3 * SEC)), Some(3));
+        assert_eq!(w.recent_bucket(at(4 * SEC - 1)), Some(3));
+        assert_eq!(w.recent_bucket(at(4 * SEC)), None, "the next bucket");
+        assert_eq!(w.recent_bucket(at(3 * SEC - 1)), None, "the one before");
+        assert_eq!(other.recent_bucket(at(3 * SEC)), None, "another window");
+        assert_eq!(w.bucket_of(4 * SEC - 1), 3);
     }
 
     #[test]
