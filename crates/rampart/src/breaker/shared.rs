@@ -5,7 +5,7 @@ use std::sync::{OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::builder::{Config, Mode};
-use super::window::Window;
+use super::window::{Place, Window};
 use super::word::{self, MAX_NANOS, Word};
 use super::{Evidence, StateKind, Transition};
 use crate::clock::Instant;
@@ -281,11 +281,11 @@ impl Shared {
                 None if admitted.failures() == 0 => return None,
                 None => {}
                 Some(window) => {
-                    let bucket = match window.recent_bucket(now) {
-                        Some(bucket) => bucket,
-                        None => self.bucket(window, now),
+                    let place = match window.recent(now) {
+                        Some(place) => place,
+                        None => self.place(window, now),
                     };
-                    window.record_in(bucket, false);
+                    window.record_at(place, false);
                     return None;
                 }
             }
@@ -293,12 +293,13 @@ impl Shared {
         self.record_slow(admitted, evidence, elapsed, now)
     }
 
-    /// The bucket of `window` that `now` falls in, measured from the time base; remembered
-    /// by this thread with the instants it runs between, so that the next success in it
-    /// finds it by comparing instants ([`Window::recent_bucket`]).
+    /// Where this thread counts a call at `now` in `window`, measured from the time base;
+    /// remembered with the instants its bucket runs between, so that the next success in it
+    /// finds it by comparing instants ([`Window::recent`]).
     #[inline(never)]
-    fn bucket(&self, window: &Window, now: Instant) -> u64 {
+    fn place(&self, window: &Window, now: Instant) -> Place {
         let bucket = window.bucket_of(self.nanos(now));
+        let place = window.place(bucket);
         if let (Some(base), Some((from, until))) = (self.base.get(), window.bucket_span(bucket))
             && let (Some(from), Some(until)) = (
                 base.checked_add(Duration::from_nanos(from)),
@@ -307,9 +308,9 @@ impl Shared {
             && from <= now
             && now < until
         {
-            window.remember(bucket, from, until);
+            window.remember(place, from, until);
         }
-        bucket
+        place
     }
 
     /// [`record`](Self::record) for everything but the common success.

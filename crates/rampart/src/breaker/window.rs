@@ -85,41 +85,58 @@ impl Window {
         Some((from, from.checked_add(self.bucket_nanos)?))
     }
 
-    /// The bucket `now` falls in, if it is the bucket this thread last counted in, in this
-    /// window: found by comparing instants, without measuring `now` from the time base (a
-    /// subtraction of instants and a division).
+    /// Where this thread counts a call in bucket `bucket`.
+    pub(super) fn place(&self, bucket: u64) -> Place {
+        Place {
+            bucket,
+            stripe: stripe_index() % STRIPES,
+            // `bucket % buckets` < MAX_BUCKETS, so the cast is lossless.
+            index: (bucket % self.buckets) as usize,
+        }
+    }
+
+    /// Where this thread counts a call at `now`, if `now` falls in the bucket this thread
+    /// last counted in, in this window: found by comparing instants, without measuring `now`
+    /// from the time base (a subtraction of instants and two divisions).
     #[inline]
-    pub(super) fn recent_bucket(&self, now: Instant) -> Option<u64> {
+    pub(super) fn recent(&self, now: Instant) -> Option<Place> {
         #[cfg(not(rampart_loom))]
         if let Some(recent) = RECENT.get()
             && recent.window == self.id
             && recent.from <= now
             && now < recent.until
         {
-            return Some(recent.bucket);
+            return Some(recent.place);
         }
         let _ = now;
         None
     }
 
-    /// Remembers, for this thread, that bucket `bucket` runs from `from` until `until`.
-    pub(super) fn remember(&self, bucket: u64, from: Instant, until: Instant) {
+    /// Remembers, for this thread, that the bucket of `place` runs from `from` until `until`.
+    pub(super) fn remember(&self, place: Place, from: Instant, until: Instant) {
         #[cfg(not(rampart_loom))]
         RECENT.set(Some(Recent {
             window: self.id,
             from,
             until,
-            bucket,
+            place,
         }));
-        let _ = (bucket, from, until);
+        let _ = (place, from, until);
     }
 
     /// Counts one call in bucket `bucket` in this thread's stripe.
     pub(super) fn record_in(&self, bucket: u64, failure: bool) {
-        let tag = bucket & TAG_MASK;
-        let stripe = &self.stripes[stripe_index() % STRIPES];
-        // `bucket % buckets` < MAX_BUCKETS, so the index is in range and the cast is lossless.
-        let Some(slot) = stripe.slots.get((bucket % self.buckets) as usize) else {
+        self.record_at(self.place(bucket), failure);
+    }
+
+    /// Counts one call where `place` says.
+    pub(super) fn record_at(&self, place: Place, failure: bool) {
+        let tag = place.bucket & TAG_MASK;
+        let Some(slot) = self
+            .stripes
+            .get(place.stripe)
+            .and_then(|stripe| stripe.slots.get(place.index))
+        else {
             return;
         };
         let mut current = slot.load(Ordering::Relaxed);
@@ -199,15 +216,23 @@ fn stripe_index() -> usize {
 /// The ids of windows, from 1.
 static NEXT_WINDOW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// The bucket a thread last counted in: which window, and the instants it runs between.
-/// (Not kept under loom, whose models count through the time base every time.)
+/// Where a thread counts a call in one bucket: the bucket, its stripe and its slot.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Place {
+    bucket: u64,
+    stripe: usize,
+    index: usize,
+}
+
+/// Where a thread last counted a success: which window, and the instants its bucket runs
+/// between. (Not kept under loom, whose models count through the time base every time.)
 #[derive(Clone, Copy)]
 #[cfg_attr(rampart_loom, allow(dead_code))]
 struct Recent {
     window: u64,
     from: Instant,
     until: Instant,
-    bucket: u64,
+    place: Place,
 }
 
 #[cfg(not(rampart_loom))]
@@ -310,12 +335,13 @@ mod tests {
         let at = |nanos: u64| base + std::time::Duration::from_nanos(nanos);
         let (from, until) = w.bucket_span(3).expect("in range");
         assert_eq!((from, until), (3 * SEC, 4 * SEC));
-        w.remember(3, at(from), at(until));
-        assert_eq!(w.recent_bucket(at(3 * SEC)), Some(3));
-        assert_eq!(w.recent_bucket(at(4 * SEC - 1)), Some(3));
-        assert_eq!(w.recent_bucket(at(4 * SEC)), None, "the next bucket");
-        assert_eq!(w.recent_bucket(at(3 * SEC - 1)), None, "the one before");
-        assert_eq!(other.recent_bucket(at(3 * SEC)), None, "another window");
+        w.remember(w.place(3), at(from), at(until));
+        let bucket = |place: Option<Place>| place.map(|p| p.bucket);
+        assert_eq!(bucket(w.recent(at(3 * SEC))), Some(3));
+        assert_eq!(bucket(w.recent(at(4 * SEC - 1))), Some(3));
+        assert_eq!(bucket(w.recent(at(4 * SEC))), None, "the next bucket");
+        assert_eq!(bucket(w.recent(at(3 * SEC - 1))), None, "the one before");
+        assert_eq!(bucket(other.recent(at(3 * SEC))), None, "another window");
         assert_eq!(w.bucket_of(4 * SEC - 1), 3);
     }
 
