@@ -39,8 +39,14 @@ fn success_path(c: &mut Criterion) {
             .attempt_timeout(LIMITS.attempt_timeout)
     };
     let retry_only = bounded().no_budget().build().expect("valid policy");
+    // The breaker floor2 hand-writes: five failures in a row.
     let full = bounded()
-        .breaker(Breaker::builder().build().expect("valid breaker"))
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(5)
+                .build()
+                .expect("valid breaker"),
+        )
         .build()
         .expect("valid policy");
     let none = Policy::none();

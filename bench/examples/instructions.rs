@@ -13,7 +13,8 @@
 //! (`Policy::none()`); `floor` (the hand-written loop: deadline, attempt timeout, 3 attempts)
 //! and `retry-only` (a policy doing that work: no breaker, no budget); `floor2` (the floor plus
 //! a hand-written breaker and budget) and `full` (deadline, attempt timeout, 3 attempts,
-//! breaker, budget); also `budget` (`full` without the breaker). `bench/scripts/instructions.sh`
+//! a breaker of five failures in a row as `floor2`'s, budget); also `budget` (`full` without
+//! the breaker) and `breaker` (`full` with rampart's default breaker, a ratio window). `bench/scripts/instructions.sh`
 //! counts these and the peers of `BENCHMARKS.md` in one run.
 
 use std::hint::black_box;
@@ -48,7 +49,18 @@ fn main() {
         "none" => Policy::none(),
         "retry-only" => bounded().no_budget().build().expect("valid policy"),
         "budget" => bounded().build().expect("valid policy"),
-        "full" | "breaker" => bounded()
+        // The breaker floor2 hand-writes: five failures in a row.
+        "full" => bounded()
+            .breaker(
+                Breaker::builder()
+                    .consecutive_failures(5)
+                    .build()
+                    .expect("valid breaker"),
+            )
+            .build()
+            .expect("valid policy"),
+        // rampart's default breaker: a ratio window.
+        "breaker" => bounded()
             .breaker(Breaker::builder().build().expect("valid breaker"))
             .build()
             .expect("valid policy"),

@@ -17,7 +17,7 @@ calls="${CALLS:-20000}"
 workload=w1_success
 contenders=("$@")
 if [[ ${#contenders[@]} -eq 0 ]]; then
-    contenders=(direct rampart-none floor rampart-retry-only floor2 rampart tower seatbelt)
+    contenders=(direct rampart-none floor rampart-retry-only floor2 rampart rampart-default-breaker tower seatbelt)
 fi
 
 cargo build --release -q -p rampart-bench --example profile

@@ -22,7 +22,7 @@
 //!    (exponential from `limits.base`, full jitter; a delay that would reach the deadline ends
 //!    the call), then the next attempt. Else the last error is returned.
 //!
-//! The breaker (rampart's defaults, consecutive-failure mode): one `AtomicU64`. Below
+//! The breaker (rampart 0.1's default, consecutive-failure mode): one `AtomicU64`. Below
 //! [`FAILURE_THRESHOLD`] it is the count of consecutive failed attempts (closed); the fifth
 //! failure in a row stores `FAILURE_THRESHOLD + t` instead, open since `t` (nanoseconds since
 //! the breaker was made). Open, it rejects attempts for [`BREAK`]; after that, the first
@@ -30,7 +30,8 @@
 //! time goes through. A successful attempt (a probe included) resets the word to 0, closed; a
 //! failed one while open restarts the break.
 //!
-//! The budget (rampart's defaults): a token bucket of [`CAPACITY`] tokens, full at first, in
+//! The budget (rampart's defaults but the fraction, 0.1 here and 0.2 in rampart, which costs
+//! nothing on the success path): a token bucket of [`CAPACITY`] tokens, full at first, in
 //! integer micro-tokens in an `AtomicU64`. A successful call deposits [`DEPOSIT`] (a tenth of a
 //! token) up to capacity, skipped when the bucket is full; a retry spends one token, refused
 //! below one. A floor of [`MIN_PER_SEC`] tokens a second refills it regardless of traffic,

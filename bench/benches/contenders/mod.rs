@@ -236,6 +236,9 @@ pub(crate) mod name {
     pub(crate) const RAMPART_NONE: &str = "rampart-none";
     /// rampart without breaker and budget (W1, W5): the work of the floor and of backon.
     pub(crate) const RAMPART_RETRY_ONLY: &str = "rampart-retry-only";
+    /// rampart with its default breaker, a ratio window (W1): `rampart` counts failures in a
+    /// row, as `floor2` does.
+    pub(crate) const RAMPART_DEFAULT_BREAKER: &str = "rampart-default-breaker";
     /// rampart with a breaker alone (W3): the work of failsafe.
     pub(crate) const RAMPART_BREAKER_ONLY: &str = "rampart-breaker-only";
     /// rampart with an adaptive hedge delay (W4), for comparison with tower's hedge.
@@ -265,7 +268,9 @@ pub(crate) mod name {
         match (workload, contender) {
             (_, RAMPART_NONE) => Some(DIRECT),
             (W1, RAMPART_RETRY_ONLY | TOWER | BACKON) => Some(FLOOR),
-            (W1 | W5, RAMPART | TOWER_RESILIENCE | SEATBELT) => Some(FLOOR2),
+            (W1 | W5, RAMPART | RAMPART_DEFAULT_BREAKER | TOWER_RESILIENCE | SEATBELT) => {
+                Some(FLOOR2)
+            }
             (W2, RAMPART | TOWER | TOWER_RESILIENCE | SEATBELT | BACKON) => Some(FLOOR),
             _ => None,
         }
@@ -322,6 +327,11 @@ pub(crate) fn visit_all(rt: &Runtime, v: &mut impl Visitor) {
     v.case(W1, RAMPART_RETRY_ONLY, via_rampart::w1_retry_only(Answer));
     v.case(W1, FLOOR2, via_floor::w1_guarded(Answer));
     v.case(W1, RAMPART, via_rampart::w1(Answer));
+    v.case(
+        W1,
+        RAMPART_DEFAULT_BREAKER,
+        via_rampart::w1_default_breaker(Answer),
+    );
     v.case(W1, TOWER, via_tower::w1(Answer));
     v.case(W1, TOWER_RESILIENCE, via_tower_resilience::w1(Answer));
     v.case(W1, SEATBELT, via_seatbelt::w1(Answer));

@@ -23,7 +23,7 @@ impl<B: CircuitBreaker, O: Op> Case for Guard<B, O> {
     }
 }
 
-/// W3: opens after 5 consecutive failures (the count rampart's breaker defaults to), for a
+/// W3: opens after 5 consecutive failures (rampart 0.1's default breaker), for a
 /// one-hour break.
 pub(crate) fn w3<O: Op>(op: O) -> Guard<impl CircuitBreaker + Clone, O> {
     let policy = failure_policy::consecutive_failures(5, backoff::constant(BREAK));
