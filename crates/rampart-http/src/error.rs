@@ -175,21 +175,23 @@ impl<E> ClientError<E> {
         }
     }
 
-    /// The status a service answers with when this error ends its handler: 504 for timeouts,
-    /// 503 for rejections (a spent quota included), 502 for transport errors and for a
-    /// retryable status that ran out of attempts, 500 otherwise.
+    /// The status a service answers with when this error ends its handler, the status of its
+    /// [problem document](Self::problem): 504 for timeouts, 503 for refusals (a spent quota
+    /// included), 502 for transport errors and for a retryable status that ran out of
+    /// attempts, 500 otherwise. A call whose retry the retry budget refused answers as its last
+    /// failure did (see [`crate::problem`]).
     pub fn status(&self) -> StatusCode {
         match self {
-            ClientError::Call(rampart::Error::Inner(_)) => StatusCode::BAD_GATEWAY,
-            ClientError::Call(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
-            ClientError::Call(rampart::Error::Rejected { .. } | rampart::Error::Cancelled)
-            | ClientError::QuotaSpent { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ClientError::Call(e) => crate::problem::status_of(e),
+            ClientError::QuotaSpent { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ClientError::Status(s) => match s.report.stop() {
                 StopReason::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                // The dependency's status stands; the budget only declined to retry it.
+                StopReason::BudgetExhausted => StatusCode::BAD_GATEWAY,
                 stop if is_refusal(stop) => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::BAD_GATEWAY,
             },
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
+            ClientError::Body(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }

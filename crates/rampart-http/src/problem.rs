@@ -16,6 +16,7 @@
 //! | `urn:rampart:deadline-expired-on-arrival` | 504 | inbound: the time left did not exceed the reserve |
 //! | `urn:rampart:deadline-exceeded` | 504 | the deadline ran out (inbound `enforce`, or an outbound call) |
 //! | `urn:rampart:attempt-timeout` | 504 | the last outbound attempt ran past its ceiling |
+//! | `urn:rampart:idle-timeout` | 504 | a stream waited longer than its idle timeout for its next item |
 //! | `urn:rampart:overloaded` | 503 | admission refused (inbound shedding or an outbound limiter) |
 //! | `urn:rampart:circuit-open` | 503 | the dependency's circuit breaker is open |
 //! | `urn:rampart:budget-exhausted` | 503 | the retry budget had nothing left before any attempt failed (a call whose retry it refused answers as its last failure) |
@@ -89,6 +90,23 @@ pub struct Problem {
     retry_after: Option<Duration>,
 }
 
+/// The status of [`Problem::from_error`]'s answer to `error`, for an error whose callback
+/// error has no `Display` (what [`ClientError::status`](crate::ClientError::status) answers).
+pub(crate) fn status_of<E>(error: &rampart::Error<E>) -> StatusCode {
+    use rampart::Error;
+    match error {
+        e if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+        Error::Rejected {
+            reason: RejectReason::BudgetExhausted,
+            last: Some(last),
+            ..
+        } => status_of(last),
+        Error::Rejected { .. } | Error::Cancelled => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Inner(_) => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl Problem {
     /// A problem document; `kind` is its `type` URI.
     pub fn new(
@@ -127,6 +145,12 @@ impl Problem {
                 StatusCode::GATEWAY_TIMEOUT,
                 ATTEMPT_TIMEOUT,
                 "Attempt timed out",
+                error.to_string(),
+            ),
+            Error::IdleTimeout { .. } => Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "urn:rampart:idle-timeout",
+                "Stream idle",
                 error.to_string(),
             ),
             Error::Rejected {
@@ -446,6 +470,51 @@ mod tests {
         assert_eq!(
             Problem::from_error(&transport).status(),
             StatusCode::BAD_GATEWAY
+        );
+    }
+
+    #[test]
+    fn the_status_without_the_document_is_the_documents_for_every_kind_of_error() {
+        let refused =
+            |reason, last: Option<rampart::Error<&'static str>>| rampart::Error::Rejected {
+                reason,
+                retry_after: None,
+                attempts: 1,
+                refused: 0,
+                last: last.map(Box::new),
+            };
+        let errors: Vec<rampart::Error<&'static str>> = vec![
+            rampart::Error::Inner("reset"),
+            rampart::Error::Cancelled,
+            rampart::Error::AttemptTimeout {
+                timeout: Duration::from_secs(1),
+                attempts: 1,
+            },
+            rampart::Error::IdleTimeout {
+                idle: Duration::from_secs(1),
+                items: 2,
+            },
+            refused(RejectReason::BudgetExhausted, None),
+            refused(
+                RejectReason::BudgetExhausted,
+                Some(rampart::Error::Inner("reset")),
+            ),
+            refused(RejectReason::DependencyUnavailable, None),
+            refused(RejectReason::Draining, None),
+            rampart::Error::Config(rampart::ConfigError::new(vec![
+                rampart::ConfigProblem::new("x", "bad"),
+            ])),
+        ];
+        for error in &errors {
+            assert_eq!(
+                status_of(error),
+                Problem::from_error(error).status(),
+                "{error}"
+            );
+        }
+        assert_eq!(
+            Problem::from_error(&errors[3]).kind(),
+            "urn:rampart:idle-timeout"
         );
     }
 
