@@ -96,11 +96,11 @@ fn every_contender_does_the_same_work_and_rampart_and_the_floors_allocate_nothin
     };
     visit_all(&rt, &mut check);
     // 5 workloads: the floors run W1 (direct, floor, floor2), W2 (floor) and W5 (floor2),
-    // rampart all five (and 5 variant cells), every peer either runs a workload or says why
-    // not.
-    assert_eq!(check.checked.len(), 5 + 10 + 18, "{:?}", check.checked);
+    // rampart all five (and 6 variant cells, its default breaker's in W1 among them), every
+    // peer either runs a workload or says why not.
+    assert_eq!(check.checked.len(), 5 + 11 + 18, "{:?}", check.checked);
     assert_eq!(check.missing.len(), 7, "{:?}", check.missing);
-    assert_eq!(check.counted.len(), 5 + 10);
+    assert_eq!(check.counted.len(), 5 + 11);
     for (workload, contender, allocations) in check.counted {
         // W4 runs a hedging policy, whose call keeps its legs' state in one box.
         let expected = if workload == Workload::W4 { 1.0 } else { 0.0 };
