@@ -167,8 +167,8 @@ impl<C, A> Policy<C, A> {
     /// nothing and its [`ConfigError`] names every field and value it refused.
     ///
     /// Calls already running keep the settings they started with, to their end (their
-    /// attempts, deadline, timeouts and backoff); calls starting after the update returns use
-    /// the new ones. What accumulated across calls is kept: the breaker's state, the budget's
+    /// attempts, total timeout, attempt timeout and backoff); calls starting after the update
+    /// returns use the new ones. What accumulated across calls is kept: the breaker's state, the budget's
     /// tokens, the latency estimates, the seeded call numbers. An accepted update is reported
     /// to listeners as [`Event::Reconfigured`].
     ///
