@@ -168,9 +168,9 @@ impl<C, A> Policy<C, A> {
     ///
     /// Calls already running keep the settings they started with, to their end (their
     /// attempts, total timeout, attempt timeout and backoff); calls starting after the update
-    /// returns use the new ones. What accumulated across calls is kept: the breaker's state, the budget's
-    /// tokens, the latency estimates, the seeded call numbers. An accepted update is reported
-    /// to listeners as [`Event::Reconfigured`].
+    /// returns use the new ones. What accumulated across calls is kept: the breaker's state,
+    /// the budget's tokens, the latency estimates, the seeded call numbers. An accepted update
+    /// is reported to listeners as [`Event::Reconfigured`].
     ///
     /// Besides the checks of `build()`: a policy built with the automatic budget and one
     /// attempt has no retry budget, so it may not be reconfigured to retry (build it with
