@@ -328,8 +328,10 @@ fn the_importer_writes_failures_that_are_the_slow_tail_as_their_own_time() {
     let imported = otlp_to_graph(otlp.as_slice()).expect("imports");
     let b = imported.service("b").expect("imported");
     let (answered, failed) = b.split.as_ref().expect("enough failures to split");
+    let failed = failed.as_ref().expect("at least SPLIT_AT errors");
     assert_eq!(answered.p50_p99_max[2], Duration::from_millis(1));
     assert_eq!(failed.p50_p99_max[0], Duration::from_millis(50));
+    assert_eq!(b.own_timeouts, 0, "a 500 is not a timeout");
     let text = imported.to_toml();
     assert!(text.contains("[services.b.error_time]"), "{text}");
     // What it wrote reads back, and the service time it keeps is the answers' alone.
@@ -343,4 +345,71 @@ fn the_importer_writes_failures_that_are_the_slow_tail_as_their_own_time() {
         .filter(|s| s.status == SpanStatus::Http(200) && s.duration() > Duration::from_millis(5))
         .count();
     assert_eq!(slow_answers, 0);
+}
+
+/// a → b; b hangs on a tenth of its requests, which its caller cuts at its 20 ms ceiling.
+const HANGS: &str = r#"
+entry = "a"
+
+[services.a]
+workers = 100
+service_time = { histogram = [["1ms", 1]] }
+calls = [{ to = "b", policy = "p" }]
+
+[services.b]
+workers = 100
+inbound = true
+service_time = { histogram = [["1ms", 1]] }
+hang_rate = 0.1
+
+[traffic]
+deadline = "20ms"
+segments = [{ kind = "steady", rate = 200, for = "2s" }]
+"#;
+
+#[test]
+fn the_importer_writes_a_services_own_timeouts_as_its_hang_rate() {
+    let graph = Graph::parse(HANGS, None).expect("valid");
+    let (_, spans) = run::trace(&graph, &one_attempt(), 5).expect("runs");
+    // A hung request answers nothing in the simulator; where a real server cuts it at its
+    // deadline it answers 504 then, which is what this trace says of b.
+    let mut spans = spans;
+    let hung: Vec<u64> = spans
+        .iter()
+        .filter(|s| s.service == "a" && s.kind == SpanKind::Client)
+        .filter(|s| s.status == SpanStatus::Cancelled)
+        .map(|s| s.id)
+        .collect();
+    assert!(!hung.is_empty(), "some of b's requests hung");
+    let last = spans.iter().map(|s| s.id).max().unwrap_or(0);
+    for (i, &client) in hung.iter().enumerate() {
+        let at = spans
+            .iter()
+            .find(|s| s.id == client)
+            .expect("the client span")
+            .clone();
+        spans.push(RecordedSpan {
+            id: last + 1 + i as u64,
+            parent: Some(client),
+            service: "b",
+            kind: SpanKind::Server,
+            status: SpanStatus::Http(504),
+            ..at
+        });
+    }
+    let mut otlp = Vec::new();
+    write_otlp(&spans, &mut otlp).expect("written");
+    let imported = otlp_to_graph(otlp.as_slice()).expect("imports");
+    let b = imported.service("b").expect("imported");
+    assert_eq!(b.own_timeouts, hung.len() as u64);
+    assert_eq!(b.own_errors, 0);
+    assert!(
+        (0.07..0.13).contains(&b.hang_rate),
+        "hang rate {}",
+        b.hang_rate
+    );
+    let text = imported.to_toml();
+    assert!(text.contains("hang_rate = "), "{text}");
+    assert!(!text.contains("[services.b.error_time]"), "{text}");
+    Graph::parse(&text, None).expect("the written graph reads back");
 }

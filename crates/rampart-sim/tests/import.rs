@@ -256,7 +256,7 @@ fn the_written_graph_file_reads_back_with_the_graph_reader_and_check() {
     for marked in [
         "queue = 0  # not inferred",
         "admission = \"fifo\"  # not inferred",
-        "# hang_rate: not inferred",
+        "# hang_rate: none seen",
         "# mix: not inferred",
         "Policy: define [policies.db].",
     ] {

@@ -245,19 +245,37 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             })
             .collect();
         let mut latency: Vec<u64> = handled.iter().map(|&h| spans[h].duration()).collect();
-        let fails_on_its_own =
-            |h: usize| spans[h].failed && !failed_calls.get(&h).copied().unwrap_or(false);
-        let own_errors = handled.iter().filter(|&&h| fails_on_its_own(h)).count() as u64;
-        let split = (own_errors >= SPLIT_AT).then(|| {
+        let own_failure = |h: usize| {
+            let span = &spans[h];
+            if !span.failed || failed_calls.get(&h).copied().unwrap_or(false) {
+                None
+            } else if timed_out(&span.status) {
+                Some(OwnFailure::TimedOut)
+            } else {
+                Some(OwnFailure::Error)
+            }
+        };
+        let count = |kind| {
+            handled
+                .iter()
+                .filter(|&&h| own_failure(h) == Some(kind))
+                .count()
+        };
+        let (own_errors, own_timeouts) = (
+            count(OwnFailure::Error) as u64,
+            count(OwnFailure::TimedOut) as u64,
+        );
+        let split = (own_errors >= SPLIT_AT || own_timeouts > 0).then(|| {
             let (mut failed, mut answered): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
             for (&h, &t) in handled.iter().zip(&own) {
-                if fails_on_its_own(h) {
-                    failed.push(t);
-                } else {
-                    answered.push(t);
+                match own_failure(h) {
+                    None => answered.push(t),
+                    Some(OwnFailure::Error) => failed.push(t),
+                    Some(OwnFailure::TimedOut) => {}
                 }
             }
-            (Histogram::of(&mut answered), Histogram::of(&mut failed))
+            let failed = (own_errors >= SPLIT_AT).then(|| Histogram::of(&mut failed));
+            (Histogram::of(&mut answered), failed)
         });
         let mut found: Vec<Found> = edges
             .range((s, 0)..=(s, usize::MAX))
@@ -278,6 +296,8 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
             own_errors,
             split,
             error_rate: own_errors as f64 / handled.len() as f64,
+            own_timeouts,
+            hang_rate: own_timeouts as f64 / handled.len() as f64,
             calls,
         }));
     }
@@ -531,4 +551,19 @@ fn traffic(spans: &[SpanRecord], roots: &[usize], entry: usize) -> ImportedTraff
         segments,
         latency: Histogram::of(&mut latency),
     }
+}
+
+/// How a request failed on its own (none of its calls failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnFailure {
+    /// It ran out of time: answered 504 or gRPC `DEADLINE_EXCEEDED`, as a server whose
+    /// inbound layer cuts a handler at the deadline it received answers one that hangs.
+    TimedOut,
+    /// Any other failure.
+    Error,
+}
+
+/// Whether a status label says the request ran out of time.
+fn timed_out(status: &str) -> bool {
+    status == "http 504" || status == "grpc 4"
 }

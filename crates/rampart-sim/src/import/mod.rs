@@ -50,14 +50,15 @@
 //! | `entry` | yes | the service of the most root requests (SERVER spans with no SERVER span above them) |
 //! | `workers` | an estimate | the most of the service's SERVER spans open at once: a lower bound if it never queued, too high if its spans include time in a queue |
 //! | `service_time` | yes | a histogram of each SERVER span less the time it spent in calls (the union of its CLIENT spans, clamped at 0), 12 buckets by quantile ([`BUCKET_ENDS`]) |
-//! | `error_rate` | yes | failed requests none of whose calls failed (a failed call fails its caller in the simulator) |
+//! | `error_rate` | yes | failed requests none of whose calls failed, other than those that ran out of time (a failed call fails its caller in the simulator) |
 //! | `error_time` | yes, with at least [`SPLIT_AT`] own failures | the own time of those failed requests, apart from the others' (then `service_time`), so that failures that are the slow tail stay the slow tail |
 //! | `calls[i].count` | yes | first attempts per request of the caller, rounded, at least 1; CLIENT spans with `http.request.resend_count` above 0 are retries and not counted; with a `share`, per request that made any |
 //! | `calls[i].share` | yes | the share of the caller's requests that made any call on the edge, two decimals, written when below [`SHARE_BELOW`] (a caller whose requests fail before their calls lowers it too: read it beside `error_rate`) |
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
 //! | `calls[i].with_previous` | yes | when most requests that made both started it before the calls of the entry before it had ended |
 //! | `traffic.segments` | yes | the roots' start times, in up to 12 steady segments |
-//! | `queue`, `admission`, `inbound`, `hang_rate` | no | marked `not inferred` in the file |
+//! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is cut by its caller's own ceiling at the same deadline |
+//! | `queue`, `admission`, `inbound` | no | marked `not inferred` in the file |
 //! | `calls[i].policy` | no | named after the callee; the policy file must define it |
 //! | `traffic.deadline`, `mix` | no | twice the slowest root, and every root critical, marked |
 //!
@@ -173,10 +174,17 @@ pub struct ImportedService {
     pub latency: Histogram,
     /// Failed requests none of whose calls failed.
     pub own_errors: u64,
-    /// With at least [`SPLIT_AT`] own failures, the own time of the requests that did not
-    /// fail on their own and that of those that did, apart: the graph's `service_time` and
-    /// `error_time` (a service whose failures are its slow tail keeps that shape).
-    pub split: Option<(Histogram, Histogram)>,
+    /// Requests that ran out of time on their own (504, gRPC `DEADLINE_EXCEEDED`, none of
+    /// their calls failed): not in `own_errors`.
+    pub own_timeouts: u64,
+    /// `own_timeouts` per request: the graph's `hang_rate`, requests that never answer in the
+    /// simulator, cut by their caller's own ceiling as the caller's deadline cut them.
+    pub hang_rate: f64,
+    /// With at least [`SPLIT_AT`] own errors or any own timeout, the own time of the requests
+    /// that did not fail on their own (the graph's `service_time`), and, with at least
+    /// [`SPLIT_AT`] own errors, that of the errors apart (`error_time`: a service whose
+    /// failures are its slow tail keeps that shape).
+    pub split: Option<(Histogram, Option<Histogram>)>,
     /// `own_errors` per request.
     pub error_rate: f64,
     /// Its calls, one entry per callee, in order of when they start in a request.

@@ -87,8 +87,7 @@ fn service(out: &mut String, s: &ImportedService) {
          queue = 0  # not inferred: a queue leaves no span\n\
          admission = \"fifo\"  # not inferred: \"criticality\" if it runs rampart's CriticalityLimit\n\
          inbound = false  # not inferred: true if it reads X-Deadline-Ms (rampart-http's InboundLayer)\n\
-         error_rate = {}  # {} of its requests failed with no failed call: its own failures\n\
-         # hang_rate: not inferred (a request that never answers leaves no span)",
+         error_rate = {}  # {} of its requests failed with no failed call: its own failures",
         s.requests,
         ms(l.p50_p99_max[0]),
         ms(l.p50_p99_max[1]),
@@ -97,6 +96,20 @@ fn service(out: &mut String, s: &ImportedService) {
         number(s.error_rate),
         s.own_errors,
     );
+    if s.own_timeouts > 0 {
+        let _ = writeln!(
+            out,
+            "hang_rate = {}  # {} ran out of time with no failed call (504): a request that hangs until\n\
+             # its deadline, which the simulator's caller cuts at its own ceiling",
+            number(s.hang_rate),
+            s.own_timeouts,
+        );
+    } else {
+        out.push_str(
+            "# hang_rate: none seen (a request that hangs shows as a 504 at its deadline where its\n\
+             # server cuts it; a request that never answers at all leaves no span)\n",
+        );
+    }
     if !s.calls.is_empty() {
         out.push_str("calls = [\n");
         for c in &s.calls {
@@ -127,6 +140,9 @@ fn service(out: &mut String, s: &ImportedService) {
     );
     histogram(out, answered);
     out.push_str("]\n");
+    let Some(failed) = failed else {
+        return;
+    };
     let _ = writeln!(
         out,
         "\n# The time its own failures took before failing (p50 {}, p99 {}), {} requests by\n\

@@ -25,8 +25,10 @@
 //!    ([`chain`], [`record`]).
 //! 2. The spans, written as OTLP JSON ([`write_otlp`]), are imported ([`otlp_to_graph`]).
 //!    The keys the importer marks `not inferred` that the chain's owner knows are filled in
-//!    ([`FILLED`]): the client's 500 ms, and each service's inbound layer. Nothing the importer
-//!    inferred is touched.
+//!    ([`FILLED`]): the client's 500 ms, and each service's inbound layer. One inferred key is
+//!    replaced: `workers`, the most requests seen at once, is a lower bound, and the chain's
+//!    axum services have no limit (a hung request holds a worker in the chain, not in the
+//!    simulation, so the bound would shed what the chain serves).
 //! 3. `what-if` on that graph: the baseline against `shorter-timeout.toml` (the leaf call's
 //!    attempt timeout 1 s → 50 ms), and against `hedged.toml` (the leaf call hedged after
 //!    20 ms), with the seed given.
@@ -39,17 +41,13 @@
 //!
 //! # Reading the result
 //!
-//! The report also says how each service's own failures sit in its latency, because that is
-//! what an imported graph cannot keep. Here the leaf's requests that never answer are cut by
-//! its own inbound layer at the propagated deadline and answered 504 after about 485 ms: in
-//! the spans, every one of the leaf's failures is also one of its slowest requests. The graph
-//! keeps a service's failures (`error_rate`) and its time (`service_time`) apart, and the
-//! simulator draws them independently, so the imported leaf fails about 5% of its requests
-//! after an ordinary time (a retry recovers them) and answers about 5% more after ~485 ms,
-//! in time or just past it. Expect the baseline to be predicted better than it is, with a
-//! p99 near the deadline, and each change to be predicted to gain less than it does and to
-//! add more leaf requests than it does. `hang_rate` is what the leaf really has, and the
-//! importer cannot infer it: a request that never answers leaves no trace of never answering.
+//! The report also says how each service's own failures sit in its latency. Here the leaf's
+//! requests that never answer are cut by its own inbound layer at the propagated deadline and
+//! answered 504 after about 485 ms. The importer reads a service's own 504s as requests that
+//! hang (`hang_rate`): in the simulation they never answer, and their caller's ceiling cuts
+//! them at the same deadline, as the chain's did. Before it did (it wrote them as
+//! `error_rate`, drawn independently of the time), the baseline was predicted far better than
+//! it is, with a p99 near the deadline.
 //!
 //! The numbers are what they are: the report is printed whatever it shows. Real time on a
 //! shared machine moves the measured side by a point or so between runs; the simulated side
@@ -102,11 +100,15 @@ pub const FILES: [(&str, &str, &str); 3] = [
 
 /// The keys of the imported graph filled in from what the chain's owner knows, not from the
 /// spans: `(key, value)`, each service's keys for every service.
-pub const FILLED: [(&str, &str); 4] = [
+pub const FILLED: [(&str, &str); 5] = [
     ("traffic.deadline", "\"500ms\""),
     ("services.*.inbound", "true"),
     ("services.*.reserve", "\"5ms\""),
     ("services.*.reject_expired", "true"),
+    // The importer's `workers` is the most requests seen at once, a lower bound; the chain's
+    // axum services have no limit, so the graph gets none either (a hung request holds a
+    // worker in the chain until its deadline, not in the simulation).
+    ("services.*.workers", "10000"),
 ];
 
 /// The three numbers compared.
@@ -283,6 +285,7 @@ fn fill(imported: &str) -> Result<String, SimError> {
                 service.insert("inbound".into(), true.into());
                 service.insert("reserve".into(), "5ms".into());
                 service.insert("reject_expired".into(), true.into());
+                service.insert("workers".into(), 10_000.into());
             }
         }
     }
@@ -572,7 +575,7 @@ mod tests {
     }
 
     #[test]
-    fn filling_in_sets_the_deadline_and_every_services_inbound_layer_only() {
+    fn filling_in_sets_the_deadline_every_services_inbound_layer_and_no_worker_limit() {
         let imported = "entry = \"a\"\n[services.a]\nworkers = 3\n[services.b]\nworkers = 1\n\
                         [traffic]\ndeadline = \"9s\"\n";
         let filled: toml::Table = toml::from_str(&fill(imported).expect("filled")).expect("toml");
@@ -582,7 +585,7 @@ mod tests {
             assert_eq!(s["inbound"].as_bool(), Some(true));
             assert_eq!(s["reserve"].as_str(), Some("5ms"));
             assert_eq!(s["reject_expired"].as_bool(), Some(true));
+            assert_eq!(s["workers"].as_integer(), Some(10_000));
         }
-        assert_eq!(filled["services"]["a"]["workers"].as_integer(), Some(3));
     }
 }
