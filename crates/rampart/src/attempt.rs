@@ -101,18 +101,22 @@ impl Attempt {
         }
     }
 
-    /// A handle for the attempt of `ticket`, as [`begin`](Self::begin) would make it.
+    /// A handle already begun for attempt `number`, as [`begin`](Self::begin) would make it:
+    /// what a driver makes for its first attempt.
     #[inline(always)]
-    pub(crate) fn begun<P>(
+    pub(crate) fn begun(
         clock: Clock,
         caller: Option<&CancellationToken>,
-        ticket: &crate::executor::Ticket<'_, P>,
+        number: u32,
+        ceiling: Option<Duration>,
+        now: Instant,
+        retry: bool,
     ) -> Self {
         Attempt {
-            number: ticket.number,
-            retry: ticket.retry,
-            ceiling: ticket.ceiling,
-            began: Some(ticket.began),
+            number,
+            retry,
+            ceiling,
+            began: Some(now),
             clock,
             state: AtomicU8::new(0),
             notify: Notify::const_new(),

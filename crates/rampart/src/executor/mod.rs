@@ -67,7 +67,7 @@ use crate::result::{AttemptLog, AttemptRecord, CallResult, Cancelled};
 
 pub use call::Call;
 pub(crate) use callback::{AttemptFuture, Callback};
-pub(crate) use machine::{Hedging, Machine, Next, Sequential, Shape, Ticket};
+pub(crate) use machine::{Hedging, Machine, Next, Sequential, Shape};
 pub(crate) use race::Admitted;
 pub(crate) use shared::Shared;
 

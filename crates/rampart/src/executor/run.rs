@@ -53,7 +53,14 @@ where
         let mut next = machine.start(is_cancelled(caller));
         // The handle is made for the first attempt, and begun again for each later one.
         let mut attempt = match &next {
-            Next::Attempt(first) => Attempt::begun(clock.clone(), caller, first),
+            Next::Attempt(first) => Attempt::begun(
+                clock.clone(),
+                caller,
+                first.number,
+                first.ceiling,
+                first.began,
+                first.retry,
+            ),
             _ => Attempt::new(clock.clone(), caller),
         };
         loop {
