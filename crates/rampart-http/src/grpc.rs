@@ -622,6 +622,26 @@ mod tests {
     }
 
     #[test]
+    fn a_call_whose_retry_the_budget_refused_gets_its_last_failures_status_and_no_pushback() {
+        let unavailable: BoxError = Box::new(Status::unavailable("leaf down"));
+        let refused = rampart::Error::Rejected {
+            reason: RejectReason::BudgetExhausted,
+            retry_after: Some(Duration::from_millis(300)),
+            attempts: 1,
+            refused: 0,
+            last: Some(Box::new(rampart::Error::Inner(unavailable))),
+        };
+        let answer = status(refused);
+        assert_eq!(answer.code(), Code::Unavailable);
+        assert_eq!(answer.message(), "leaf down");
+        assert!(answer.metadata().get("grpc-retry-pushback-ms").is_none());
+        // Refused before any attempt failed: still a refusal with its pushback.
+        let before = status(rejected(RejectReason::BudgetExhausted, None));
+        assert_eq!(before.code(), Code::ResourceExhausted);
+        assert!(before.metadata().get("grpc-retry-pushback-ms").is_some());
+    }
+
+    #[test]
     fn an_origin_with_a_scheme_is_keyed_by_its_authority_with_an_explicit_port() {
         assert_eq!(origin_key("inventory:50051"), "inventory:50051");
         assert_eq!(origin_key("http://inventory:50051"), "inventory:50051");

@@ -336,6 +336,22 @@ fn signed(d: f64) -> String {
     format!("{d:+.3}")
 }
 
+/// The columns of both tables: `first`, then each number predicted, measured and the error.
+fn columns(first: &'static str) -> [&'static str; 10] {
+    [
+        first,
+        "in time: predicted",
+        "measured",
+        "error",
+        "p99 ms: predicted",
+        "measured",
+        "error",
+        "leaf/root: predicted",
+        "measured",
+        "error",
+    ]
+}
+
 impl Validation {
     /// The tables: predicted against measured per policy file, then each change's effect on
     /// the baseline, predicted against measured.
@@ -345,18 +361,7 @@ impl Validation {
                 "predicted (what-if on the imported graph) against measured (the real chain), {} roots per real run at {RATE:.0}/s, seed {}; error = predicted − measured",
                 self.roots, self.seed
             ),
-            &[
-                "policy file",
-                "in time: predicted",
-                "measured",
-                "error",
-                "p99 ms: predicted",
-                "measured",
-                "error",
-                "leaf/root: predicted",
-                "measured",
-                "error",
-            ],
+            &columns("policy file"),
         );
         for row in &self.rows {
             let (p, m) = (row.predicted, row.measured);
@@ -375,18 +380,7 @@ impl Validation {
         }
         let mut effect = Table::new(
             "each change's effect on the baseline (change − baseline): predicted against measured; error = predicted − measured",
-            &[
-                "change",
-                "in time: predicted",
-                "measured",
-                "error",
-                "p99 ms: predicted",
-                "measured",
-                "error",
-                "leaf/root: predicted",
-                "measured",
-                "error",
-            ],
+            &columns("change"),
         );
         if let Some((base, changes)) = self.rows.split_first() {
             for row in changes {
