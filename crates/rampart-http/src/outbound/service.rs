@@ -173,8 +173,11 @@ where
         let mut request = request.map(ReplayBody::new);
         let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
         let template = Template::new(stamp, self.inner.clone(), request);
+        // Allocated before the call's future is made, so that the future is written straight
+        // into its box, not made on the stack and copied there whole.
+        let call = Box::write(Box::new_uninit(), send(host, template, caller));
         ResponseFuture {
-            inner: Call::Running(Box::pin(send(host, template, caller))),
+            inner: Call::Running(Box::into_pin(call)),
         }
     }
 }
