@@ -19,8 +19,8 @@
 //! The file is polled for its modification time every second on tokio's clock: no file
 //! watcher, and no signal handler (tokio's `signal` feature is not among this crate's
 //! dependencies). `/quote` calls the dependency under the named policy `prices`; `/stock`
-//! calls it through the outbound layer of `[outbound]`, whose attempts and timeouts reload
-//! live (its header names, breaker and budget are built once).
+//! calls it through the outbound layer of `[outbound]`, whose attempts, timeouts and breaker
+//! thresholds reload live (its header names and budget are built once).
 
 use std::collections::BTreeMap;
 use std::error::Error;

@@ -702,3 +702,48 @@ async fn a_reload_of_an_invalid_file_changes_nothing_and_names_every_problem() {
         Some(Duration::from_secs(10))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_changes_the_breakers_thresholds_live_and_names_a_new_mode_for_a_restart() {
+    let with = |breaker: &str| read(&format!("[outbound]\nbreaker = {breaker}\n"));
+    let file = with("{ consecutive_failures = 5 }");
+    let outbound = file.outbound.build().expect("valid");
+    let seen = Arc::default();
+    let client = outbound.layer(failing_upstream(Arc::clone(&seen)));
+    let request = Request::get("http://prices.test/")
+        .body(Full::default())
+        .expect("valid request");
+    client.oneshot(request).await.expect("a response");
+    let breaker = outbound
+        .breaker("prices.test:80")
+        .expect("a host in the table");
+
+    let next = with("{ consecutive_failures = 3, break_duration = \"5s\" }");
+    let policies = BTreeMap::<String, Policy>::new();
+    let reloaded = file
+        .reload(&next, &outbound, &policies)
+        .expect("a valid file");
+    assert_eq!(reloaded.applied, ["outbound.breaker"]);
+    assert!(reloaded.restart.is_empty(), "{:?}", reloaded.restart);
+    let wanted = rampart::Breaker::builder()
+        .consecutive_failures(3)
+        .break_duration(Duration::from_secs(5));
+    assert_eq!(outbound.settings().breaker, Some(wanted));
+    // The host's breaker took it, its count kept: the request's three failed attempts and
+    // one more failure open it, where five would have been needed before.
+    let now = rampart::clock::Instant::now();
+    let permit = breaker.try_acquire(now).expect("closed");
+    let opened = permit.record(rampart::breaker::Evidence::Failure, Duration::ZERO, now);
+    assert!(opened.is_some());
+
+    for changed in [
+        "{ failure_ratio = 0.5, window = \"10s\", min_throughput = 20 }",
+        "\"none\"",
+    ] {
+        let reloaded = next
+            .reload(&with(changed), &outbound, &policies)
+            .expect("a valid file");
+        assert!(reloaded.applied.is_empty(), "{:?}", reloaded.applied);
+        assert_eq!(reloaded.restart, ["outbound.breaker"], "{changed}");
+    }
+}

@@ -79,6 +79,12 @@ impl<T> Swap<T> {
             .unwrap_or(&self.first)
     }
 
+    /// How many values replaced the first: each is kept allocated.
+    #[cfg(test)]
+    pub(crate) fn stores(&self) -> usize {
+        self.current.load(Ordering::Acquire)
+    }
+
     /// Makes `value` the value every later [`load`](Self::load) returns; the one it replaces
     /// stays readable (and allocated) until `self` is dropped. `Err` gives `value` back once
     /// [`MAX_STORES`] replacements were made.

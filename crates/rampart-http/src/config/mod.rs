@@ -123,12 +123,12 @@
 //! change while it runs, and returns the key paths it applied and those that need a restart
 //! ([`Reloaded`]). Live: the named policies, as
 //! [`Policies::reload`](rampart::config::Policies::reload) changes them, and the outbound
-//! layer's `max_attempts` and the timeouts, timeout mode and backoff of `[outbound.policy]`
-//! and each `[outbound.hosts."host:port"]`, through
+//! layer's `max_attempts`, its breaker's thresholds and durations, and the timeouts, timeout
+//! mode and backoff of `[outbound.policy]` and each `[outbound.hosts."host:port"]`, through
 //! [`OutboundLayer::reconfigure`](crate::OutboundLayer::reconfigure) (for every host in the
 //! layer's table and every host first seen later). Needing a restart: every `[inbound]` key,
-//! and the rest of `[outbound]` (header names, breaker, budget, hedge, `max_hosts`, ...; see
-//! `reconfigure` for why each is fixed). `examples/reload.rs` watches a file and logs both.
+//! and the rest of `[outbound]` (header names, a breaker added or removed or given a new
+//! mode, budget, hedge, `max_hosts`, ...; see `reconfigure` for why each is fixed). `examples/reload.rs` watches a file and logs both.
 
 mod inbound;
 mod outbound;
@@ -256,7 +256,9 @@ impl HttpConfig {
     /// of what needs a restart (see [`Reloaded`] and the [module docs](self#reloading)).
     ///
     /// Applied live: the outbound layer's `max_attempts` (unless it would start or stop
-    /// retries: `outbound.max_attempts` then needs a restart) and each changed
+    /// retries: `outbound.max_attempts` then needs a restart), its `breaker`'s thresholds and
+    /// durations (`outbound.breaker`, for every host's breaker, its state kept; a breaker
+    /// added or removed, or a new mode, ratio window or seed, needs a restart) and each changed
     /// `total_timeout`, `attempt_timeout`, `min_attempt_time`, `timeout_mode` and `backoff`
     /// of `outbound.policy` and `outbound.hosts."host:port"`, named each by its key
     /// (`outbound.policy.attempt_timeout`), with

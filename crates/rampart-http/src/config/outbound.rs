@@ -10,7 +10,9 @@ use rampart::{ConfigError, ConfigProblem};
 use serde::{Deserialize, Serialize};
 
 use super::{header_name, key_differs};
-use crate::outbound::{HostKey, HostSettings, OutboundBuilder, OutboundLayer, OutboundSettings};
+use crate::outbound::{
+    HostKey, HostSettings, OutboundBuilder, OutboundLayer, OutboundSettings, breaker_problems,
+};
 
 /// The keys of `policy` and a host's section that [`OutboundLayer::reconfigure`] changes.
 const LIVE_KEYS: [&str; 5] = [
@@ -417,7 +419,6 @@ impl OutboundConfig {
             self.criticality_header != next.criticality_header,
         );
         differs("retry_header", self.retry_header != next.retry_header);
-        differs("breaker", self.breaker != next.breaker);
         differs("budget", self.budget != next.budget);
         differs("hedge", self.hedge != next.hedge);
         differs("hedge_marked", self.hedge_marked != next.hedge_marked);
@@ -441,6 +442,17 @@ impl OutboundConfig {
         // What the files give a layer built from them alone: the layer follows the change
         // from one to the other where it has what the first gave it.
         let (was, is) = (self.build()?.settings(), next.build()?.settings());
+        // The breaker's thresholds change live; adding or removing it, or changing its mode,
+        // window or seed, needs a restart.
+        let breaker = if was.breaker == is.breaker {
+            None
+        } else if breaker_problems(was.breaker.as_ref(), is.breaker.as_ref()).is_empty() {
+            live.insert(0, "outbound.breaker".to_owned());
+            Some(is.breaker.clone())
+        } else {
+            restart.push("outbound.breaker".to_owned());
+            None
+        };
         let attempts = if was.max_attempts == is.max_attempts {
             None
         } else if (layer.settings().max_attempts > 1) == (is.max_attempts > 1) {
@@ -460,6 +472,9 @@ impl OutboundConfig {
                     && (s.max_attempts == was.max_attempts || next.max_attempts.is_some())
                 {
                     s.max_attempts = attempts;
+                }
+                if let Some(breaker) = breaker {
+                    s.breaker = breaker;
                 }
                 self.follow(next, &was, &is, s);
             })

@@ -413,6 +413,7 @@ impl<A> OutboundBuilder<A> {
             max_attempts: self.max_attempts,
             policy: HostSettings::of(&every.full.settings()),
             hosts,
+            breaker: factory.breaker.clone(),
         };
         Ok(OutboundLayer {
             engine: Arc::new(Engine {

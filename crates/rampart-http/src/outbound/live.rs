@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rampart::admit::Admit;
 use rampart::backoff::Backoff;
+use rampart::breaker::BreakerBuilder;
 use rampart::{ConfigError, ConfigProblem, Policy, PolicyBuilder, PolicySettings, TimeoutMode};
 
 #[cfg(doc)]
@@ -40,6 +41,27 @@ pub struct OutboundSettings {
     /// `policy` does not reach the hosts here (change theirs too, or remove them to have
     /// them follow `policy`).
     pub hosts: BTreeMap<String, HostSettings>,
+    /// Each host's circuit breaker's settings, the same for every host: what
+    /// [`breaker`](OutboundBuilder::breaker) set, `None` on a layer built with
+    /// [`no_breaker`](OutboundBuilder::no_breaker). A change reaches the breaker of every host
+    /// in the table through [`Breaker::reconfigure`](rampart::Breaker::reconfigure), its
+    /// state kept, and the breakers of hosts first seen later. A running breaker keeps its
+    /// mode (consecutive or ratio), its ratio window and its seed, and a layer keeps having a
+    /// breaker or not: an update that changes one of them is refused (build the layer again).
+    ///
+    /// ```
+    /// use rampart_http::OutboundLayer;
+    ///
+    /// let layer = OutboundLayer::new();
+    /// layer.reconfigure(|s| {
+    ///     // The default breaker opens when every call of 10 s failed; at 80 % from now on.
+    ///     s.breaker = s.breaker.take().map(|b| {
+    ///         b.failure_ratio(0.8, std::time::Duration::from_secs(10), 100)
+    ///     });
+    /// })?;
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub breaker: Option<BreakerBuilder>,
 }
 
 /// The settings of one host's policies that can change live, besides the layer's attempts:
@@ -145,7 +167,7 @@ impl<A: Admit + Clone> Engine<A> {
         let (_, settings) = live.current();
         // Checked when the update was stored; a refusal here is the policy's update limit,
         // which the next update reports.
-        let _ = apply(host, &settings);
+        let _ = apply(host, &settings, settings.breaker.as_ref());
     }
 
     fn reconfigure(&self, update: impl FnOnce(&mut OutboundSettings)) -> Result<(), ConfigError> {
@@ -154,11 +176,17 @@ impl<A: Admit + Clone> Engine<A> {
         let (generation, current) = live.current();
         let mut next = (*current).clone();
         update(&mut next);
-        let next = self.checked(next)?;
+        let next = self.checked(&current, next)?;
         *lock(&live.current) = (generation + 1, Arc::clone(&next));
+        // Only a change of the layer's breaker settings reaches the hosts' breakers: one
+        // host's breaker reconfigured on its own keeps its settings through other updates.
+        let breaker = match current.breaker != next.breaker {
+            true => next.breaker.as_ref(),
+            false => None,
+        };
         let mut problems = Vec::new();
         for host in self.hosts.all() {
-            if let Err(error) = apply(&host, &next) {
+            if let Err(error) = apply(&host, &next, breaker) {
                 for problem in error.problems() {
                     if !problems.contains(problem) {
                         problems.push(problem.clone());
@@ -175,9 +203,15 @@ impl<A: Admit + Clone> Engine<A> {
 
     /// `next` with its host keys in the layer's form, if the layer's hosts can run with it:
     /// every problem, each under its path in [`OutboundSettings`] (`max_attempts`,
-    /// `policy.attempt_timeout`, `hosts."api:443".total_timeout`).
-    fn checked(&self, next: OutboundSettings) -> Result<Arc<OutboundSettings>, ConfigError> {
-        let mut problems = Vec::new();
+    /// `policy.attempt_timeout`, `hosts."api:443".total_timeout`, `breaker.jitter`), the
+    /// breaker's as an update of `current`'s.
+    fn checked(
+        &self,
+        current: &OutboundSettings,
+        next: OutboundSettings,
+    ) -> Result<Arc<OutboundSettings>, ConfigError> {
+        let mut problems = breaker_problems(current.breaker.as_ref(), next.breaker.as_ref());
+        let breaker_refused = !problems.is_empty();
         let is = next.max_attempts;
         if self.factory.retries() && is == 1 {
             problems.push(ConfigProblem::new(
@@ -210,12 +244,13 @@ impl<A: Admit + Clone> Engine<A> {
             max_attempts: next.max_attempts,
             policy: next.policy,
             hosts,
+            breaker: next.breaker,
         };
         // The layer's problems as they are, a policy's under the section it came from: the
         // hosts' policies built as `build` builds them, and dropped.
         let mut add = |problem: ConfigProblem, section: &str| {
             let field = problem.field();
-            let problem = if field.split('.').next() == Some("max_attempts") {
+            let problem = if matches!(field.split('.').next(), Some("max_attempts" | "breaker")) {
                 problem
             } else {
                 ConfigProblem::new(format!("{section}.{field}"), problem.message())
@@ -224,16 +259,55 @@ impl<A: Admit + Clone> Engine<A> {
                 problems.push(problem);
             }
         };
-        problems_with(self, "validation:0", &next, &mut |p| add(p, "policy"));
+        // With a breaker they can take when `next`'s is refused, so that the policies' own
+        // problems are reported beside the breaker's.
+        let tried = match breaker_refused {
+            true => std::borrow::Cow::Owned(OutboundSettings {
+                breaker: current.breaker.clone(),
+                ..next.clone()
+            }),
+            false => std::borrow::Cow::Borrowed(&next),
+        };
+        problems_with(self, "validation:0", &tried, &mut |p| add(p, "policy"));
         for (key, named) in &named {
             let section = format!("hosts.{named:?}");
-            problems_with(self, key, &next, &mut |p| add(p, &section));
+            problems_with(self, key, &tried, &mut |p| add(p, &section));
         }
+        drop(tried);
         if problems.is_empty() {
             Ok(Arc::new(next))
         } else {
             Err(ConfigError::new(problems))
         }
+    }
+}
+
+/// The problems of replacing the layer's breaker settings `was` with `is`: a breaker added or
+/// removed, or an update a running breaker refuses (checked on a breaker made for it, as every
+/// host's refuses it), each under `breaker`.
+pub(crate) fn breaker_problems(
+    was: Option<&BreakerBuilder>,
+    is: Option<&BreakerBuilder>,
+) -> Vec<ConfigProblem> {
+    match (was, is) {
+        (None, None) => Vec::new(),
+        (Some(was), Some(is)) if was == is => Vec::new(),
+        (Some(was), Some(is)) => match was.clone().build() {
+            Ok(running) => running
+                .reconfigure(|_| is.clone())
+                .err()
+                .map_or_else(Vec::new, |error| error.problems().to_vec()),
+            // The layer's own settings build; a layer never holds others.
+            Err(error) => error.problems().to_vec(),
+        },
+        (Some(_), None) => vec![ConfigProblem::new(
+            "breaker",
+            "cannot be removed live (was none): each host's policies hold their breaker; build the layer again with `no_breaker`",
+        )],
+        (None, Some(_)) => vec![ConfigProblem::new(
+            "breaker",
+            "cannot be added live (the layer was built with `no_breaker`): build the layer again with a breaker",
+        )],
     }
 }
 
@@ -249,8 +323,12 @@ fn problems_with<A: Admit + Clone>(
     }
 }
 
-/// Gives `host`'s policies its settings in `settings`.
-fn apply<A: Admit>(host: &Host<A>, settings: &OutboundSettings) -> Result<(), ConfigError> {
+/// Gives `host`'s policies its settings in `settings`, and its breaker `breaker`'s.
+fn apply<A: Admit>(
+    host: &Host<A>,
+    settings: &OutboundSettings,
+    breaker: Option<&BreakerBuilder>,
+) -> Result<(), ConfigError> {
     let own = settings.of(&host.key);
     let attempts = settings.max_attempts;
     let mut problems = Vec::new();
@@ -267,6 +345,12 @@ fn apply<A: Admit>(host: &Host<A>, settings: &OutboundSettings) -> Result<(), Co
     if let Some(hedged) = &host.hedged {
         update(hedged, attempts);
     }
+    // The host's one breaker, shared by its policies.
+    if let (Some(breaker), Some(wanted)) = (host.full.breaker(), breaker)
+        && let Err(error) = breaker.reconfigure(|_| wanted.clone())
+    {
+        problems.extend(error.problems().iter().cloned());
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -280,10 +364,11 @@ impl<A: Admit + Clone> OutboundLayer<A> {
     /// host's policies built with them, and dropped) and, if valid, applied at once to the
     /// hosts first seen from now on and to every host in the table, each of its policies
     /// (the one of replayable requests, the one-attempt one, the one of requests marked
-    /// [`Hedged`](crate::Hedged)) through [`Policy::reconfigure`]. A refused update changes
-    /// nothing, and its [`ConfigError`] names every problem under its path in
-    /// [`OutboundSettings`] (`max_attempts`, `policy.attempt_timeout`,
-    /// `hosts."api.example:443".total_timeout`).
+    /// [`Hedged`](crate::Hedged)) through [`Policy::reconfigure`], and its breaker, when the
+    /// breaker settings changed, through [`Breaker::reconfigure`](rampart::Breaker::reconfigure).
+    /// A refused update changes nothing, and its [`ConfigError`] names every problem under its
+    /// path in [`OutboundSettings`] (`max_attempts`, `policy.attempt_timeout`,
+    /// `hosts."api.example:443".total_timeout`, `breaker.consecutive_failures`).
     ///
     /// As for a policy's update: requests already running keep the settings they started
     /// with, to their end; requests starting after `reconfigure` returns use the new ones;
@@ -330,11 +415,13 @@ impl<A: Admit + Clone> OutboundLayer<A> {
     ///   retry, and 1 on one built with one attempt. A host's retry budget and hedging policy
     ///   are made with the host, only when the layer retries, and a host's requests are sent
     ///   once on a layer that does not.
-    /// - Each host's breaker and retry budget, and the hedge: one of each per host, made when
-    ///   the host is first seen and shared by its policies, which hold them (a new breaker
-    ///   would forget the host's state). An existing host's breaker thresholds change with
-    ///   [`breaker`](Self::breaker)`(key)` and [`Breaker::reconfigure`](rampart::Breaker::reconfigure);
-    ///   hosts first seen later get the breaker settings the layer was built with.
+    /// - Whether the hosts have a breaker, and its mode, ratio window and seed (see
+    ///   [`OutboundSettings::breaker`]; its thresholds and durations change live, for every
+    ///   host). One host's breaker alone changes with [`breaker`](Self::breaker)`(key)` and
+    ///   [`Breaker::reconfigure`](rampart::Breaker::reconfigure), and keeps those settings
+    ///   until an update changes the layer's breaker settings.
+    /// - Each host's retry budget and the hedge: one of each per host, made when the host is
+    ///   first seen and shared by its policies, which hold them.
     /// - The policies' other fixed parts: name, classifier, admission, adaptive attempt
     ///   timeout, clock, listeners and hooks (see [`PolicySettings`]).
     /// - What the services read besides the policies, with no lock per request: the header
@@ -375,6 +462,7 @@ impl<A> OutboundLayer<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rampart::breaker::{Breaker, Evidence};
     use rampart::hedge::Hedge;
 
     fn ms(n: u64) -> Duration {
@@ -406,6 +494,108 @@ mod tests {
         for policy in [&host.full, &host.once, hedged] {
             assert_eq!(policy.settings().attempt_timeout, Some(ms(300)));
         }
+    }
+
+    /// Records `n` failures on `breaker`; whether the last opened it.
+    fn fail(breaker: &Breaker, n: u32) -> bool {
+        let now = rampart::clock::Instant::now();
+        let mut opened = false;
+        for _ in 0..n {
+            let permit = breaker.try_acquire(now).expect("closed");
+            opened = permit
+                .record(Evidence::Failure, Duration::ZERO, now)
+                .is_some();
+        }
+        opened
+    }
+
+    fn breaker_of(layer: &OutboundLayer, key: &str) -> Breaker {
+        let host = layer.engine.host(&HostKey::Borrowed(key)).expect("built");
+        host.full
+            .breaker()
+            .cloned()
+            .expect("a layer with a breaker")
+    }
+
+    #[test]
+    fn a_breaker_update_reaches_hosts_in_the_table_keeping_their_counts_and_hosts_seen_later() {
+        let layer = OutboundLayer::builder()
+            .breaker(Breaker::builder().consecutive_failures(5))
+            .build()
+            .expect("valid layer");
+        let early = breaker_of(&layer, "early:80");
+        assert!(!fail(&early, 2));
+        layer
+            .reconfigure(|s| s.breaker = s.breaker.take().map(|b| b.consecutive_failures(3)))
+            .expect("valid");
+        assert_eq!(
+            layer.settings().breaker,
+            Some(Breaker::builder().consecutive_failures(3))
+        );
+        // The two failures counted before the update count towards the new threshold.
+        assert!(fail(&early, 1));
+        let late = breaker_of(&layer, "late:80");
+        assert!(!fail(&late, 2));
+        assert!(fail(&late, 1));
+    }
+
+    #[test]
+    fn one_hosts_own_breaker_settings_outlive_updates_that_leave_the_layers_breaker_alone() {
+        let layer = OutboundLayer::builder()
+            .breaker(Breaker::builder().consecutive_failures(5))
+            .build()
+            .expect("valid layer");
+        let own = breaker_of(&layer, "own:80");
+        own.reconfigure(|b| b.consecutive_failures(2))
+            .expect("valid");
+        layer
+            .reconfigure(|s| s.policy.attempt_timeout = Some(ms(300)))
+            .expect("valid");
+        assert!(fail(&own, 2));
+    }
+
+    #[test]
+    fn a_breaker_update_a_running_breaker_or_the_layer_cannot_take_is_refused_naming_it() {
+        let layer = OutboundLayer::builder()
+            .breaker(Breaker::builder().consecutive_failures(5))
+            .build()
+            .expect("valid layer");
+        let refused =
+            |update: fn(&mut OutboundSettings)| layer.reconfigure(update).unwrap_err().to_string();
+        let mode = refused(|s| {
+            s.breaker = s
+                .breaker
+                .take()
+                .map(|b| b.failure_ratio(0.5, Duration::from_secs(10), 20));
+        });
+        assert!(mode.starts_with("breaker"), "{mode}");
+        assert!(mode.contains("consecutive"), "{mode}");
+        let bad = refused(|s| {
+            s.breaker = s.breaker.take().map(|b| b.consecutive_failures(0));
+            s.policy.attempt_timeout = Some(Duration::ZERO);
+        });
+        assert_eq!(
+            bad,
+            "breaker.consecutive_failures must be at least 1 (was 0); \
+             policy.attempt_timeout must be positive (was 0ns)"
+        );
+        assert!(refused(|s| s.breaker = None).starts_with("breaker cannot be removed live"));
+        assert_eq!(
+            layer.settings().breaker,
+            Some(Breaker::builder().consecutive_failures(5))
+        );
+        let without = OutboundLayer::builder()
+            .no_breaker()
+            .build()
+            .expect("valid layer");
+        let added = without
+            .reconfigure(|s| s.breaker = Some(Breaker::builder()))
+            .unwrap_err();
+        assert!(
+            added
+                .to_string()
+                .starts_with("breaker cannot be added live")
+        );
     }
 
     #[test]

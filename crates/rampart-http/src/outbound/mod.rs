@@ -153,6 +153,7 @@ pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
 use live::Live;
+pub(crate) use live::breaker_problems;
 pub use live::{HostSettings, OutboundSettings};
 pub(crate) use service::Way;
 pub use service::{Outbound, ResponseFuture};
@@ -379,6 +380,7 @@ struct Factory<A> {
     /// The attempts the layer was built with: whether its hosts get a retry budget and a
     /// hedge (the attempts a host's policies make now are in the engine's `live`).
     built_attempts: u32,
+    /// The breaker the layer was built with (a host built with live settings takes theirs).
     breaker: Option<BreakerBuilder>,
     budget: Option<RetryBudgetBuilder>,
     hedge: Option<(Hedge, Hedging)>,
@@ -456,8 +458,9 @@ impl<A: Admit + Clone> Factory<A> {
         edge: &Arc<Edge>,
         settings: Option<&OutboundSettings>,
     ) -> Result<Host<A>, ConfigError> {
-        let breaker = self
-            .breaker
+        // The live settings' breaker once the layer is built: `reconfigure` may change it.
+        let breaker = settings
+            .map_or(&self.breaker, |settings| &settings.breaker)
             .clone()
             .map(BreakerBuilder::build)
             .transpose()?;

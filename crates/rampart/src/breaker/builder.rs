@@ -8,7 +8,7 @@ use super::word::MAX_PROBES;
 use crate::error::{ConfigError, ConfigProblem};
 
 /// When the breaker opens.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Mode {
     /// After this many failures in a row.
     Consecutive { failures: u32 },
@@ -22,7 +22,7 @@ pub(super) enum Mode {
 }
 
 /// Every setting, validated by [`BreakerBuilder::build`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Config {
     pub(super) mode: Mode,
     pub(super) slow_call: Option<Duration>,
@@ -41,9 +41,9 @@ const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// Builds a [`Breaker`]; start from [`Breaker::builder`]. Every setting has a default (see the
 /// [module table](super#defaults)); [`build`](Self::build) checks them all and reports every
-/// problem at once.
+/// problem at once. Two builders are equal when they hold the same settings.
 #[must_use]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BreakerBuilder {
     config: Config,
 }

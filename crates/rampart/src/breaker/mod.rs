@@ -439,7 +439,8 @@ impl Breaker {
     /// is rejected: the mode (consecutive or ratio) with the ratio's window (the counts are kept
     /// in that window), and the [`seed`](BreakerBuilder::seed). As for a policy's
     /// [`reconfigure`](crate::Policy::reconfigure), an update keeps the settings it replaced
-    /// allocated until the breaker is dropped, and nothing on the success path waits or locks.
+    /// allocated until the breaker is dropped (an update that changes nothing replaces
+    /// nothing), and nothing on the success path waits or locks.
     ///
     /// ```
     /// use std::time::Duration;
@@ -474,6 +475,10 @@ impl Breaker {
         let problems = updated.problems_as_update_of(&running);
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
+        }
+        if updated == running {
+            // Nothing to replace: an update that changes nothing keeps nothing allocated.
+            return Ok(());
         }
         if !s.replace_config(&mut transitions, updated) {
             return Err(ConfigError::new(vec![crate::swap::too_many_updates()]));

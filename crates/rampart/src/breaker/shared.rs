@@ -148,6 +148,12 @@ impl Shared {
         self.dry_run.load(Ordering::Relaxed)
     }
 
+    /// How many updates replaced the breaker's first settings.
+    #[cfg(test)]
+    pub(super) fn updates(&self) -> usize {
+        self.config.stores()
+    }
+
     /// Replaces the settings with `config` (valid, and of the same mode kind and ratio window
     /// as the running ones); call under the transition lock. `false` when the breaker has
     /// taken as many updates as it can keep.

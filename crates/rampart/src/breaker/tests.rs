@@ -243,3 +243,14 @@ fn force_closed_from_closed_carries_the_count_and_release_carries_it_back() {
     b.release(t0).unwrap();
     assert_eq!(word(&b), Word::closed(0, 4));
 }
+
+#[test]
+fn an_update_that_changes_nothing_keeps_no_settings_allocated() {
+    let b = exact().build().unwrap();
+    b.reconfigure(|same| same).unwrap();
+    b.reconfigure(|_| exact()).unwrap();
+    assert_eq!(b.shared.updates(), 0);
+    b.reconfigure(|b| b.consecutive_failures(3)).unwrap();
+    b.reconfigure(|b| b.consecutive_failures(3)).unwrap();
+    assert_eq!(b.shared.updates(), 1);
+}
