@@ -153,6 +153,7 @@ pub use builder::OutboundBuilder;
 pub(crate) use hosts::HostKey;
 use hosts::Hosts;
 use live::Live;
+#[cfg(feature = "serde")]
 pub(crate) use live::breaker_problems;
 pub use live::{HostSettings, OutboundSettings};
 pub(crate) use service::Way;
