@@ -43,9 +43,13 @@
 //! once, so that only the layer directly above a failure retries). Like the deadline, a nested
 //! scope cannot take it away.
 
+use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::task::JoinHandle;
+use tokio::task::futures::TaskLocalFuture;
 
 use crate::clock::Instant;
 use crate::criticality::Criticality;
@@ -122,9 +126,13 @@ impl Ambient {
     ///
     /// The merge happens when the returned future is first polled, so a scope built before the
     /// enclosing one is entered still cannot outlive it.
-    pub async fn scope<F: Future>(self, future: F) -> F::Output {
-        let merged = Ambient::current().merge(self);
-        AMBIENT.scope(merged, future).await
+    pub fn scope<F: Future>(self, future: F) -> Scope<F> {
+        Scope {
+            state: State::Unentered {
+                ambient: self,
+                future,
+            },
+        }
     }
 
     /// Runs `f` on this thread with this context visible to [`Ambient::current`]: for blocking
@@ -198,6 +206,59 @@ impl Ambient {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// The future of [`Ambient::scope`]: its future, run with the context merged into the one
+    /// current when it is first polled. It holds that future once, where an `async fn` would
+    /// hold it twice (its argument keeps its place in the state after it is moved into the
+    /// scope).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scope<F: Future> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    #[project_replace = StateOwned]
+    enum State<F: Future> {
+        /// Not polled yet: the context is merged at the first poll.
+        Unentered { ambient: Ambient, future: F },
+        Entered { #[pin] scoped: TaskLocalFuture<Ambient, F> },
+        /// Between the two, for the moment the first is taken apart.
+        Entering,
+    }
+}
+
+impl<F: Future> Future for Scope<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut state = self.project().state;
+        if let StateProj::Unentered { .. } = state.as_mut().project()
+            && let StateOwned::Unentered { ambient, future } =
+                state.as_mut().project_replace(State::Entering)
+        {
+            let merged = Ambient::current().merge(ambient);
+            state.set(State::Entered {
+                scoped: AMBIENT.scope(merged, future),
+            });
+        }
+        match state.project() {
+            StateProj::Entered { scoped } => scoped.poll(cx),
+            StateProj::Unentered { .. } | StateProj::Entering => {
+                unreachable!("entered above")
+            }
+        }
+    }
+}
+
+impl<F: Future> fmt::Debug for Scope<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scope").finish_non_exhaustive()
+    }
+}
+
 // The ambient reads of the two values, beside the scope that holds them (the value types sit
 // below this module and know nothing of it).
 
@@ -208,7 +269,7 @@ impl Criticality {
     }
 
     /// Runs `future` with this level ambient.
-    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(self, future: F) -> Scope<F> {
         Ambient::new().with_criticality(self).scope(future)
     }
 }
@@ -220,7 +281,7 @@ impl Deadline {
     }
 
     /// Runs `future` with this deadline ambient (or the enclosing one, if that is earlier).
-    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(self, future: F) -> Scope<F> {
         Ambient::new().with_deadline(self).scope(future)
     }
 }
@@ -229,6 +290,21 @@ impl Deadline {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_scope_holds_its_future_once() {
+        let future = async {
+            let held = [0u8; 1024];
+            tokio::task::yield_now().await;
+            held.len()
+        };
+        let size = std::mem::size_of_val(&future);
+        let scoped = std::mem::size_of_val(&Ambient::new().scope(future));
+        assert!(
+            scoped < size + 128,
+            "{scoped} bytes around a {size}-byte future"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn inner_scope_cannot_extend_the_enclosing_deadline() {
