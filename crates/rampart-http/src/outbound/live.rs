@@ -509,6 +509,14 @@ mod tests {
         opened
     }
 
+    /// A layer whose hosts' breakers open at 5 failures in a row.
+    fn five_in_a_row() -> OutboundLayer {
+        OutboundLayer::builder()
+            .breaker(Breaker::builder().consecutive_failures(5))
+            .build()
+            .expect("valid layer")
+    }
+
     fn breaker_of(layer: &OutboundLayer, key: &str) -> Breaker {
         let host = layer.engine.host(&HostKey::Borrowed(key)).expect("built");
         host.full
@@ -519,10 +527,7 @@ mod tests {
 
     #[test]
     fn a_breaker_update_reaches_hosts_in_the_table_keeping_their_counts_and_hosts_seen_later() {
-        let layer = OutboundLayer::builder()
-            .breaker(Breaker::builder().consecutive_failures(5))
-            .build()
-            .expect("valid layer");
+        let layer = five_in_a_row();
         let early = breaker_of(&layer, "early:80");
         assert!(!fail(&early, 2));
         layer
@@ -541,10 +546,7 @@ mod tests {
 
     #[test]
     fn one_hosts_own_breaker_settings_outlive_updates_that_leave_the_layers_breaker_alone() {
-        let layer = OutboundLayer::builder()
-            .breaker(Breaker::builder().consecutive_failures(5))
-            .build()
-            .expect("valid layer");
+        let layer = five_in_a_row();
         let own = breaker_of(&layer, "own:80");
         own.reconfigure(|b| b.consecutive_failures(2))
             .expect("valid");
@@ -556,10 +558,7 @@ mod tests {
 
     #[test]
     fn a_breaker_update_a_running_breaker_or_the_layer_cannot_take_is_refused_naming_it() {
-        let layer = OutboundLayer::builder()
-            .breaker(Breaker::builder().consecutive_failures(5))
-            .build()
-            .expect("valid layer");
+        let layer = five_in_a_row();
         let refused =
             |update: fn(&mut OutboundSettings)| layer.reconfigure(update).unwrap_err().to_string();
         let mode = refused(|s| {
