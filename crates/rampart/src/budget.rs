@@ -64,8 +64,9 @@
 //!
 //! # Events
 //!
-//! The budget emits nothing itself: when it refuses a retry the executor ends the call and
-//! emits `Rejected(BudgetExhausted)` with the retry-after hint returned here.
+//! The budget emits nothing itself: when it refuses a retry the executor ends the call with
+//! [`Error::Rejected`](crate::Error::Rejected) (reason `BudgetExhausted`, with the retry-after
+//! hint returned here) and emits `Event::CallEnded` with the stop reason `BudgetExhausted`.
 
 use std::collections::HashMap;
 use std::fmt;

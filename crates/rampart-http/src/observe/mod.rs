@@ -7,7 +7,7 @@
 //! twice (real, and empty when it is off), so no call site has a `cfg`.
 //!
 //! ```toml
-//! rampart-http = { version = "0.1", features = ["tracing", "metrics"] }
+//! rampart-http = { version = "0.2", features = ["tracing", "metrics"] }
 //! ```
 //!
 //! # Metrics

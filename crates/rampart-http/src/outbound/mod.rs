@@ -92,7 +92,7 @@
 //! | setting | default |
 //! |---|---|
 //! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
-//! | [`policy`](OutboundBuilder::policy) | rampart's defaults: deadline 30 s, attempt timeout 10 s, exponential backoff |
+//! | [`policy`](OutboundBuilder::policy) | rampart's defaults: total timeout 30 s, attempt timeout 10 s, exponential backoff |
 //! | [`host`](OutboundBuilder::host) | none: one host's settings on top of `policy`'s |
 //! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (open when every call of the last 10 s failed, at least 100 of them): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
 //! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (20% of successes, 3/s floor), or 25% of successes when the layer hedges (see what a hedge costs it, in [`hedge`](OutboundBuilder::hedge)) |
@@ -109,7 +109,8 @@
 //! # Changing settings live
 //!
 //! [`OutboundLayer::reconfigure`] changes the attempts, timeouts, timeout mode and backoff of
-//! every host's policies while the layer serves requests (those of the hosts in the table and
+//! every host's policies, and the thresholds and durations of every host's breaker, while the
+//! layer serves requests (those of the hosts in the table and
 //! of the hosts first seen later), checked as `build` checks them; [`OutboundLayer::settings`]
 //! and [`OutboundLayer::host_settings`] read them. The rest is fixed at `build` (see
 //! `reconfigure` for what and why). [`crate::config`]'s reload applies a changed file with it.

@@ -19,14 +19,14 @@ const REBUILT_HELP: &str = "build it once, outside, and clone it (clones share s
 const PER_REQUEST_HELP: &str = "build it once, at startup, and keep it in the handler's state, a `OnceLock` or a struct field (clones share state)";
 
 /// The component a constructor call builds afresh: `Policy::builder()`,
-/// `RetryBudget::new(..)`... Not `Policy::none()`, which clones one shared
-/// pass-through policy.
+/// `RetryBudget::builder()`, `Breaker::builder()`. Not `Policy::none()`, which
+/// clones one shared pass-through policy.
 fn component(call: &ExprCall) -> Option<&'static str> {
     let path = syntax::called_path(call)?;
     match syntax::last_two(&path)? {
         ("Policy", "builder") => Some("Policy"),
-        ("RetryBudget", "new" | "builder") => Some("RetryBudget"),
-        ("Breaker", "new" | "builder") => Some("Breaker"),
+        ("RetryBudget", "builder") => Some("RetryBudget"),
+        ("Breaker", "builder") => Some("Breaker"),
         _ => None,
     }
 }

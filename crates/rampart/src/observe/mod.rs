@@ -8,7 +8,7 @@
 //! and a build without the features compiles none of it.
 //!
 //! ```toml
-//! rampart = { version = "0.1", features = ["tracing", "metrics"] }
+//! rampart = { version = "0.2", features = ["tracing", "metrics"] }
 //! ```
 //!
 //! | feature | what it adds |
