@@ -57,9 +57,9 @@
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
 //! | `calls[i].with_previous` | yes | when most requests that made both started it before the calls of the entry before it had ended |
 //! | `traffic.segments` | yes | the roots' start times, in up to 12 steady segments |
-//! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is cut by its caller's own ceiling at the same deadline |
+//! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is cut by its caller's own ceiling at the same deadline, when the caller's policy reads it (`use_ambient_deadline = true`, as a rampart-http client's always does) |
 //! | `queue`, `admission`, `inbound` | no | marked `not inferred` in the file |
-//! | `calls[i].policy` | no | named after the callee; the policy file must define it |
+//! | `calls[i].policy` | no | named after the callee; the policy file must define it (for a rampart-http client, with `use_ambient_deadline = true`: its outbound layer always reads the ambient deadline, a policy file's default does not) |
 //! | `traffic.deadline`, `mix` | no | twice the slowest root, and every root critical, marked |
 //!
 //! A span fails when its status code is ERROR, its `http.response.status_code` (or the older

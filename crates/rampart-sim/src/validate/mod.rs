@@ -49,6 +49,14 @@
 //! `error_rate`, drawn independently of the time), the baseline was predicted far better than
 //! it is, with a p99 near the deadline.
 //!
+//! The policy files set `use_ambient_deadline = true`, which rampart-http's outbound layer
+//! always does (and refuses in a file): without it the simulated clients neither read the
+//! deadline their inbound layer received nor send what is left of it, so a hung leaf request
+//! held the middle for its 1 s attempt timeout, and the middle and the edge each retried it
+//! after the client had gone (1.08 leaf requests per root predicted for the baseline, 1.00
+//! measured). With it, the middle's attempt ends at its own deadline, as the chain's does,
+//! with no time left to retry in.
+//!
 //! The numbers are what they are: the report is printed whatever it shows. Real time on a
 //! shared machine moves the measured side by a point or so between runs; the simulated side
 //! repeats with its seed.
@@ -566,6 +574,73 @@ mod tests {
         assert_eq!((found.failed, found.slow), (2, 1));
         assert_eq!(found.p95, Duration::from_millis(3));
         assert_eq!(slow_failures(&spans[..38], "leaf"), None);
+    }
+
+    /// The loopback chain's shape as the importer writes it, filled in, every leaf request
+    /// hanging: 20 roots, a 500 ms deadline, a 5 ms reserve on every hop.
+    const HANGING_CHAIN: &str = r#"
+entry = "edge"
+
+[services.edge]
+workers = 10000
+inbound = true
+reserve = "5ms"
+reject_expired = true
+service_time = { histogram = [["200us", 1]] }
+calls = [{ to = "middle", policy = "middle" }]
+
+[services.middle]
+workers = 10000
+inbound = true
+reserve = "5ms"
+reject_expired = true
+service_time = { histogram = [["200us", 1]] }
+calls = [{ to = "leaf", policy = "leaf" }]
+
+[services.leaf]
+workers = 10000
+inbound = true
+reserve = "5ms"
+reject_expired = true
+service_time = { histogram = [["3ms", 1]] }
+hang_rate = 1.0
+
+[traffic]
+deadline = "500ms"
+segments = [{ kind = "steady", rate = 10, for = "2s" }]
+"#;
+
+    fn hanging_chain_under(file: usize) -> Outcome {
+        let graph = Graph::parse(HANGING_CHAIN, None).expect("the chain's graph is valid");
+        let (_, name, text) = FILES[file];
+        let policies = toml::from_str(text).expect("the policy file parses");
+        let file = PolicyFile::check(Path::new(name), policies, &graph).expect("it checks");
+        crate::graph::run(&graph, &file.resolved, 1).expect("the run succeeds")
+    }
+
+    #[test]
+    fn a_hung_leaf_request_takes_the_deadline_so_the_baseline_sends_no_retry() {
+        // As rampart-http's outbound layer does, every client reads the ambient deadline: the
+        // middle's attempt ends at the deadline it received less its reserve, with nothing
+        // left to retry in, and the edge's with less than the 10 ms floor.
+        let baseline = hanging_chain_under(0);
+        assert!(baseline.roots > 0);
+        assert_eq!(baseline.answered_in_time, 0.0);
+        assert_eq!(baseline.leaf_per_root(), 1.0);
+        // A 50 ms attempt timeout leaves time for all three of the middle's attempts, and
+        // for all three of the edge's, each a middle request of three.
+        assert_eq!(hanging_chain_under(1).leaf_per_root(), 9.0);
+    }
+
+    #[test]
+    fn every_validate_policy_reads_the_ambient_deadline_as_the_outbound_layer_does() {
+        for (_, name, text) in FILES {
+            let file: Policies = toml::from_str(text).expect("the policy file parses");
+            for policy in ["middle", "leaf"] {
+                let config = file.resolved(policy).expect("the policy is there");
+                assert_eq!(config.use_ambient_deadline, Some(true), "{name}: {policy}");
+            }
+        }
     }
 
     #[test]
