@@ -153,6 +153,9 @@ pub struct ValidateArgs {
     /// Also write the baseline's spans (spans.jsonl) and the imported graph (imported.toml) here
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also write every number as JSON to PATH
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
 }
 
 /// `trace`'s options.
@@ -446,17 +449,23 @@ mod tests {
     }
 
     #[test]
-    fn validate_takes_quick_a_seed_and_where_to_write_its_files() {
+    fn validate_takes_quick_a_seed_and_where_to_write_its_files_and_json() {
         let Ok(Command::Validate(v)) = parse(args(&["validate", "--quick", "--seed", "3"])) else {
             panic!("expected validate");
         };
-        assert_eq!((v.quick, v.seed, v.out), (true, 3, None));
-        let Ok(Command::Validate(v)) = parse(args(&["validate", "--out", "d"])) else {
+        assert_eq!((v.quick, v.seed, v.out, v.json), (true, 3, None, None));
+        let Ok(Command::Validate(v)) = parse(args(&["validate", "--out", "d", "--json", "v.json"]))
+        else {
             panic!("expected validate");
         };
         assert_eq!(
-            (v.quick, v.seed, v.out),
-            (false, 1, Some(PathBuf::from("d")))
+            (v.quick, v.seed, v.out, v.json),
+            (
+                false,
+                1,
+                Some(PathBuf::from("d")),
+                Some(PathBuf::from("v.json"))
+            )
         );
     }
 

@@ -148,6 +148,13 @@ fn validate(options: &ValidateArgs) -> ExitCode {
         }
     };
     print!("{}", result.text());
+    if let Some(path) = &options.json {
+        if let Err(e) = result.write_json(path) {
+            eprintln!("rampart-sim validate: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
     if let Some(dir) = &options.out {
         match result.write(dir) {
             Ok(paths) => {

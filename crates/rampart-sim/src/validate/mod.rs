@@ -13,7 +13,12 @@
 //! ```text
 //! rampart-sim validate            # 2,000 roots per run, about a minute
 //! rampart-sim validate --quick    # 50 roots per run, a few seconds
+//! rampart-sim validate --json v.json   # and every number as JSON
 //! ```
+//!
+//! `--json PATH` writes [`Validation::json`]: what was imported and filled in, each policy
+//! file's policies and its numbers predicted, measured and their error, the what-if's whole
+//! run of it (in `what-if --json`'s form), and each change's effect.
 //!
 //! # The steps
 //!
@@ -64,11 +69,13 @@
 pub mod chain;
 pub mod record;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use rampart::config::Policies;
+use rampart::config::{Policies, PolicyConfig};
+use serde_json::{Value, json};
 
 use crate::SimError;
 use crate::graph::{Graph, Outcome};
@@ -139,6 +146,23 @@ impl Numbers {
         }
     }
 
+    /// `self − other`, number by number (an error, or an effect).
+    fn minus(&self, other: &Numbers) -> Differences {
+        Differences {
+            in_time: self.in_time - other.in_time,
+            p99_ms: ms(self.p99) - ms(other.p99),
+            leaf_per_root: self.leaf_per_root - other.leaf_per_root,
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "answered_in_time": self.in_time,
+            "p99_ms": ms(self.p99),
+            "leaf_requests_per_root": self.leaf_per_root,
+        })
+    }
+
     fn measured(run: &chain::Run) -> Numbers {
         let roots = run.roots.max(1) as f64;
         Numbers {
@@ -146,6 +170,32 @@ impl Numbers {
             p99: quantile(&run.latencies, 0.99),
             leaf_per_root: run.leaf_requests as f64 / roots,
         }
+    }
+}
+
+/// The difference of two [`Numbers`]: a p99 difference may be negative.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Differences {
+    in_time: f64,
+    p99_ms: f64,
+    leaf_per_root: f64,
+}
+
+impl Differences {
+    fn minus(&self, other: &Differences) -> Differences {
+        Differences {
+            in_time: self.in_time - other.in_time,
+            p99_ms: self.p99_ms - other.p99_ms,
+            leaf_per_root: self.leaf_per_root - other.leaf_per_root,
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "answered_in_time": self.in_time,
+            "p99_ms": self.p99_ms,
+            "leaf_requests_per_root": self.leaf_per_root,
+        })
     }
 }
 
@@ -160,6 +210,10 @@ pub struct Row {
     pub change: String,
     /// Each policy of the file, resolved, on one line: `(name, settings)`.
     pub config: Vec<(String, String)>,
+    /// Each policy of the file the graph calls through, resolved.
+    pub resolved: BTreeMap<String, PolicyConfig>,
+    /// The what-if's run of the file on the imported graph, every number of it.
+    pub outcome: Outcome,
     /// The what-if's numbers, on the imported graph.
     pub predicted: Numbers,
     /// The real chain's numbers.
@@ -195,19 +249,29 @@ pub struct Validation {
 /// A policy file does not build (a bug), the chain cannot start, the spans do not import, or
 /// a simulation fails.
 pub fn run(roots: usize, seed: u64, runner: &Runner) -> Result<Validation, SimError> {
+    run_with(roots, seed, runner, |file| {
+        let policy = |name: &str| {
+            file.resolved(name)
+                .ok_or_else(|| SimError::new(format!("no policy named {name:?}")))
+        };
+        chain::run(&policy("middle")?, &policy("leaf")?, roots, RATE, seed)
+    })
+}
+
+/// [`run()`] with `real` running the chain under a policy file: the baseline (traced), then
+/// each change.
+fn run_with(
+    roots: usize,
+    seed: u64,
+    runner: &Runner,
+    mut real: impl FnMut(&Policies) -> Result<chain::Run, SimError>,
+) -> Result<Validation, SimError> {
     let files: Vec<Policies> = FILES
         .iter()
         .map(|(_, name, text)| {
             toml::from_str(text).map_err(|e| SimError::new(format!("{name}: {e}")))
         })
         .collect::<Result<_, _>>()?;
-    let real = |file: &Policies| -> Result<chain::Run, SimError> {
-        let policy = |name: &str| {
-            file.resolved(name)
-                .ok_or_else(|| SimError::new(format!("no policy named {name:?}")))
-        };
-        chain::run(&policy("middle")?, &policy("leaf")?, roots, RATE, seed)
-    };
 
     // 1. The baseline, for real, traced.
     let baseline = real(&files[0])?;
@@ -266,10 +330,12 @@ pub fn run(roots: usize, seed: u64, runner: &Runner) -> Result<Validation, SimEr
                     .iter()
                     .map(|(name, config)| (name.clone(), whatif::diff::resolved(config)))
                     .collect(),
+                resolved: policies.resolved.clone(),
                 predicted: Numbers::predicted(&outcome),
                 measured: Numbers::measured(run),
                 predicted_roots: outcome.roots,
                 drained: run.drained,
+                outcome,
             },
         )
         .collect();
@@ -524,6 +590,114 @@ impl Validation {
         out
     }
 
+    /// Every number, as JSON: the run's size and seed, what was imported and filled in, then
+    /// per policy file its policies (as `what-if --json` writes them), the numbers predicted,
+    /// measured and their error, and the what-if's whole run (`outcome`, as `what-if --json`
+    /// writes it); then each change's effect on the baseline, predicted, measured and error.
+    pub fn json(&self) -> Value {
+        let g = &self.imported;
+        let services: Vec<Value> = g
+            .services
+            .iter()
+            .map(|s| {
+                let calls: Vec<Value> = s
+                    .calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "to": c.to,
+                            "per_request": c.per_parent,
+                            "retries": c.retries,
+                            "failed_share": c.error_rate,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "name": s.name,
+                    "requests": s.requests,
+                    "workers": s.workers,
+                    "error_rate": s.error_rate,
+                    "hang_rate": s.hang_rate,
+                    "calls": calls,
+                })
+            })
+            .collect();
+        let filled: serde_json::Map<String, Value> = FILLED
+            .iter()
+            .map(|(key, value)| {
+                // The TOML value as JSON: `"500ms"` a string, `true` a boolean.
+                let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .and_then(|v| serde_json::to_value(v).ok())
+                    .unwrap_or_else(|| Value::from(*value));
+                ((*key).to_owned(), value)
+            })
+            .collect();
+        let files: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                json!({
+                    "name": row.name,
+                    "path": row.file,
+                    "change": row.change,
+                    "policies": whatif::print::policies_json(&row.resolved),
+                    "predicted": row.predicted.json(),
+                    "measured": row.measured.json(),
+                    "error": row.predicted.minus(&row.measured).json(),
+                    "predicted_roots": row.predicted_roots,
+                    "drained": row.drained,
+                    "outcome": whatif::print::outcome_json(&row.outcome),
+                })
+            })
+            .collect();
+        let effects: Vec<Value> = self
+            .rows
+            .split_first()
+            .map(|(base, changes)| {
+                changes
+                    .iter()
+                    .map(|row| {
+                        let predicted = row.predicted.minus(&base.predicted);
+                        let measured = row.measured.minus(&base.measured);
+                        json!({
+                            "change": row.name,
+                            "predicted": predicted.json(),
+                            "measured": measured.json(),
+                            "error": predicted.minus(&measured).json(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        json!({
+            "roots_per_real_run": self.roots,
+            "rate_per_s": RATE,
+            "seed": self.seed,
+            "imported": {
+                "entry": g.entry,
+                "spans": g.spans,
+                "traces": g.traces,
+                "roots": g.traffic.roots,
+                "services": services,
+                "notes": g.notes,
+            },
+            "filled": filled,
+            "files": files,
+            "effects": effects,
+        })
+    }
+
+    /// Writes [`json`](Self::json) to `path`.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be written.
+    pub fn write_json(&self, path: &Path) -> Result<(), SimError> {
+        whatif::print::write_json(path, &self.json())
+    }
+
     /// Writes the baseline's spans (OTLP JSON) to `dir/spans.jsonl` and the graph the what-if
     /// ran to `dir/imported.toml`; returns both paths.
     ///
@@ -547,6 +721,7 @@ impl Validation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loopback::PATIENCE;
     use crate::spans::SpanStatus;
 
     fn server(id: u64, millis: u64, status: SpanStatus) -> RecordedSpan {
@@ -630,6 +805,116 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
         // A 50 ms attempt timeout leaves time for all three of the middle's attempts, and
         // for all three of the edge's, each a middle request of three.
         assert_eq!(hanging_chain_under(1).leaf_per_root(), 9.0);
+    }
+
+    /// The chain simulated in place of the real one: [`HANGING_CHAIN`] with one leaf request
+    /// in ten hanging, traced under `file`'s policies, counted as the chain counts itself (a
+    /// leaf request is one the middle sent: a hung one records no SERVER span).
+    fn simulated_chain(file: &Policies) -> Result<chain::Run, SimError> {
+        let graph = HANGING_CHAIN
+            .replace("hang_rate = 1.0", "hang_rate = 0.1")
+            .replace("rate = 10", "rate = 30");
+        let graph = Graph::parse(&graph, None).map_err(|e| SimError::new(e.to_string()))?;
+        let resolved: BTreeMap<String, PolicyConfig> = ["middle", "leaf"]
+            .into_iter()
+            .filter_map(|name| Some((name.to_owned(), file.resolved(name)?)))
+            .collect();
+        let (_, spans) = crate::graph::run::trace(&graph, &resolved, 1)?;
+        let handled = |service: &'static str| {
+            spans
+                .iter()
+                .filter(move |s| s.service == service && s.kind == SpanKind::Server)
+        };
+        let mut latencies: Vec<Duration> = handled("edge")
+            .filter(|s| s.status == SpanStatus::Http(200) && s.duration() <= PATIENCE)
+            .map(RecordedSpan::duration)
+            .collect();
+        latencies.sort_unstable();
+        Ok(chain::Run {
+            roots: handled("edge").count(),
+            in_time: latencies.len(),
+            latencies,
+            leaf_requests: spans
+                .iter()
+                .filter(|s| s.service == "middle" && s.kind == SpanKind::Client)
+                .count(),
+            spans,
+            drained: true,
+        })
+    }
+
+    #[test]
+    fn the_json_holds_every_number_of_the_tables_and_what_was_imported() {
+        let v = run_with(60, 1, &Runner::new(1, false), simulated_chain).expect("it runs");
+        let json = v.json();
+        assert_eq!(json["seed"], 1);
+        assert_eq!(json["roots_per_real_run"], 60);
+        assert_eq!(json["rate_per_s"], RATE);
+        assert_eq!(json["imported"]["entry"], "edge");
+        assert_eq!(json["imported"]["spans"], v.imported.spans);
+        let leaf = json["imported"]["services"]
+            .as_array()
+            .expect("services")
+            .iter()
+            .find(|s| s["name"] == "leaf")
+            .expect("the leaf was imported");
+        assert!(leaf["requests"].as_u64() > Some(0));
+        assert_eq!(json["filled"]["traffic.deadline"], "500ms");
+        assert_eq!(json["filled"]["services.*.inbound"], true);
+        assert_eq!(json["filled"]["services.*.workers"], 10_000);
+
+        let files = json["files"].as_array().expect("files");
+        assert_eq!(files.len(), FILES.len());
+        for ((file, row), (name, path, _)) in files.iter().zip(&v.rows).zip(FILES) {
+            assert_eq!((&file["name"], &file["path"]), (&name.into(), &path.into()));
+            assert_eq!(file["change"], row.change.as_str());
+            let leaf = &file["policies"]["leaf"];
+            assert!(leaf["explain"].is_string(), "{leaf}");
+            assert_eq!(leaf["resolved"]["use_ambient_deadline"], true);
+            for (side, numbers) in [("predicted", row.predicted), ("measured", row.measured)] {
+                let n = &file[side];
+                assert_eq!(n["answered_in_time"], numbers.in_time, "{path} {side}");
+                assert_eq!(n["p99_ms"], ms(numbers.p99), "{path} {side}");
+                assert_eq!(n["leaf_requests_per_root"], numbers.leaf_per_root);
+            }
+            let error = row.predicted.leaf_per_root - row.measured.leaf_per_root;
+            assert_eq!(file["error"]["leaf_requests_per_root"], error);
+            assert_eq!(file["predicted_roots"], row.predicted_roots);
+            assert_eq!(file["drained"], true);
+            assert_eq!(file["outcome"]["measured_roots"], row.outcome.roots);
+            assert_eq!(
+                file["outcome"]["leaf_requests_per_root"],
+                row.predicted.leaf_per_root
+            );
+        }
+        assert_eq!(files[0]["change"], "");
+        assert_eq!(
+            files[1]["change"],
+            "policies.leaf.attempt_timeout: 1s → 50ms"
+        );
+
+        let effects = json["effects"].as_array().expect("effects");
+        let names: Vec<&Value> = effects.iter().map(|e| &e["change"]).collect();
+        assert_eq!(names, ["shorter attempt timeout", "hedging on"]);
+        let (base, hedged) = (&v.rows[0], &v.rows[2]);
+        let predicted = hedged.predicted.leaf_per_root - base.predicted.leaf_per_root;
+        let measured = hedged.measured.leaf_per_root - base.measured.leaf_per_root;
+        let effect = &effects[1];
+        assert_eq!(effect["predicted"]["leaf_requests_per_root"], predicted);
+        assert_eq!(effect["measured"]["leaf_requests_per_root"], measured);
+        assert_eq!(
+            effect["error"]["leaf_requests_per_root"],
+            predicted - measured
+        );
+
+        // Written as `--json` writes it: the same JSON, pretty, one line at the end.
+        let path =
+            std::env::temp_dir().join(format!("rampart-sim-validate-{}.json", std::process::id()));
+        v.write_json(&path).expect("written");
+        let text = std::fs::read_to_string(&path).expect("the JSON file");
+        std::fs::remove_file(&path).expect("cleaned up");
+        let pretty = serde_json::to_string_pretty(&json).expect("formatted");
+        assert_eq!(text, pretty + "\n");
     }
 
     #[test]

@@ -250,8 +250,7 @@ impl WhatIf {
         if let Some(path) = &options.json {
             let mut json = self.json();
             json["graph_file"] = options.graph.display().to_string().into();
-            let text = serde_json::to_string_pretty(&json).map_err(|e| cannot(path, &e))?;
-            std::fs::write(path, text + "\n").map_err(|e| cannot(path, &e))?;
+            print::write_json(path, &json)?;
             written.push(("json", path.clone()));
         }
         if let Some(path) = &options.html {

@@ -2,11 +2,15 @@
 //! self-contained HTML page (the default report's styles, no scripts, fonts or linked files)
 //! with each policy file's configuration in the column of its results.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 
+use rampart::config::PolicyConfig;
 use serde_json::{Value, json};
 
 use super::{WhatIf, diff};
+use crate::SimError;
 use crate::graph::run::build_policy;
 use crate::graph::{EdgeOutcome, Outcome};
 use crate::report::{Table, escape, page_head};
@@ -367,7 +371,8 @@ fn attribution(w: &WhatIf) -> Table {
     table
 }
 
-fn outcome_json(o: &Outcome) -> Value {
+/// One run's numbers, as JSON (each file's `outcome`; `validate` writes its predictions so).
+pub(crate) fn outcome_json(o: &Outcome) -> Value {
     json!({
         "measured_roots": o.roots,
         "answered_in_time": o.answered_in_time,
@@ -400,6 +405,36 @@ fn outcome_json(o: &Outcome) -> Value {
     })
 }
 
+/// Each policy a file resolves, by name: what it does in words (`explain`) and its resolved
+/// configuration (`resolved`).
+pub(crate) fn policies_json(resolved: &BTreeMap<String, PolicyConfig>) -> Value {
+    let policies: serde_json::Map<String, Value> = resolved
+        .iter()
+        .map(|(name, config)| {
+            let explain =
+                build_policy(config, name).map_or_else(|e| e.to_string(), |p| p.explain());
+            let resolved = serde_json::to_value(config).unwrap_or(Value::Null);
+            (
+                name.clone(),
+                json!({ "explain": explain, "resolved": resolved }),
+            )
+        })
+        .collect();
+    Value::Object(policies)
+}
+
+/// Writes `json` to `path`, pretty-printed, with a final newline.
+///
+/// # Errors
+///
+/// The file cannot be written (or the JSON cannot be formatted).
+pub(crate) fn write_json(path: &Path, json: &Value) -> Result<(), SimError> {
+    let cannot =
+        |e: &dyn std::fmt::Display| SimError::new(format!("cannot write {}: {e}", path.display()));
+    let text = serde_json::to_string_pretty(json).map_err(|e| cannot(&e))?;
+    std::fs::write(path, text + "\n").map_err(|e| cannot(&e))
+}
+
 /// Every number, as JSON.
 pub fn json(w: &WhatIf) -> Value {
     let files: Vec<Value> = w
@@ -407,22 +442,9 @@ pub fn json(w: &WhatIf) -> Value {
         .iter()
         .zip(&w.outcomes)
         .map(|(file, outcome)| {
-            let policies: serde_json::Map<String, Value> = file
-                .resolved
-                .iter()
-                .map(|(name, config)| {
-                    let explain =
-                        build_policy(config, name).map_or_else(|e| e.to_string(), |p| p.explain());
-                    let resolved = serde_json::to_value(config).unwrap_or(Value::Null);
-                    (
-                        name.clone(),
-                        json!({ "explain": explain, "resolved": resolved }),
-                    )
-                })
-                .collect();
             json!({
                 "path": file.path.display().to_string(),
-                "policies": policies,
+                "policies": policies_json(&file.resolved),
                 "outcome": outcome_json(outcome),
             })
         })
