@@ -312,6 +312,7 @@ impl Contender {
             inbound: rampart,
             reserve: RESERVE,
             reject_expired: rampart && self.reject_expired,
+            enforce: false,
         }
     }
 
@@ -758,6 +759,7 @@ mod tests {
                     inbound: false,
                     reserve: Duration::ZERO,
                     reject_expired: false,
+                    enforce: false,
                 },
                 Downstream::None,
                 1,

@@ -158,6 +158,7 @@ mod tests {
         inbound: false,
         reserve: Duration::ZERO,
         reject_expired: false,
+        enforce: false,
     };
 
     fn leaf(name: &'static str, error_rate: f64) -> Rc<Service> {

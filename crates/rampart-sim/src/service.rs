@@ -142,6 +142,9 @@ pub struct ServerSide {
     /// Answer 504 at once, without work, when a request arrives with no more than the reserve
     /// left (`InboundLayer::reject_expired`); checked on arrival only, as the layer does.
     pub reject_expired: bool,
+    /// Answer 504 at the deadline (received minus the reserve) a request that is still being
+    /// handled, its work and calls dropped (`InboundLayer::enforce`): a hung request too.
+    pub enforce: bool,
 }
 
 impl ServerSide {
@@ -158,9 +161,10 @@ impl ServerSide {
             return format!("{admission}; no deadline or criticality read");
         }
         format!(
-            "{admission}; inbound edge as rampart-http's InboundLayer: X-Deadline-Ms minus a {} ms reserve, X-Criticality (CriticalPlus clamped), reject_expired {}, enforce off",
+            "{admission}; inbound edge as rampart-http's InboundLayer: X-Deadline-Ms minus a {} ms reserve, X-Criticality (CriticalPlus clamped), reject_expired {}, enforce {}",
             self.reserve.as_millis(),
-            if self.reject_expired { "on" } else { "off" }
+            if self.reject_expired { "on" } else { "off" },
+            if self.enforce { "on" } else { "off" }
         )
     }
 }
@@ -320,10 +324,7 @@ struct Queued {
 impl Queued {
     /// Answers the request (and ends its span).
     fn answer(self, reply: Reply) {
-        let _ = self.reply.send(reply);
-        if let Some(span) = self.span {
-            span.end(&reply);
-        }
+        answer(self.reply, self.span, reply);
     }
 }
 
@@ -704,16 +705,36 @@ impl Service {
             };
             (hang, took, failed)
         };
+        // With `enforce`, the inbound layer answers 504 at the deadline whatever the handler
+        // is doing.
+        let cut = deadline.filter(|_| self.server.inbound && self.server.enforce);
         if hang {
             let mut state = self.state.borrow_mut();
             if measured {
                 state.stats.hung += 1;
             }
-            state.black_hole.push(reply);
+            let Some(at) = cut else {
+                state.black_hole.push(reply);
+                return None;
+            };
+            drop(state);
+            // Holds no worker, as an unanswered hung request holds none.
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(at).await;
+                answer(reply, span, Err(Failure::Expired));
+            });
             return None;
         }
         let began = Instant::now();
-        tokio::time::sleep(took).await;
+        let worked = match cut {
+            Some(at) => tokio::time::timeout_at(at, tokio::time::sleep(took))
+                .await
+                .is_ok(),
+            None => {
+                tokio::time::sleep(took).await;
+                true
+            }
+        };
         let done = Instant::now();
         self.last_finish.set(Some(done));
         {
@@ -731,19 +752,17 @@ impl Service {
             span: span.as_ref().map(OpenSpan::parent),
             ..request.trace
         };
-        let answer = |outcome: Reply| {
-            let _ = reply.send(outcome);
-            if let Some(span) = span {
-                span.end(&outcome);
-            }
-        };
+        if !worked {
+            answer(reply, span, Err(Failure::Expired));
+            return Some(Err(Failure::Expired));
+        }
         if failed {
-            answer(Err(Failure::Error));
+            answer(reply, span, Err(Failure::Error));
             return Some(Err(Failure::Error));
         }
         if matches!(self.downstream, Downstream::None) {
             // A leaf: no calls to make, so no scope to build for them.
-            answer(Ok(()));
+            answer(reply, span, Ok(()));
             return Some(Ok(()));
         }
         let mut ambient = Ambient::new();
@@ -757,10 +776,14 @@ impl Service {
         // an `async fn` holding the calls' future twice (as its argument and as what it
         // awaits), which would make every worker task 0.5 KB larger. The same context either
         // way: a worker task has none of its own to merge with.
-        let outcome = ambient
-            .sync_scope(|| Ambient::bind(self.call_downstream(trace)))
-            .await;
-        answer(outcome);
+        let calls = ambient.sync_scope(|| Ambient::bind(self.call_downstream(trace)));
+        let outcome = match cut {
+            Some(at) => tokio::time::timeout_at(at, calls)
+                .await
+                .unwrap_or(Err(Failure::Expired)),
+            None => calls.await,
+        };
+        answer(reply, span, outcome);
         Some(outcome)
     }
 
@@ -790,6 +813,14 @@ impl Service {
             }
             Downstream::Plan(plan) => plan.call(trace).await,
         }
+    }
+}
+
+/// Sends `outcome` to the caller and ends the request's span with it.
+fn answer(reply: oneshot::Sender<Reply>, span: Option<OpenSpan>, outcome: Reply) {
+    let _ = reply.send(outcome);
+    if let Some(span) = span {
+        span.end(&outcome);
     }
 }
 
@@ -829,6 +860,7 @@ mod tests {
         inbound: false,
         reserve: Duration::ZERO,
         reject_expired: false,
+        enforce: false,
     };
     const RAMPART: ServerSide = ServerSide {
         admission: Admission::Criticality {
@@ -837,6 +869,7 @@ mod tests {
         inbound: true,
         reserve: Duration::from_millis(5),
         reject_expired: true,
+        enforce: false,
     };
     const SHED: Reply = Err(Failure::Overloaded(Some(Duration::from_secs(1))));
 
@@ -1020,6 +1053,55 @@ mod tests {
         assert_eq!(out[0], (Err(Failure::Expired), Duration::ZERO));
         assert_eq!(out[1], (Ok(()), 10 * MS));
         assert_eq!((stats.expired, stats.handled), (1, 1));
+    }
+
+    #[test]
+    fn enforce_answers_504_at_the_deadline_less_the_reserve_work_and_hangs_alike() {
+        const ENFORCED: ServerSide = ServerSide {
+            admission: Admission::Fifo,
+            inbound: true,
+            reserve: Duration::from_millis(5),
+            reject_expired: true,
+            enforce: true,
+        };
+        let (work, hang, none) = virtual_time(|| async {
+            let s = Service::new(config(2, 10), ENFORCED, Downstream::None, 1).unwrap();
+            // 10 ms of work: cut at 12 − 5 ms, done within 20 − 5 ms.
+            let work = replies(
+                &s,
+                vec![
+                    request(Some(12), Criticality::Critical),
+                    request(Some(20), Criticality::Critical),
+                ],
+            )
+            .await;
+            let mut c = config(1, 10);
+            c.faults.hang_rate = 1.0;
+            let s = Service::new(c, ENFORCED, Downstream::None, 1).unwrap();
+            // Each answered at its own deadline: the first holds the one worker no longer
+            // than an unanswered hung request would.
+            let hang = replies(
+                &s,
+                vec![
+                    request(Some(50), Criticality::Critical),
+                    request(Some(30), Criticality::Critical),
+                ],
+            )
+            .await;
+            let receiver = s.submit(request(None, Criticality::Critical));
+            let none = tokio::time::timeout(Duration::from_secs(60), receiver).await;
+            (work, hang, none.is_err())
+        })
+        .expect("runtime");
+        assert_eq!(work, [(Err(Failure::Expired), 7 * MS), (Ok(()), 10 * MS)]);
+        assert_eq!(
+            hang,
+            [
+                (Err(Failure::Expired), 45 * MS),
+                (Err(Failure::Expired), 25 * MS)
+            ]
+        );
+        assert!(none, "with no deadline, a hung request never answers");
     }
 
     #[test]

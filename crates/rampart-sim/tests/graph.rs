@@ -66,6 +66,7 @@ fn every_problem_of_a_graph_is_reported_at_once_under_its_key_path() {
         [services.leaf]
         workers = 1
         reserve = "5ms"
+        enforce = true
         service_time = { histogram = [] }
 
         [traffic]
@@ -89,6 +90,7 @@ fn every_problem_of_a_graph_is_reported_at_once_under_its_key_path() {
             "services.front.calls[0].to names no service (was \"nowhere\", the services: front, leaf)",
             "services.front.calls[0].count must be at least 1 (was 0)",
             "services.leaf.reserve does not apply to a service without inbound = true (was 5ms)",
+            "services.leaf.enforce does not apply to a service without inbound = true (was true)",
             "services.leaf.service_time.histogram must have at least one [latency, weight] pair",
             "traffic.deadline is required",
             "traffic.segments[0].rate does not apply to a ramp segment (give from and to) (was 10)",

@@ -235,6 +235,8 @@ fn check_service(p: &mut Problems, name: &str, s: &ServiceFile, names: &[&str]) 
             expired,
             what,
         );
+        let enforce = s.enforce.unwrap_or(false);
+        p.not_for(s.enforce.is_some(), &at("enforce"), enforce, what);
     }
     let service_time = match &s.service_time {
         Some(t) => check_service_time(p, &at("service_time"), t),
@@ -288,6 +290,7 @@ fn check_service(p: &mut Problems, name: &str, s: &ServiceFile, names: &[&str]) 
             inbound,
             reserve: s.reserve.map_or(Duration::ZERO, |r| r.0),
             reject_expired: s.reject_expired.unwrap_or(false),
+            enforce: s.enforce.unwrap_or(false),
         },
         steps,
         tier: 0,

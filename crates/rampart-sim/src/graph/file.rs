@@ -61,6 +61,9 @@ pub struct ServiceFile {
     /// Answer 504 at once to a request arriving with no more than the reserve left (inbound
     /// only; default false).
     pub reject_expired: Option<bool>,
+    /// Answer 504 at the deadline (received minus the reserve) a request still being handled,
+    /// a hung one too (inbound only; default false).
+    pub enforce: Option<bool>,
     /// Where a request's level comes from: `"wire"` (default) or `"route"` (a public edge).
     pub levels: Option<LevelsKind>,
     /// How long a handler works before its calls.

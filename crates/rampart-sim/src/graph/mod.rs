@@ -71,7 +71,7 @@
 //! | `services.NAME.workers` | requests handled at once, at least 1 | required |
 //! | `services.NAME.queue` | requests waiting at most beyond those handled | 0 |
 //! | `services.NAME.admission` | `"fifo"`, or `"criticality"` (rampart's `CriticalityLimit`: capacity the workers, queue the queue) with its `hold` | fifo; hold 1s |
-//! | `services.NAME.inbound` | read the deadline and level from the wire as rampart-http's `InboundLayer`, with `reserve` and `reject_expired` | false; 0, false |
+//! | `services.NAME.inbound` | read the deadline and level from the wire as rampart-http's `InboundLayer`, with `reserve`, `reject_expired` and `enforce` (answer 504 at the deadline, received less the reserve, a request still being handled, its calls dropped; a hung one too) | false; 0, false, false |
 //! | `services.NAME.levels` | where a request's level comes from: `"wire"` or `"route"` (the root's own level: a public edge) | wire |
 //! | `services.NAME.service_time` | `{ median, p99 }` (lognormal) or `{ histogram = [[latency, weight], ...] }` (each latency drawn in proportion to its weight) | required |
 //! | `services.NAME.error_rate`, `hang_rate` | shares of handled requests that fail (a 500) or never answer | 0 |

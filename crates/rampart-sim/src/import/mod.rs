@@ -57,7 +57,7 @@
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
 //! | `calls[i].with_previous` | yes | when most requests that made both started it before the calls of the entry before it had ended |
 //! | `traffic.segments` | yes | the roots' start times, in up to 12 steady segments |
-//! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is cut by its caller's own ceiling at the same deadline, when the caller's policy reads it (`use_ambient_deadline = true`, as a rampart-http client's always does) |
+//! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is answered so at the same deadline by a service with `enforce`, or else cut by its caller's own ceiling there when the caller's policy reads it (`use_ambient_deadline = true`, as a rampart-http client's always does) |
 //! | `queue`, `admission`, `inbound` | no | marked `not inferred` in the file |
 //! | `calls[i].policy` | no | named after the callee; the policy file must define it (for a rampart-http client, with `use_ambient_deadline = true`: its outbound layer always reads the ambient deadline, a policy file's default does not) |
 //! | `traffic.deadline`, `mix` | no | twice the slowest root, and every root critical, marked |
@@ -177,8 +177,9 @@ pub struct ImportedService {
     /// Requests that ran out of time on their own (504, gRPC `DEADLINE_EXCEEDED`, none of
     /// their calls failed): not in `own_errors`.
     pub own_timeouts: u64,
-    /// `own_timeouts` per request: the graph's `hang_rate`, requests that never answer in the
-    /// simulator, cut by their caller's own ceiling as the caller's deadline cut them.
+    /// `own_timeouts` per request: the graph's `hang_rate`, requests that hang in the
+    /// simulator, answered 504 at their deadline by a service with `enforce`, or else cut by
+    /// their caller's own ceiling.
     pub hang_rate: f64,
     /// With at least [`SPLIT_AT`] own errors or any own timeout, the own time of the requests
     /// that did not fail on their own (the graph's `service_time`), and, with at least

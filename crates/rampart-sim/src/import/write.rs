@@ -100,7 +100,8 @@ fn service(out: &mut String, s: &ImportedService) {
         let _ = writeln!(
             out,
             "hang_rate = {}  # {} ran out of time with no failed call (504): a request that hangs until\n\
-             # its deadline, which the simulator's caller cuts at its own ceiling",
+             # its deadline, answered 504 there with inbound and enforce = true (as a server that cut\n\
+             # it did), or else cut by its caller at the caller's own ceiling",
             number(s.hang_rate),
             s.own_timeouts,
         );

@@ -30,10 +30,11 @@
 //!    ([`chain`], [`record`]).
 //! 2. The spans, written as OTLP JSON ([`write_otlp`]), are imported ([`otlp_to_graph`]).
 //!    The keys the importer marks `not inferred` that the chain's owner knows are filled in
-//!    ([`FILLED`]): the client's 500 ms, and each service's inbound layer. One inferred key is
-//!    replaced: `workers`, the most requests seen at once, is a lower bound, and the chain's
-//!    axum services have no limit (a hung request holds a worker in the chain, not in the
-//!    simulation, so the bound would shed what the chain serves).
+//!    ([`FILLED`]): the client's 500 ms, and each service's inbound layer (its reserve,
+//!    `reject_expired` and `enforce`). One inferred key is replaced: `workers`, the most
+//!    requests seen at once, is a lower bound, and the chain's axum services have no limit (a
+//!    hung request holds a worker in the chain, not in the simulation, so the bound would
+//!    shed what the chain serves).
 //! 3. `what-if` on that graph: the baseline against `shorter-timeout.toml` (the leaf call's
 //!    attempt timeout 1 s → 50 ms), and against `hedged.toml` (the leaf call hedged after
 //!    20 ms), with the seed given.
@@ -49,18 +50,21 @@
 //! The report also says how each service's own failures sit in its latency. Here the leaf's
 //! requests that never answer are cut by its own inbound layer at the propagated deadline and
 //! answered 504 after about 485 ms. The importer reads a service's own 504s as requests that
-//! hang (`hang_rate`): in the simulation they never answer, and their caller's ceiling cuts
-//! them at the same deadline, as the chain's did. Before it did (it wrote them as
-//! `error_rate`, drawn independently of the time), the baseline was predicted far better than
-//! it is, with a p99 near the deadline.
+//! hang (`hang_rate`); with `enforce` filled in, as the chain's inbound layers have it, the
+//! simulated leaf answers them 504 at the deadline it received less its reserve, as the
+//! chain's did. Before the importer read them so (it wrote them as `error_rate`, drawn
+//! independently of the time), the baseline was predicted far better than it is, with a p99
+//! near the deadline.
 //!
 //! The policy files set `use_ambient_deadline = true`, which rampart-http's outbound layer
 //! always does (and refuses in a file): without it the simulated clients neither read the
 //! deadline their inbound layer received nor send what is left of it, so a hung leaf request
 //! held the middle for its 1 s attempt timeout, and the middle and the edge each retried it
 //! after the client had gone (1.08 leaf requests per root predicted for the baseline, 1.00
-//! measured). With it, the middle's attempt ends at its own deadline, as the chain's does,
-//! with no time left to retry in.
+//! measured). With it, the leaf's 504 reaches the middle with 5 ms of its deadline left and
+//! the edge with 10 ms, neither more than the 10 ms floor, so neither retries. In the chain
+//! the edge has 8 to 11 ms left (each hop loses under a millisecond to its own work and to
+//! the whole milliseconds of `X-Deadline-Ms`), and now and then retries.
 //!
 //! The numbers are what they are: the report is printed whatever it shows. Real time on a
 //! shared machine moves the measured side by a point or so between runs; the simulated side
@@ -115,11 +119,12 @@ pub const FILES: [(&str, &str, &str); 3] = [
 
 /// The keys of the imported graph filled in from what the chain's owner knows, not from the
 /// spans: `(key, value)`, each service's keys for every service.
-pub const FILLED: [(&str, &str); 5] = [
+pub const FILLED: [(&str, &str); 6] = [
     ("traffic.deadline", "\"500ms\""),
     ("services.*.inbound", "true"),
     ("services.*.reserve", "\"5ms\""),
     ("services.*.reject_expired", "true"),
+    ("services.*.enforce", "true"),
     // The importer's `workers` is the most requests seen at once, a lower bound; the chain's
     // axum services have no limit, so the graph gets none either (a hung request holds a
     // worker in the chain until its deadline, not in the simulation).
@@ -359,6 +364,7 @@ fn fill(imported: &str) -> Result<String, SimError> {
                 service.insert("inbound".into(), true.into());
                 service.insert("reserve".into(), "5ms".into());
                 service.insert("reject_expired".into(), true.into());
+                service.insert("enforce".into(), true.into());
                 service.insert("workers".into(), 10_000.into());
             }
         }
@@ -752,7 +758,7 @@ mod tests {
     }
 
     /// The loopback chain's shape as the importer writes it, filled in, every leaf request
-    /// hanging: 20 roots, a 500 ms deadline, a 5 ms reserve on every hop.
+    /// hanging: 20 roots, a 500 ms deadline, a 5 ms reserve and `enforce` on every hop.
     const HANGING_CHAIN: &str = r#"
 entry = "edge"
 
@@ -761,6 +767,7 @@ workers = 10000
 inbound = true
 reserve = "5ms"
 reject_expired = true
+enforce = true
 service_time = { histogram = [["200us", 1]] }
 calls = [{ to = "middle", policy = "middle" }]
 
@@ -769,6 +776,7 @@ workers = 10000
 inbound = true
 reserve = "5ms"
 reject_expired = true
+enforce = true
 service_time = { histogram = [["200us", 1]] }
 calls = [{ to = "leaf", policy = "leaf" }]
 
@@ -777,6 +785,7 @@ workers = 10000
 inbound = true
 reserve = "5ms"
 reject_expired = true
+enforce = true
 service_time = { histogram = [["3ms", 1]] }
 hang_rate = 1.0
 
@@ -795,9 +804,9 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
 
     #[test]
     fn a_hung_leaf_request_takes_the_deadline_so_the_baseline_sends_no_retry() {
-        // As rampart-http's outbound layer does, every client reads the ambient deadline: the
-        // middle's attempt ends at the deadline it received less its reserve, with nothing
-        // left to retry in, and the edge's with less than the 10 ms floor.
+        // As rampart-http's outbound layer does, every client reads the ambient deadline. The
+        // leaf answers 504 at its deadline (485 ms): the middle has 5 ms of its own left, the
+        // edge 10 ms of its own, neither more than the 10 ms floor, so neither retries.
         let baseline = hanging_chain_under(0);
         assert!(baseline.roots > 0);
         assert_eq!(baseline.answered_in_time, 0.0);
@@ -939,6 +948,7 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
             assert_eq!(s["inbound"].as_bool(), Some(true));
             assert_eq!(s["reserve"].as_str(), Some("5ms"));
             assert_eq!(s["reject_expired"].as_bool(), Some(true));
+            assert_eq!(s["enforce"].as_bool(), Some(true));
             assert_eq!(s["workers"].as_integer(), Some(10_000));
         }
     }
