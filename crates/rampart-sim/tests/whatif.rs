@@ -146,12 +146,29 @@ fn each_policy_the_graph_names_must_be_in_each_file() {
 }
 
 #[test]
+fn a_call_from_a_service_that_receives_deadlines_through_a_policy_that_ignores_them_is_noted() {
+    let graph = Graph::parse(SMALL, None).expect("valid");
+    let noted = PolicyFile::parse(Path::new("a.toml"), "[policies.db]\n", &graph).expect("valid");
+    assert_eq!(noted.notes.len(), 1, "{:?}", noted.notes);
+    assert!(
+        noted.notes[0].starts_with(
+            "services.api.calls[0].policy: \"db\" does not read the deadline api receives"
+        ),
+        "{}",
+        noted.notes[0]
+    );
+    let reads = PolicyFile::parse(Path::new("a.toml"), A, &graph).expect("valid");
+    assert!(reads.notes.is_empty(), "{:?}", reads.notes);
+}
+
+#[test]
 fn the_example_policy_files_fit_the_example_graph() {
     let graph = Graph::load(Path::new(SHOP), None).expect("valid");
     for name in ["current.toml", "proposed.toml"] {
         let path = Path::new(POLICIES).join(name);
         let file = PolicyFile::load(&path, &graph).expect("a valid policy file");
         assert_eq!(file.resolved.len(), 4, "{name}");
+        assert!(file.notes.is_empty(), "{name}: {:?}", file.notes);
     }
 }
 

@@ -14,6 +14,12 @@
 //! ablations remove one feature at a time. Effects need not add up: the last rows give the
 //! sum of the single changes beside the whole second file.
 //!
+//! Beside each file's configuration, a note names every call from a service with an inbound
+//! layer through a policy that does not read the ambient deadline ([`unread_deadlines`]): a
+//! policy file written for rampart-http's outbound layer, which always reads it, needs
+//! `use_ambient_deadline = true` to model it, and a file without it predicts retries after
+//! the caller has gone.
+//!
 //! `--json PATH` writes every number as JSON; `--html PATH` writes the report as one
 //! self-contained page (the default report's styles; no scripts, fonts or linked files), each
 //! policy file's resolved configuration in the column of its results.
@@ -48,6 +54,9 @@ pub struct PolicyFile {
     pub file: Policies,
     /// The resolved configuration of each policy the graph calls through.
     pub resolved: BTreeMap<String, PolicyConfig>,
+    /// What the report should warn of: each call from a service that receives deadlines
+    /// (`inbound`) through a policy that does not read them (see [`unread_deadlines`]).
+    pub notes: Vec<String>,
 }
 
 impl PolicyFile {
@@ -111,10 +120,12 @@ impl PolicyFile {
             .into_iter()
             .filter_map(|name| Some((name.to_owned(), file.resolved(name)?)))
             .collect();
+        let notes = unread_deadlines(graph, &resolved);
         Ok(PolicyFile {
             path: path.to_owned(),
             file,
             resolved,
+            notes,
         })
     }
 
@@ -125,6 +136,29 @@ impl PolicyFile {
             |n| n.to_string_lossy().into_owned(),
         )
     }
+}
+
+/// A note for each call made by a service with an inbound layer (it receives its callers'
+/// deadlines) through a policy that does not read the ambient deadline: such a call neither
+/// stops when the caller's deadline passes nor sends what is left of it, so a hung request
+/// downstream can be retried after the caller has gone. rampart-http's outbound layer always
+/// reads it, so a policy file written for such a client needs `use_ambient_deadline = true`
+/// to model it (a file that leaves it out may be right for another client).
+pub fn unread_deadlines(graph: &Graph, resolved: &BTreeMap<String, PolicyConfig>) -> Vec<String> {
+    let reads = |name: &str| resolved.get(name).and_then(|c| c.use_ambient_deadline) == Some(true);
+    graph
+        .services
+        .iter()
+        .filter(|node| node.server.inbound)
+        .flat_map(|node| node.steps.iter().flatten().map(move |edge| (node, edge)))
+        .filter(|(_, edge)| !reads(&edge.policy))
+        .map(|(node, edge)| {
+            format!(
+                "{}.policy: {:?} does not read the deadline {} receives (use_ambient_deadline): its calls neither stop at it nor send what is left of it; rampart-http's outbound layer always reads it",
+                edge.path, edge.policy, node.config.name
+            )
+        })
+        .collect()
 }
 
 /// One setting changed alone, and what the run measured.

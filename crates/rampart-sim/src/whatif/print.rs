@@ -106,6 +106,9 @@ pub fn text(w: &WhatIf) -> String {
                 g.services[g.entry].config.name
             );
         }
+        for note in &file.notes {
+            let _ = writeln!(out, "  note: {note}");
+        }
     }
     out.push('\n');
     out.push_str(&results(w).text());
@@ -194,6 +197,22 @@ pub fn html(w: &WhatIf, graph_file: &str) -> String {
             out,
             "<tr><td>the edge</td><td class=\"config\" colspan=\"2\">calls {} with one attempt under the root's deadline</td><td></td></tr>",
             escape(g.services[g.entry].config.name)
+        );
+    }
+    let notes = |i: usize| {
+        let notes: &[String] = &w.files[i].notes;
+        notes
+            .iter()
+            .map(|n| escape(n))
+            .collect::<Vec<_>>()
+            .join("<br>")
+    };
+    if w.files.iter().any(|f| !f.notes.is_empty()) {
+        let _ = writeln!(
+            out,
+            "<tr><td>notes</td><td class=\"config\">{}</td><td class=\"config\">{}</td><td></td></tr>",
+            notes(0),
+            notes(1)
         );
     }
     for row in &results(w).rows {
@@ -445,6 +464,7 @@ pub fn json(w: &WhatIf) -> Value {
             json!({
                 "path": file.path.display().to_string(),
                 "policies": policies_json(&file.resolved),
+                "notes": file.notes,
                 "outcome": outcome_json(outcome),
             })
         })
