@@ -22,7 +22,11 @@
 //! makes on its first request. [`metrics_by_host(false)`](crate::outbound::OutboundBuilder::metrics_by_host)
 //! keeps one set of series for the whole layer instead (for a client whose hosts come from
 //! outside), without the gauges of each host's own breaker and budget. Building a layer
-//! registers nothing.
+//! registers nothing. A host evicted from the table (see
+//! [`max_hosts`](crate::outbound::OutboundBuilder::max_hosts)) leaves its series in the
+//! recorder, at their last values, until the process ends: the `metrics` facade cannot remove
+//! a series. Where hosts come and go without bound, `metrics_by_host(false)` keeps the count of
+//! series fixed.
 //!
 //! | name | kind | unit | attributes | when it moves |
 //! |---|---|---|---|---|
