@@ -211,6 +211,11 @@ impl Attempt {
         &self.clock
     }
 
+    /// The caller's token, if the call was given one.
+    pub(crate) fn caller(&self) -> Option<&CancellationToken> {
+        self.caller.as_ref()
+    }
+
     /// The attempt's number: 1 for the first call, 2 for the first retry.
     pub fn number(&self) -> u32 {
         self.number

@@ -91,7 +91,7 @@ where
                     (ticket, None)
                 } else {
                     let cx = machine.ticket_context(&ticket, attempt);
-                    let answer = admission(&shared.admit, &cx, attempt, caller, clock).await;
+                    let answer = admission(&shared.admit, &cx, attempt).await;
                     match settle_admission(&mut machine, ticket, answer, clock) {
                         Ok(admitted) => admitted,
                         Err(next) => break 'attempt next,
@@ -99,7 +99,7 @@ where
                 };
                 let span = machine.attempt_span(&ticket, waited);
                 let callback = span.clone().instrument(op(attempt));
-                let race = Race::new(callback, attempt, caller, clock, machine.mode());
+                let race = Race::new(callback, attempt, machine.mode());
                 flight.as_mut().launch(leg, Leg { ticket, span }, race);
                 Next::Wait(Hedging)
             }

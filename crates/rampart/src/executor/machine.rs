@@ -393,8 +393,8 @@ where
 
     /// What happens to an attempt at its ceiling, in the settings this call started with.
     #[inline(always)]
-    pub(crate) fn mode(&self) -> TimeoutMode {
-        self.live.mode
+    pub(crate) fn mode(&self) -> &'p TimeoutMode {
+        &self.live.mode
     }
 
     /// Whether attempt durations are wanted even for an attempt that finished on its first

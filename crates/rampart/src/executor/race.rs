@@ -8,7 +8,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::admit::{Admit, AdmitContext, Refusal};
 use crate::attempt::{Attempt, Fired};
-use crate::clock::{Clock, Sleep};
+use crate::clock::Sleep;
 use crate::timeout::TimeoutMode;
 
 pin_project_lite::pin_project! {
@@ -27,31 +27,22 @@ pin_project_lite::pin_project! {
         timer: Option<Sleep>,
         #[pin]
         cancel: Option<WaitForCancellationFuture<'a>>,
+        // The caller's token and the clock are the attempt's own: not kept twice.
         attempt: &'a Attempt,
-        caller: Option<&'a CancellationToken>,
-        clock: &'a Clock,
-        mode: TimeoutMode,
+        mode: &'a TimeoutMode,
         armed: bool,
     }
 }
 
 impl<'a, W> Race<'a, W> {
-    /// Races `work` (the callback's future for `attempt`) against the attempt's ceiling and the
-    /// caller's cancellation.
-    pub(crate) fn new(
-        work: W,
-        attempt: &'a Attempt,
-        caller: Option<&'a CancellationToken>,
-        clock: &'a Clock,
-        mode: TimeoutMode,
-    ) -> Self {
+    /// Races `work` (the callback's future for `attempt`) against the attempt's ceiling and its
+    /// caller's cancellation, measured on the attempt's clock.
+    pub(crate) fn new(work: W, attempt: &'a Attempt, mode: &'a TimeoutMode) -> Self {
         Race {
             work,
             timer: None,
             cancel: None,
             attempt,
-            caller,
-            clock,
             mode,
             armed: false,
         }
@@ -99,9 +90,9 @@ impl<W: Future> Race<'_, W> {
                     fired(&mut this, why);
                 } else {
                     if let Some(at) = this.attempt.ceiling() {
-                        this.timer.set(Some(this.clock.sleep_until(at)));
+                        this.timer.set(Some(this.attempt.clock().sleep_until(at)));
                     }
-                    if let Some(caller) = *this.caller {
+                    if let Some(caller) = this.attempt.caller() {
                         this.cancel.set(Some(caller.cancelled()));
                     }
                     if signal(&mut this, cx) {
@@ -110,7 +101,8 @@ impl<W: Future> Race<'_, W> {
                     return Poll::Pending;
                 }
             }
-            if this.attempt.fired().is_some() && matches!(this.mode, TimeoutMode::Abandon { .. }) {
+            if this.attempt.fired().is_some() && matches!(**this.mode, TimeoutMode::Abandon { .. })
+            {
                 // During the grace after the ceiling, the caller can still end the wait.
                 if this
                     .cancel
@@ -167,7 +159,8 @@ fn signal<W>(this: &mut RaceProj<'_, '_, W>, cx: &mut Context<'_>) -> bool {
 /// grace (and the caller's cancellation stays armed to cut the grace short); in cooperative
 /// mode nothing but the work is awaited.
 fn fired<W>(this: &mut RaceProj<'_, '_, W>, why: Fired) {
-    match *this.mode {
+    let clock = this.attempt.clock();
+    match **this.mode {
         TimeoutMode::Cooperative => {
             this.timer.set(None);
             this.cancel.set(None);
@@ -177,13 +170,13 @@ fn fired<W>(this: &mut RaceProj<'_, '_, W>, why: Fired) {
                 Fired::Ceiling => this.attempt.ceiling(),
                 Fired::Caller => None,
             }
-            .unwrap_or_else(|| this.clock.now());
+            .unwrap_or_else(|| clock.now());
             let until = crate::clock::saturating_add(from, grace);
-            this.timer.set(Some(this.clock.sleep_until(until)));
+            this.timer.set(Some(clock.sleep_until(until)));
             if why == Fired::Caller {
                 this.cancel.set(None);
             } else if this.cancel.is_none()
-                && let Some(caller) = *this.caller
+                && let Some(caller) = this.attempt.caller()
             {
                 this.cancel.set(Some(caller.cancelled()));
             }
@@ -203,29 +196,55 @@ pub(crate) enum Admitted<P> {
     Cancelled,
 }
 
-/// Asks `admit` for the attempt. A wait is raced against the attempt's ceiling and the
+/// No grace for an admission wait: a queued attempt whose time is up leaves the queue at once.
+static NO_GRACE: TimeoutMode = TimeoutMode::Abandon {
+    grace: std::time::Duration::ZERO,
+};
+
+/// Asks `admit` for the attempt. A wait is raced against the attempt's ceiling and its
 /// caller's cancellation by the same [`Race`] that runs the attempt (with no grace): a queued
 /// attempt whose time is up leaves the queue at once.
-pub(crate) async fn admission<A: Admit>(
-    admit: &A,
-    cx: &AdmitContext<'_>,
-    attempt: &Attempt,
-    caller: Option<&CancellationToken>,
-    clock: &Clock,
-) -> Admitted<A::Permit> {
-    let no_grace = TimeoutMode::Abandon {
-        grace: std::time::Duration::ZERO,
-    };
-    let answer = Race::new(admit.acquire(cx), attempt, caller, clock, no_grace).await;
-    // The caller wins every tie, and a permit that arrives once the attempt was cancelled
-    // (its ceiling or its caller came first) is given back: the attempt does not start.
-    if caller.is_some_and(CancellationToken::is_cancelled) {
-        return Admitted::Cancelled;
+///
+/// A named future rather than an `async fn`: it is the race alone, where an `async fn` would
+/// keep its arguments beside it, in every call's state machine.
+pub(crate) fn admission<'a, A: Admit>(
+    admit: &'a A,
+    cx: &'a AdmitContext<'a>,
+    attempt: &'a Attempt,
+) -> Admission<'a, impl Future<Output = Result<A::Permit, Refusal>> + 'a> {
+    Admission {
+        race: Race::new(admit.acquire(cx), attempt, &NO_GRACE),
     }
-    match answer {
-        (Some(Ok(permit)), _) if attempt.fired().is_none() => Admitted::Permit(Some(permit)),
-        (Some(Err(refusal)), _) => Admitted::Refused(refusal),
-        _ => Admitted::TimedOut,
+}
+
+pin_project_lite::pin_project! {
+    /// Admission's wait: [`admission`]'s future.
+    pub(crate) struct Admission<'a, F> {
+        #[pin]
+        race: Race<'a, F>,
+    }
+}
+
+impl<P, F: Future<Output = Result<P, Refusal>>> Future for Admission<'_, F> {
+    type Output = Admitted<P>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Admitted<P>> {
+        let mut race = self.project().race;
+        let (answer, _) = std::task::ready!(race.as_mut().poll(cx));
+        let attempt = race.attempt;
+        // The caller wins every tie, and a permit that arrives once the attempt was cancelled
+        // (its ceiling or its caller came first) is given back: the attempt does not start.
+        if attempt
+            .caller()
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            return Poll::Ready(Admitted::Cancelled);
+        }
+        Poll::Ready(match answer {
+            Some(Ok(permit)) if attempt.fired().is_none() => Admitted::Permit(Some(permit)),
+            Some(Err(refusal)) => Admitted::Refused(refusal),
+            _ => Admitted::TimedOut,
+        })
     }
 }
 

@@ -75,7 +75,7 @@ where
                         None
                     } else {
                         let cx = machine.ticket_context(ticket, &attempt);
-                        let answer = admission(&shared.admit, &cx, &attempt, caller, clock).await;
+                        let answer = admission(&shared.admit, &cx, &attempt).await;
                         match settle_admission(&mut machine, ticket.taken(), answer, clock) {
                             Ok((admitted, waited)) => {
                                 *ticket = admitted;
@@ -86,7 +86,7 @@ where
                     };
                     let span = machine.attempt_span(ticket, waited);
                     let callback = span.clone().instrument(op(&attempt));
-                    let race = Race::new(callback, &attempt, caller, clock, machine.mode());
+                    let race = Race::new(callback, &attempt, machine.mode());
                     let (returned, suspended) = race.await;
                     // An attempt that succeeded on its first poll took no time the call
                     // must account for: the clock is read again only when the reading will
