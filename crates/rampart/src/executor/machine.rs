@@ -101,6 +101,47 @@ pub(crate) trait Shape: Sized {
     /// Whether this driver can have legs in flight, which the machine then counts (a
     /// sequential call has one attempt at a time, and nothing to count).
     const LEGS: bool;
+    /// Where the machine counts the legs: [`Legs`] for a driver that can have several in
+    /// flight, nothing for a sequential one (whose machine, in every call's future, then
+    /// carries no bytes for them).
+    type Legs: Default + Counts;
+}
+
+/// Where a machine counts its legs ([`Shape::Legs`]).
+pub(crate) trait Counts {
+    /// The counts, `None` where there are none: they then read as [`Legs::IDLE`], and are
+    /// never written.
+    fn counts(&mut self) -> Option<&mut Legs>;
+    /// The counts as they read.
+    fn read(&self) -> &Legs;
+}
+
+impl Counts for Legs {
+    #[inline(always)]
+    fn counts(&mut self) -> Option<&mut Legs> {
+        Some(self)
+    }
+
+    #[inline(always)]
+    fn read(&self) -> &Legs {
+        self
+    }
+}
+
+/// A sequential machine's legs: none counted, one attempt at a time.
+#[derive(Debug, Default)]
+pub(crate) struct NoLegs;
+
+impl Counts for NoLegs {
+    #[inline(always)]
+    fn counts(&mut self) -> Option<&mut Legs> {
+        None
+    }
+
+    #[inline(always)]
+    fn read(&self) -> &Legs {
+        &Legs::IDLE
+    }
 }
 
 /// The shape of the async and blocking drivers: one attempt at a time, never a wait on legs.
@@ -109,6 +150,7 @@ pub(crate) enum Sequential {}
 impl Shape for Sequential {
     const WAIT: Option<Self> = None;
     const LEGS: bool = false;
+    type Legs = NoLegs;
 }
 
 /// The shape of the hedged driver: legs in flight, which it waits on.
@@ -118,6 +160,7 @@ pub(crate) struct Hedging;
 impl Shape for Hedging {
     const WAIT: Option<Self> = Some(Hedging);
     const LEGS: bool = true;
+    type Legs = Legs;
 }
 
 /// What the driver does next.
@@ -228,9 +271,9 @@ enum Outcome<T, E> {
 }
 
 /// The legs of a hedged call (a sequential call, one attempt at a time, counts none:
-/// [`Shape::LEGS`]).
+/// [`Shape::Legs`]).
 #[derive(Debug, Default)]
-struct Legs {
+pub(crate) struct Legs {
     /// The hedge delay, when the gate let this call hedge.
     delay: Option<Duration>,
     /// Legs in flight at once, at most `max_concurrent` (hence a byte: at most `MAX_LEGS`).
@@ -244,8 +287,21 @@ struct Legs {
     due: Option<Instant>,
 }
 
+impl Legs {
+    /// No leg in flight, none launched, no hedging armed: a sequential call's counts.
+    const IDLE: Legs = Legs {
+        delay: None,
+        concurrent: 0,
+        launched: 0,
+        in_flight: 0,
+        blocked: false,
+        hedged: false,
+        due: None,
+    };
+}
+
 /// The state of one call: everything its decisions need.
-pub(crate) struct Machine<'p, T, E, C, A, L: Record, W> {
+pub(crate) struct Machine<'p, T, E, C, A, L: Record, W: Shape> {
     shared: &'p Shared<C, A>,
     /// The live settings this call started with, kept to its end.
     live: &'p Live,
@@ -269,7 +325,7 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record, W> {
     rng: Option<fastrand::Rng>,
     /// The last failed attempt's outcome, kept for the error that ends the call.
     last: Option<Outcome<T, E>>,
-    legs: Legs,
+    legs: W::Legs,
     /// The call's `rampart.call` span: the parent of its attempts' spans and of its events
     /// (nothing without `tracing`).
     span: Span,
@@ -284,7 +340,7 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record, W> {
     shape: std::marker::PhantomData<fn() -> W>,
 }
 
-impl<T, E, C, A, L: Record, W> Drop for Machine<'_, T, E, C, A, L, W> {
+impl<T, E, C, A, L: Record, W: Shape> Drop for Machine<'_, T, E, C, A, L, W> {
     /// A call that ended (every call that returned) has nothing to do here: only that check
     /// is inlined into every call's future.
     #[inline(always)]
@@ -295,7 +351,7 @@ impl<T, E, C, A, L: Record, W> Drop for Machine<'_, T, E, C, A, L, W> {
     }
 }
 
-impl<T, E, C, A, L: Record, W> Machine<'_, T, E, C, A, L, W> {
+impl<T, E, C, A, L: Record, W: Shape> Machine<'_, T, E, C, A, L, W> {
     /// The call's future was dropped (or a callback panicked) before the call ended: the
     /// terminal event goes out now, if anyone listens.
     #[cold]
@@ -367,7 +423,7 @@ where
             previous_delay: Duration::ZERO,
             rng: None,
             last: None,
-            legs: Legs::default(),
+            legs: W::Legs::default(),
             outcome: LastOutcome::new(),
             ended: false,
             awaiting: Awaiting::Nothing,
@@ -416,11 +472,14 @@ where
         if W::LEGS
             && let Some(hedge) = self.shared.hedge
         {
-            // Validation bounds `max_concurrent` by `MAX_LEGS` (8).
-            self.legs.concurrent = u8::try_from(hedge.max_concurrent).unwrap_or(u8::MAX);
-            match self.hedge_delay(now) {
-                Ok(delay) => self.legs.delay = Some(delay),
-                Err(reason) => self.suppressed(reason),
+            let delay = self.hedge_delay(now);
+            if let Some(legs) = self.legs.counts() {
+                // Validation bounds `max_concurrent` by `MAX_LEGS` (8).
+                legs.concurrent = u8::try_from(hedge.max_concurrent).unwrap_or(u8::MAX);
+                legs.delay = delay.ok();
+            }
+            if let Err(reason) = delay {
+                self.suppressed(reason);
             }
         }
         self.next_attempt(now)
@@ -582,7 +641,7 @@ where
     /// When the next hedge is due, if one may start: the gate let this call hedge, a leg is
     /// free and attempts are left.
     pub(crate) fn hedge_due(&self) -> Option<Instant> {
-        let legs = &self.legs;
+        let legs = self.legs.read();
         let free = legs.in_flight < legs.concurrent && legs.launched < self.live.max_attempts;
         if free && !legs.blocked {
             legs.due
@@ -595,7 +654,9 @@ where
     /// admitted at once, or not at all. A hedge that does not start costs no attempt and no
     /// budget; the budget is charged once the breaker has let it through.
     pub(crate) fn hedge(&mut self, now: Instant) -> Next<'p, T, E, A::Permit, W> {
-        self.legs.due = None;
+        if let Some(legs) = self.legs.counts() {
+            legs.due = None;
+        }
         if self.awaiting == Awaiting::Generator || !self.hedge_free() {
             return self.wait();
         }
@@ -615,7 +676,7 @@ where
 
     /// Whether a hedge could start now: hedging armed, not blocked, a leg free, attempts left.
     fn hedge_free(&self) -> bool {
-        let legs = &self.legs;
+        let legs = self.legs.read();
         legs.delay.is_some()
             && !legs.blocked
             && legs.in_flight > 0
@@ -642,7 +703,9 @@ where
         let Some(Ok(permit)) = admission_now(&self.shared.admit, &cx) else {
             return self.no_hedge(Some(Suppressed::Admission));
         };
-        self.legs.hedged = true;
+        if let Some(legs) = self.legs.counts() {
+            legs.hedged = true;
+        }
         let ticket = self.issue(ceiling, breaker, now, true, permit);
         self.shared.telemetry.emit(
             &self.span,
@@ -669,7 +732,7 @@ where
         let timeout = match answer {
             Bounded::Answered(timeout) => timeout,
             Bounded::Cancelled => return Next::Done(self.cancelled(now)),
-            Bounded::Expired if self.legs.in_flight == 0 => {
+            Bounded::Expired if self.legs.read().in_flight == 0 => {
                 return Next::Done(self.deadline_exceeded(None, now));
             }
             Bounded::Expired => return self.no_hedge(None),
@@ -678,7 +741,7 @@ where
             return Next::Done(finish);
         }
         let remaining = self.remaining(now);
-        if self.legs.in_flight == 0 {
+        if self.legs.read().in_flight == 0 {
             if remaining == Some(Duration::ZERO) {
                 return Next::Done(self.deadline_exceeded(None, now));
             }
@@ -839,8 +902,7 @@ where
     ) -> Ticket<'p, A::Permit> {
         let retry = self.attempts > self.refused;
         self.attempts += 1;
-        if W::LEGS {
-            let legs = &mut self.legs;
+        if let Some(legs) = self.legs.counts() {
             legs.launched += 1;
             legs.in_flight = legs.in_flight.saturating_add(1);
             // The next hedge is due one delay from now (at once for a zero delay).
@@ -1023,7 +1085,7 @@ where
             Some(wait) => Next::Wait(wait),
             None => unreachable!(
                 "a sequential call has at most one leg, and waits on none (legs in flight: {})",
-                self.legs.in_flight
+                self.legs.read().in_flight
             ),
         }
     }
@@ -1031,7 +1093,9 @@ where
     /// No hedge in this round (`why`, if it is worth an event).
     #[cold]
     fn no_hedge(&mut self, why: Option<Suppressed>) -> Next<'p, T, E, A::Permit, W> {
-        self.legs.blocked = true;
+        if let Some(legs) = self.legs.counts() {
+            legs.blocked = true;
+        }
         if let Some(why) = why {
             self.suppressed(why);
         }
@@ -1059,8 +1123,8 @@ where
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
         attempt.end(false);
-        if W::LEGS {
-            self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        if let Some(legs) = self.legs.counts() {
+            legs.in_flight = legs.in_flight.saturating_sub(1);
         }
         Next::Done(self.cancelled(now))
     }
@@ -1166,8 +1230,8 @@ where
         if let Some(attempt) = attempt {
             attempt.end(kind == AttemptOutcome::Ok);
         }
-        if W::LEGS {
-            self.legs.in_flight = self.legs.in_flight.saturating_sub(1);
+        if let Some(legs) = self.legs.counts() {
+            legs.in_flight = legs.in_flight.saturating_sub(1);
         }
         let elapsed = elapsed_since(ticket.began, now);
         self.report(ticket.number, kind, elapsed, now);
@@ -1265,7 +1329,7 @@ where
     /// credited.
     #[inline(always)]
     fn won(&mut self, number: u32, now: Instant) {
-        if W::LEGS && self.legs.hedged {
+        if self.legs.read().hedged {
             self.shared.telemetry.emit(
                 &self.span,
                 Event::HedgeWon {
@@ -1290,11 +1354,13 @@ where
         kind: AttemptOutcome,
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
-        if W::LEGS && self.legs.in_flight > 0 {
+        if let Some(legs) = self.legs.counts()
+            && legs.in_flight > 0
+        {
             // Other legs are running. A transient failure is replaced at once, as a hedge; a
             // dependency that asked to slow down (or a local refusal) is not.
             if verdict != Verdict::Transient {
-                self.legs.blocked = true;
+                legs.blocked = true;
             }
             self.last = Some(outcome);
             return self.hedge(now);
@@ -1376,7 +1442,9 @@ where
                 delay,
             },
         );
-        self.legs.blocked = false;
+        if let Some(legs) = self.legs.counts() {
+            legs.blocked = false;
+        }
         // A zero delay is a backoff too: the driver checks the caller's token before the next
         // attempt (a `Retrying` listener may have cancelled it).
         Next::Sleep { from: now, delay }
@@ -1576,7 +1644,7 @@ where
     }
 }
 
-impl<T, E, C, A, L: Record, W> Machine<'_, T, E, C, A, L, W> {
+impl<T, E, C, A, L: Record, W: Shape> Machine<'_, T, E, C, A, L, W> {
     fn elapsed(&self, now: Instant) -> Duration {
         elapsed_since(self.start, now)
     }
