@@ -47,21 +47,22 @@ where
         if passes_through::<C, A, L>(shared, live, caller, deadline) {
             return pass_through(shared, op, &mut log).await;
         }
-        let clock = &shared.clock;
+        // The clock is reached through `shared` each time: a reference to it kept in a local
+        // would be one more field of every call's future.
         let mut machine: Machine<'_, T, E, C, A, L, Sequential> =
             begin(shared, live, log, deadline);
         let mut next = machine.start(is_cancelled(caller));
         // The handle is made for the first attempt, and begun again for each later one.
         let mut attempt = match &next {
             Next::Attempt(first) => Attempt::begun(
-                clock.clone(),
+                shared.clock.clone(),
                 caller,
                 first.number,
                 first.ceiling,
                 first.began,
                 first.retry,
             ),
-            _ => Attempt::new(clock.clone(), caller),
+            _ => Attempt::new(shared.clock.clone(), caller),
         };
         loop {
             // An attempt is run first, its ticket left in `next` (borrowed) while it runs, so
@@ -76,7 +77,8 @@ where
                     } else {
                         let cx = machine.ticket_context(ticket, &attempt);
                         let answer = admission(&shared.admit, &cx, &attempt).await;
-                        match settle_admission(&mut machine, ticket.taken(), answer, clock) {
+                        match settle_admission(&mut machine, ticket.taken(), answer, &shared.clock)
+                        {
                             Ok((admitted, waited)) => {
                                 *ticket = admitted;
                                 waited
@@ -92,7 +94,11 @@ where
                     // must account for: the clock is read again only when the reading will
                     // be used.
                     let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                    let now = if fresh { clock.now() } else { ticket.began };
+                    let now = if fresh {
+                        shared.clock.now()
+                    } else {
+                        ticket.began
+                    };
                     let answer =
                         machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
                     span.record_outcome(machine.attempt_outcome());
@@ -121,14 +127,18 @@ where
                     next = machine.woke(from, is_cancelled(caller));
                     continue;
                 }
-                Next::Sleep { from, delay } => Paused::sleep(clock, later(from, delay), caller),
-                Next::Generate { future, until } => Paused::generate(clock, future, caller, until),
+                Next::Sleep { from, delay } => {
+                    Paused::sleep(&shared.clock, later(from, delay), caller)
+                }
+                Next::Generate { future, until } => {
+                    Paused::generate(&shared.clock, future, caller, until)
+                }
                 Next::Hook { future, until } => Paused::hook(shared, future, caller, until),
                 Next::Wait(never) => match never {},
                 Next::Done(finish) => return finish.outcome,
             };
             let woke = paused.await;
-            let now = clock.now();
+            let now = shared.clock.now();
             next = match woke {
                 Woke::Slept { cancelled } => machine.woke(now, cancelled),
                 Woke::Generated(answer) => machine.generated(answer, now),
