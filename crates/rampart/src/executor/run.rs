@@ -44,8 +44,10 @@ where
     async move {
         let live = shared.snapshot();
         // One attempt that nothing can bound, cancel, retry or report needs no machine.
+        // The callback is lent, as it is to the attempts below: a callback moved on one path
+        // only would need a drop flag in every call's future.
         if passes_through::<C, A, L>(shared, live, caller, deadline) {
-            return pass_through(shared, op, &mut log).await;
+            return pass_through(shared, &mut op, &mut log).await;
         }
         // The clock is reached through `shared` each time: a reference to it kept in a local
         // would be one more field of every call's future.
@@ -105,9 +107,10 @@ where
                     match answer {
                         Ok(value) => {
                             // Only the ticket is left to drop (its permits went back).
-                            if let Next::Attempt(spent) = next {
-                                drop(spent);
-                            }
+                            let Next::Attempt(spent) = next else {
+                                unreachable!("the attempt ran from this ticket")
+                            };
+                            drop(spent);
                             return Ok(value);
                         }
                         Err(next) => next,
@@ -154,7 +157,7 @@ where
 #[inline(always)]
 async fn pass_through<T, E, C, A, F, L>(
     shared: &Shared<C, A>,
-    mut op: F,
+    op: &mut F,
     log: &mut L,
 ) -> Result<T, Error<E>>
 where
