@@ -116,7 +116,37 @@ pub(crate) struct Effective {
     pub(crate) source: Source,
 }
 
+/// An [`Effective`] deadline without its start: what a holder that keeps the call's start
+/// already (the call's state machine) stores, 16 bytes less in every call's future.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bound {
+    /// From the start of the call.
+    pub(crate) span: Duration,
+    pub(crate) source: Source,
+}
+
+impl Bound {
+    /// The effective deadline of a call that started at `start`.
+    #[inline(always)]
+    pub(crate) fn from(self, start: Instant) -> Effective {
+        Effective {
+            start,
+            span: self.span,
+            source: self.source,
+        }
+    }
+}
+
 impl Effective {
+    /// This deadline without its start.
+    #[inline(always)]
+    pub(crate) fn bound(self) -> Bound {
+        Bound {
+            span: self.span,
+            source: self.source,
+        }
+    }
+
     /// The instant the call's deadline falls on: `span` after its start. (An inherited or
     /// drain deadline that had passed when the call started has a span of zero, so this is
     /// the start: past either way.)

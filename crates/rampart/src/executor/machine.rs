@@ -74,7 +74,7 @@ use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transitio
 use crate::classify::{Classify, Verdict};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
-use crate::deadline::{Deadline, Effective};
+use crate::deadline::{Bound, Deadline, Effective};
 use crate::error::{ConfigError, ConfigProblem, Error, RejectReason, Unfit};
 use crate::event::{Event, RetryInfo, TimeoutInfo};
 use crate::hedge::{Delay, Suppressed};
@@ -307,7 +307,8 @@ pub(crate) struct Machine<'p, T, E, C, A, L: Record, W: Shape> {
     live: &'p Live,
     log: L,
     start: Instant,
-    deadline: Option<Effective>,
+    /// The effective deadline, measured from `start`.
+    deadline: Option<Bound>,
     level: Criticality,
     attempts: u32,
     /// Attempts that admission refused (or that outwaited their ceiling in its queue): the
@@ -414,7 +415,7 @@ where
             live,
             log,
             start: now,
-            deadline,
+            deadline: deadline.map(Effective::bound),
             level,
             attempts: 0,
             ran: false,
@@ -886,7 +887,7 @@ where
     #[cold]
     fn generating(&mut self, future: PendingAnswer<Duration>) -> Next<'p, T, E, A::Permit, W> {
         self.awaiting = Awaiting::Generator;
-        let until = self.deadline.map(|bound| bound.at());
+        let until = self.deadline().map(|bound| bound.at());
         Next::Generate { future, until }
     }
 
@@ -1134,7 +1135,7 @@ where
     fn timed_out_outcome(&mut self, ticket: &Ticket<'p, A::Permit>) -> Outcome<T, E> {
         let ceiling = ticket.ceiling.unwrap_or(Duration::ZERO);
         self.cut_by_deadline = self
-            .deadline
+            .deadline()
             .is_some_and(|bound| crate::clock::saturating_add(ticket.began, ceiling) >= bound.at());
         Outcome::TimedOut { ceiling }
     }
@@ -1269,7 +1270,7 @@ where
             timeout: ceiling,
         })?;
         self.awaiting = Awaiting::Hook;
-        let until = self.deadline.map(|bound| bound.at());
+        let until = self.deadline().map(|bound| bound.at());
         Some(Next::Hook { future, until })
     }
 
@@ -1564,7 +1565,7 @@ where
 
     #[cold]
     fn deadline_exceeded(&mut self, unfit: Option<Unfit>, now: Instant) -> Finish<T, E> {
-        let Some(bound) = self.deadline else {
+        let Some(bound) = self.deadline() else {
             unreachable!("a deadline is exceeded only when there is one")
         };
         let Some(source) = bound.source.reported() else {
@@ -1608,7 +1609,7 @@ where
         self.log.settled(super::Settled {
             attempts: self.attempts,
             start: Some(self.start),
-            deadline: self.deadline,
+            deadline: self.deadline(),
             span: Some(&self.span),
         });
         let shared = self.shared;
@@ -1635,7 +1636,7 @@ where
 
     #[inline(always)]
     fn remaining(&self, now: Instant) -> Option<Duration> {
-        let bound = self.deadline?;
+        let bound = self.deadline()?;
         // At the start of the call (the first attempt) no time has been spent yet.
         if now == self.start {
             return Some(bound.span);
@@ -1647,6 +1648,12 @@ where
 impl<T, E, C, A, L: Record, W: Shape> Machine<'_, T, E, C, A, L, W> {
     fn elapsed(&self, now: Instant) -> Duration {
         elapsed_since(self.start, now)
+    }
+
+    /// The call's effective deadline, if it has one.
+    #[inline(always)]
+    fn deadline(&self) -> Option<Effective> {
+        self.deadline.map(|bound| bound.from(self.start))
     }
 }
 
