@@ -227,10 +227,19 @@ impl Breaker {
     /// half-open with every probe slot taken; it carries the transition the refusal caused, if any.
     #[inline]
     pub fn try_acquire(&self, now: Instant) -> Result<BreakerPermit<'_>, Rejected> {
-        // Closed: one load, inlined into the caller.
+        match self.closed_permit() {
+            Some(permit) => Ok(permit),
+            None => self.try_acquire_slow(now),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire) while closed: one load, inlined into the caller, and
+    /// a permit that moved nothing; `None` when the breaker is not closed.
+    #[inline(always)]
+    pub(crate) fn closed_permit(&self) -> Option<BreakerPermit<'_>> {
         let word = self.shared.load();
         if matches!(word.kind(), StateKind::Closed | StateKind::ForcedClosed) {
-            return Ok(BreakerPermit {
+            return Some(BreakerPermit {
                 breaker: self,
                 admitted: word,
                 opened_probe: false,
@@ -238,7 +247,7 @@ impl Breaker {
                 settled: false,
             });
         }
-        self.try_acquire_slow(now)
+        None
     }
 
     /// [`try_acquire`](Self::try_acquire) when the breaker was not closed at its first look.

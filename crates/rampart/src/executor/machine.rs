@@ -70,7 +70,7 @@ use crate::admit::{Admit, AdmitContext, Feedback, Refusal};
 use crate::ambient::Ambient;
 use crate::attempt::{Attempt, Fired};
 use crate::backoff::{BackoffInput, Curve};
-use crate::breaker::{BreakerPermit, BreakerState, Evidence, StateKind, Transition};
+use crate::breaker::{Breaker, BreakerPermit, BreakerState, Evidence, StateKind, Transition};
 use crate::classify::{Classify, Verdict};
 use crate::clock::Instant;
 use crate::criticality::Criticality;
@@ -1011,6 +1011,21 @@ where
         let Some(breaker) = &self.shared.breaker else {
             return Ok(None);
         };
+        // Closed, the common case: a permit that moved nothing, so nothing to report.
+        if let Some(permit) = breaker.closed_permit() {
+            return Ok(Some(permit));
+        }
+        self.breaker_asked(breaker, now)
+    }
+
+    /// The breaker's answer when it was not closed at its first look: the transitions that
+    /// asking it caused are reported, and a dry-run breaker's refusal lets the attempt run.
+    #[inline(never)]
+    fn breaker_asked(
+        &self,
+        breaker: &'p Breaker,
+        now: Instant,
+    ) -> Result<Option<BreakerPermit<'p>>, Option<Duration>> {
         let permit = match breaker.try_acquire(now) {
             Ok(permit) => permit,
             Err(rejected) => {
