@@ -67,7 +67,9 @@ impl BreakerPermit<'_> {
 
     /// Reports the attempt's outcome; `elapsed` is how long it took (for
     /// [`slow_call`](BreakerBuilder::slow_call)). Returns the transition it caused, if any.
-    #[inline]
+    // Always inlined: it is on every call's success path, whose common case is a few loads
+    // (the rest is out of line), and out of line the permit would go through memory.
+    #[inline(always)]
     pub fn record(
         mut self,
         evidence: Evidence,
