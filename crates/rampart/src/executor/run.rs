@@ -43,11 +43,14 @@ where
 {
     async move {
         let live = shared.snapshot();
-        // One attempt that nothing can bound, cancel, retry or report needs no machine.
-        // The callback is lent, as it is to the attempts below: a callback moved on one path
-        // only would need a drop flag in every call's future.
+        // One attempt that nothing can bound, cancel, retry or report needs no machine:
+        // nothing can fire, be retried or be reported, so the attempt simply runs (awaited
+        // here, not in a nested future of its own), and the machine's `untimed` says what its
+        // outcome means.
         if passes_through::<C, A, L>(shared, live, caller, deadline) {
-            return pass_through(shared, &mut op, &mut log).await;
+            let attempt = Attempt::numbered(shared.clock.clone(), None, 1);
+            let result = op(&attempt).await;
+            return untimed(shared, &attempt, result, &mut log);
         }
         // The clock is reached through `shared` each time: a reference to it kept in a local
         // would be one more field of every call's future.
@@ -149,26 +152,6 @@ where
             };
         }
     }
-}
-
-/// The driver for a policy with one attempt, no bound, no listener and no caller token
-/// (`Policy::none()`): nothing can fire, be retried or be reported, so the attempt simply
-/// runs, and the machine's [`untimed`] says what its outcome means.
-#[inline(always)]
-async fn pass_through<T, E, C, A, F, L>(
-    shared: &Shared<C, A>,
-    op: &mut F,
-    log: &mut L,
-) -> Result<T, Error<E>>
-where
-    C: Classify<T, E>,
-    A: Admit,
-    F: Callback<T, E>,
-    L: Record,
-{
-    let attempt = Attempt::numbered(shared.clock.clone(), None, 1);
-    let result = op(&attempt).await;
-    untimed(shared, &attempt, result, log)
 }
 
 pin_project_lite::pin_project! {
