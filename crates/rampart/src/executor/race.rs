@@ -31,6 +31,8 @@ pin_project_lite::pin_project! {
         attempt: &'a Attempt,
         mode: &'a TimeoutMode,
         armed: bool,
+        // Whether the work had its first poll before the race was built.
+        polled: bool,
     }
 }
 
@@ -45,6 +47,17 @@ impl<'a, W> Race<'a, W> {
             attempt,
             mode,
             armed: false,
+            polled: false,
+        }
+    }
+
+    /// [`new`](Self::new) for work that was polled once already, and was not ready: the
+    /// race's first poll arms the timer and the caller's cancellation without polling the
+    /// work again.
+    pub(crate) fn polled(work: W, attempt: &'a Attempt, mode: &'a TimeoutMode) -> Self {
+        Race {
+            polled: true,
+            ..Race::new(work, attempt, mode)
         }
     }
 }
@@ -56,7 +69,9 @@ impl<W: Future> Future for Race<'_, W> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Most attempts finish on their first poll: that poll projects nothing but the work.
         if !self.armed {
-            if let Poll::Ready(out) = self.as_mut().project().work.poll(cx) {
+            if !self.polled
+                && let Poll::Ready(out) = self.as_mut().project().work.poll(cx)
+            {
                 return Poll::Ready((Some(out), false));
             }
             return self.resume(cx, false);

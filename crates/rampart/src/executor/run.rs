@@ -92,9 +92,17 @@ where
                         }
                     };
                     let span = machine.attempt_span(ticket, waited);
-                    let callback = span.clone().instrument(op(&attempt));
-                    let race = Race::new(callback, &attempt, machine.mode());
-                    let (returned, suspended) = race.await;
+                    let mut work = std::pin::pin!(span.clone().instrument(op(&attempt)));
+                    // Most attempts finish on their first poll: it is made here, and the race
+                    // against the attempt's ceiling and its caller is built only for an
+                    // attempt that did not finish.
+                    let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx)));
+                    let (returned, suspended) = match first.await {
+                        Poll::Ready(out) => (Some(out), false),
+                        Poll::Pending => {
+                            Race::polled(work.as_mut(), &attempt, machine.mode()).await
+                        }
+                    };
                     // An attempt that succeeded on its first poll took no time the call
                     // must account for: the clock is read again only when the reading will
                     // be used.
