@@ -71,12 +71,10 @@ where
         };
         loop {
             // An attempt is run first, its ticket left in `next` (borrowed) while it runs, so
-            // that the success path moves it nowhere.
+            // that the success path moves it nowhere. The handle was begun for the ticket where
+            // the machine gave it.
             if let Next::Attempt(ticket) = &mut next {
                 let after: Next<'_, T, E, A::Permit, Sequential> = 'attempt: {
-                    if attempt.number() != ticket.number {
-                        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
-                    }
                     let waited = if ticket.admitted {
                         None
                     } else {
@@ -128,6 +126,7 @@ where
                     }
                 };
                 next = after;
+                begin_next(&mut attempt, &next);
                 continue;
             }
             // What to wait for next: every other answer but a pause is met in its arm, which
@@ -139,6 +138,7 @@ where
                 // A zero backoff waits for nothing: the caller's token is checked at once.
                 Next::Sleep { from, delay } if delay.is_zero() => {
                     next = machine.woke(from, is_cancelled(caller));
+                    begin_next(&mut attempt, &next);
                     continue;
                 }
                 Next::Sleep { from, delay } => {
@@ -158,7 +158,18 @@ where
                 Woke::Generated(answer) => machine.generated(answer, now),
                 Woke::Hooked => machine.hooked(now),
             };
+            begin_next(&mut attempt, &next);
         }
+    }
+}
+
+/// Begins `attempt` for the ticket in `next`, if the machine's answer is an attempt: where a
+/// ticket is given rather than where it runs, so that the first attempt, begun with the
+/// handle, is checked for nothing.
+#[inline(always)]
+fn begin_next<T, E, P>(attempt: &mut Attempt, next: &Next<'_, T, E, P, Sequential>) {
+    if let Next::Attempt(ticket) = next {
+        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
     }
 }
 
