@@ -126,6 +126,31 @@ pub(crate) struct Bound {
 }
 
 impl Bound {
+    /// The deadline of a call that starts at `start`, without its start: the earliest of the
+    /// policy's `deadline`, the `inherited` one (when the policy reads the ambient deadline)
+    /// and the grace of `drain` (when it is draining). The policy's own needs no arithmetic
+    /// (nor the start); the others are measured from `start`.
+    #[inline(always)]
+    pub(crate) fn resolve(
+        start: Instant,
+        deadline: Option<Duration>,
+        inherited: Option<Deadline>,
+        drain: &Drain,
+    ) -> Option<Bound> {
+        if inherited.is_none() && !drain.is_draining() {
+            return deadline.map(|span| Bound {
+                span,
+                source: Source::Policy,
+            });
+        }
+        let bound = deadline.map(|span| Effective {
+            start,
+            span,
+            source: Source::Policy,
+        });
+        Effective::clamped(start, bound, inherited, drain).map(Effective::bound)
+    }
+
     /// The effective deadline of a call that started at `start`.
     #[inline(always)]
     pub(crate) fn from(self, start: Instant) -> Effective {
@@ -155,29 +180,7 @@ impl Effective {
         crate::clock::saturating_add(self.start, self.span)
     }
 
-    /// The deadline of a call that starts at `start`: the earliest of the policy's
-    /// `deadline`, the `inherited` one (when the policy reads the ambient deadline) and the
-    /// grace of `drain` (when it is draining). The policy's own needs no arithmetic; the others
-    /// are measured from `start`.
-    #[inline(always)]
-    pub(crate) fn resolve(
-        start: Instant,
-        deadline: Option<Duration>,
-        inherited: Option<Deadline>,
-        drain: &Drain,
-    ) -> Option<Effective> {
-        let bound = deadline.map(|span| Effective {
-            start,
-            span,
-            source: Source::Policy,
-        });
-        if inherited.is_none() && !drain.is_draining() {
-            return bound;
-        }
-        Effective::clamped(start, bound, inherited, drain)
-    }
-
-    /// [`resolve`](Self::resolve) when an inherited deadline or a drain grace may come
+    /// [`Bound::resolve`] when an inherited deadline or a drain grace may come
     /// sooner than the policy's `bound`: the earliest instant wins.
     #[inline(never)]
     fn clamped(
@@ -216,29 +219,38 @@ impl Effective {
 mod tests {
     use super::*;
 
+    /// The effective deadline of a call that starts at `start`.
+    fn resolve(
+        start: Instant,
+        deadline: Option<Duration>,
+        inherited: Option<Deadline>,
+        drain: &Drain,
+    ) -> Option<Effective> {
+        Bound::resolve(start, deadline, inherited, drain).map(|bound| bound.from(start))
+    }
+
     #[test]
     fn the_effective_deadline_is_the_earliest_bound_measured_from_the_start() {
         let start = Instant::now();
         let ms = Duration::from_millis;
         let drain = Drain::new();
-        let policy = Effective::resolve(start, Some(ms(500)), None, &drain).expect("a bound");
+        let policy = resolve(start, Some(ms(500)), None, &drain).expect("a bound");
         assert_eq!(
             (policy.at(), policy.span, policy.source),
             (start + ms(500), ms(500), Source::Policy)
         );
         let later = Deadline::at(start + ms(900));
-        let kept = Effective::resolve(start, Some(ms(500)), Some(later), &drain).expect("a bound");
+        let kept = resolve(start, Some(ms(500)), Some(later), &drain).expect("a bound");
         assert_eq!(kept.source, Source::Policy);
         let sooner = Deadline::at(start + ms(300));
-        let inherited =
-            Effective::resolve(start, Some(ms(500)), Some(sooner), &drain).expect("a bound");
+        let inherited = resolve(start, Some(ms(500)), Some(sooner), &drain).expect("a bound");
         assert_eq!(
             (inherited.span, inherited.source),
             (ms(300), Source::Inherited)
         );
         drain.begin_at(start, Some(ms(100)));
-        let grace = Effective::resolve(start, None, Some(sooner), &drain).expect("a bound");
+        let grace = resolve(start, None, Some(sooner), &drain).expect("a bound");
         assert_eq!((grace.span, grace.source), (ms(100), Source::Drain));
-        assert!(Effective::resolve(start, None, None, &Drain::new()).is_none());
+        assert!(resolve(start, None, None, &Drain::new()).is_none());
     }
 }

@@ -407,7 +407,7 @@ where
             ambient.deadline().filter(|_| shared.ambient_deadline),
             given,
         );
-        let deadline = Effective::resolve(now, live.total_timeout, inherited, &shared.drain);
+        let deadline = Bound::resolve(now, live.total_timeout, inherited, &shared.drain);
         let span = crate::observe::call_span(&shared.name);
         shared
             .telemetry
@@ -419,7 +419,7 @@ where
             live,
             log,
             start: now,
-            deadline: deadline.map(Effective::bound),
+            deadline,
             level,
             attempts: 0,
             ran: false,
