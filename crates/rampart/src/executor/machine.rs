@@ -878,14 +878,35 @@ where
         now: Instant,
     ) -> Next<'p, T, E, A::Permit, W> {
         let ceiling = self.ceiling(timeout, now, remaining);
-        let breaker = match self.breaker_permit(now) {
-            Ok(permit) => permit,
-            Err(retry_after) => {
-                let reason = RejectReason::DependencyUnavailable;
-                return Next::Done(self.reject(reason, retry_after, now));
-            }
+        // A closed breaker's permit (or none) is taken inline; a breaker that is not closed is
+        // asked out of line, which issues the ticket itself, so that its answer does not pass
+        // through memory on the way to every call's ticket.
+        let breaker = match &self.shared.breaker {
+            None => None,
+            Some(breaker) => match breaker.closed_permit() {
+                Some(permit) => Some(permit),
+                None => return self.gated_by(breaker, ceiling, now),
+            },
         };
         Next::Attempt(self.issue(ceiling, breaker, now, A::ALWAYS_ADMITS, None))
+    }
+
+    /// [`gated`](Self::gated) when the breaker was not closed at its first look: its answer,
+    /// then the ticket, or the call rejected.
+    #[inline(never)]
+    fn gated_by(
+        &mut self,
+        breaker: &'p Breaker,
+        ceiling: Option<Duration>,
+        now: Instant,
+    ) -> Next<'p, T, E, A::Permit, W> {
+        match self.breaker_asked(breaker, now) {
+            Ok(permit) => Next::Attempt(self.issue(ceiling, permit, now, A::ALWAYS_ADMITS, None)),
+            Err(retry_after) => {
+                let reason = RejectReason::DependencyUnavailable;
+                Next::Done(self.reject(reason, retry_after, now))
+            }
+        }
     }
 
     /// Hands the driver a generator's future to await.
