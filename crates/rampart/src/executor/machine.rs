@@ -394,19 +394,22 @@ where
         now: Instant,
         given: Option<Deadline>,
     ) -> Self {
-        let ambient = if shared.ambient_deadline || shared.ambient_criticality {
-            Ambient::current()
+        // The ambient context is read only by a policy that reads it; the others take the
+        // constants at once (not an empty context read back from the stack).
+        let (level, inherited) = if shared.ambient_deadline || shared.ambient_criticality {
+            let ambient = Ambient::current();
+            let level = match shared.ambient_criticality {
+                true => ambient.criticality(),
+                false => Criticality::Critical,
+            };
+            let inherited = Deadline::earliest(
+                ambient.deadline().filter(|_| shared.ambient_deadline),
+                given,
+            );
+            (level, inherited)
         } else {
-            Ambient::new()
+            (Criticality::Critical, given)
         };
-        let level = match shared.ambient_criticality {
-            true => ambient.criticality(),
-            false => Criticality::Critical,
-        };
-        let inherited = Deadline::earliest(
-            ambient.deadline().filter(|_| shared.ambient_deadline),
-            given,
-        );
         let deadline = Bound::resolve(now, live.total_timeout, inherited, &shared.drain);
         let span = crate::observe::call_span(&shared.name);
         shared
