@@ -266,7 +266,10 @@ impl Shared {
         nominal - cut.min(nominal - 1)
     }
 
-    #[inline]
+    /// Records an attempt admitted at `admitted`. Always inlined, as is the permit's
+    /// [`record`](super::BreakerPermit::record) that calls it: the common success is a few
+    /// loads, and everything else is out of line.
+    #[inline(always)]
     pub(super) fn record(
         &self,
         admitted: Word,
