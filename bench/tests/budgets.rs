@@ -283,8 +283,9 @@ fn success_after_a_suspension_adds_no_allocation_to_the_work_itself() {
 
 /// Bytes a call's future may carry above the hand-written floor; `BUDGETS.md` gives the
 /// reason for each of them. Measured as a difference, so that tokio's own sizes (which change
-/// with its features, e.g. `test-util` in a workspace test run) cancel out.
-const FULL_ABOVE_FLOOR: usize = 576;
+/// with its features, e.g. `test-util` in a workspace test run) cancel out. 392 at 0.2's
+/// release (the goal is 256); the budget leaves 8 bytes for a compiler's layout.
+const FULL_ABOVE_FLOOR: usize = 400;
 
 #[test]
 fn call_future_sizes_stay_within_their_budgets() {
