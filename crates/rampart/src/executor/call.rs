@@ -184,8 +184,11 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
         B: Ending<T, E>,
     {
         let mut stop = StopOnly(StopReason::Succeeded);
-        let outcome = execute(self.shared, self.caller, self.deadline, op, &mut stop).await;
-        self.end(stop.0, outcome).await.0
+        match execute(self.shared, self.caller, self.deadline, op, &mut stop).await {
+            // Not through `end`'s future and back: see `try_run`.
+            Ok(value) => Ok(value),
+            Err(error) => self.end(stop.0, Err(error)).await.0,
+        }
     }
 
     /// Runs `op` and reports how the call went: a [`CallResult`] with the outcome, the stop
@@ -205,7 +208,13 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
         let mut report = Report::default();
         let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
         let stop = report.stop;
-        report.into_result(self.end(stop, outcome).await)
+        // A value is never a fallback's to answer: it goes to the report as it is, not
+        // through `end`'s future and back (a response moved twice more).
+        let answered = match outcome {
+            Ok(value) => (Ok(value), false),
+            Err(error) => self.end(stop, Err(error)).await,
+        };
+        report.into_result(answered)
     }
 
     /// The outcome of the call that stopped for `stop`, or the fallback's answer when it
