@@ -394,11 +394,18 @@ impl<S, B> Template<S, B> {
     /// The next attempt's request, its headers stamped: the request itself first, then a copy
     /// of a replayable request's.
     fn next(&mut self, names: &Names, attempt: &Attempt) -> Request<ReplayBody<B>> {
-        let mut request = match (self.first.take(), &self.again) {
-            (Some(first), _) => first,
-            (None, Some(again)) => again.request(),
-            (None, None) => unreachable!("a request that cannot be replayed gets one attempt"),
+        // The first request is stamped where it lies and moved once, out of the template.
+        if let Some(first) = &mut self.first {
+            self.stamp.write(names, first.headers_mut(), attempt);
+            return self
+                .first
+                .take()
+                .unwrap_or_else(|| unreachable!("stamped above"));
+        }
+        let Some(again) = &self.again else {
+            unreachable!("a request that cannot be replayed gets one attempt")
         };
+        let mut request = again.request();
         self.stamp.write(names, request.headers_mut(), attempt);
         request
     }
