@@ -156,19 +156,43 @@ where
         // Behind a lock (taken once per attempt, uncontended unless legs are hedged) so that
         // the callback is `Sync` for any `Send` service and request.
         let template = Mutex::new((self.inner.clone(), request));
+        // Allocated before it is filled, and filled by a function's return, so that the call
+        // is written straight into its box, not made on the stack and copied there whole.
+        let call = Box::write(Box::new_uninit(), call(policy, template));
         ResponseFuture {
-            inner: Box::pin(async move {
-                let op = async |_: &Attempt| {
-                    let (mut service, request) = {
-                        let template = template.lock().unwrap_or_else(PoisonError::into_inner);
-                        (template.0.clone(), template.1.clone())
-                    };
-                    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-                    service.call(request).await
-                };
-                policy.run(op).await
-            }),
+            inner: Box::into_pin(call),
         }
+    }
+}
+
+/// `template`'s request sent to a clone of its service under `policy`.
+///
+/// A plain function returning an `async` block: the block owns its inputs once, and the
+/// function's return can be written where its caller wants it (the box).
+#[allow(clippy::manual_async_fn)]
+fn call<S, Req, C, A>(
+    policy: Policy<C, A>,
+    template: Mutex<(S, Req)>,
+) -> impl Future<Output = Result<S::Response, Error<S::Error>>> + Send
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Clone + Send + 'static,
+    C: Classify<S::Response, S::Error>,
+    A: Admit,
+{
+    async move {
+        let op = async |_: &Attempt| {
+            let (mut service, request) = {
+                let template = template.lock().unwrap_or_else(PoisonError::into_inner);
+                (template.0.clone(), template.1.clone())
+            };
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            service.call(request).await
+        };
+        policy.run(op).await
     }
 }
 
