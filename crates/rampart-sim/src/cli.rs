@@ -156,6 +156,9 @@ pub struct ValidateArgs {
     /// Also write every number as JSON to PATH
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page to PATH
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
 }
 
 /// `trace`'s options.
@@ -449,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn validate_takes_quick_a_seed_and_where_to_write_its_files_and_json() {
+    fn validate_takes_quick_a_seed_and_where_to_write_its_files_json_and_html() {
         let Ok(Command::Validate(v)) = parse(args(&["validate", "--quick", "--seed", "3"])) else {
             panic!("expected validate");
         };
@@ -467,6 +470,11 @@ mod tests {
                 Some(PathBuf::from("v.json"))
             )
         );
+        assert_eq!(v.html, None);
+        let Ok(Command::Validate(v)) = parse(args(&["validate", "--html", "v.html"])) else {
+            panic!("expected validate");
+        };
+        assert_eq!(v.html, Some(PathBuf::from("v.html")));
     }
 
     #[test]

@@ -148,8 +148,14 @@ fn validate(options: &ValidateArgs) -> ExitCode {
         }
     };
     print!("{}", result.text());
-    if let Some(path) = &options.json {
-        if let Err(e) = result.write_json(path) {
+    type Write = fn(&validate::Validation, &std::path::Path) -> Result<(), rampart_sim::SimError>;
+    let pages: [(&Option<_>, Write); 2] = [
+        (&options.json, validate::Validation::write_json),
+        (&options.html, validate::Validation::write_html),
+    ];
+    for (path, write) in pages {
+        let Some(path) = path else { continue };
+        if let Err(e) = write(&result, path) {
             eprintln!("rampart-sim validate: {e}");
             return ExitCode::FAILURE;
         }

@@ -14,11 +14,13 @@
 //! rampart-sim validate            # 2,000 roots per run, about a minute
 //! rampart-sim validate --quick    # 50 roots per run, a few seconds
 //! rampart-sim validate --json v.json   # and every number as JSON
+//! rampart-sim validate --html v.html   # and the report as one HTML page
 //! ```
 //!
 //! `--json PATH` writes [`Validation::json`]: what was imported and filled in, each policy
 //! file's policies and its numbers predicted, measured and their error, the what-if's whole
-//! run of it (in `what-if --json`'s form), and each change's effect.
+//! run of it (in `what-if --json`'s form), and each change's effect. `--html PATH` writes
+//! [`Validation::html`], the report as a self-contained page.
 //!
 //! # The steps
 //!
@@ -84,7 +86,7 @@ use serde_json::{Value, json};
 use crate::SimError;
 use crate::graph::{Graph, Outcome};
 use crate::import::{ImportedGraph, otlp_to_graph};
-use crate::report::Table;
+use crate::report::{Table, escape, page_head};
 use crate::scenario::{Runner, ms, pct};
 use crate::sim::quantile;
 use crate::spans::{RecordedSpan, SpanKind, write_otlp};
@@ -489,6 +491,51 @@ impl Validation {
 
     /// The report as text: what was imported, the policy files' configurations, the tables.
     pub fn text(&self) -> String {
+        let mut out = self.preamble();
+        out.push('\n');
+        for table in self.tables() {
+            out.push_str(&table.text());
+            out.push('\n');
+        }
+        out.push_str(&self.closing());
+        out
+    }
+
+    /// The report as one self-contained HTML page (the default report's styles; no scripts,
+    /// fonts or linked files): what was imported and the policy files as the text says them,
+    /// then the two tables, then the closing notes.
+    pub fn html(&self) -> String {
+        let mut out = page_head("rampart-sim validate");
+        out.push_str("<h1>The what-if against the real chain</h1>\n");
+        let _ = writeln!(
+            out,
+            "<section><h2>What was recorded, imported and filled in</h2>\n<pre>{}</pre></section>",
+            escape(&self.preamble())
+        );
+        out.push_str("<section><h2>Predicted against measured</h2>\n");
+        for table in self.tables() {
+            out.push_str(&table.html());
+        }
+        let _ = writeln!(
+            out,
+            "<pre>{}</pre></section>\n</body>\n</html>",
+            escape(&self.closing())
+        );
+        out
+    }
+
+    /// Writes [`html`](Self::html) to `path`.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be written (the message names it).
+    pub fn write_html(&self, path: &Path) -> Result<(), SimError> {
+        std::fs::write(path, self.html())
+            .map_err(|e| SimError::new(format!("cannot write {}: {e}", path.display())))
+    }
+
+    /// What was recorded and imported, what was filled in, and the policy files.
+    fn preamble(&self) -> String {
         let mut out = String::new();
         let g = &self.imported;
         let _ = writeln!(
@@ -571,11 +618,12 @@ impl Validation {
                 let _ = writeln!(out, "    policies.{name} = {config}");
             }
         }
-        out.push('\n');
-        for table in self.tables() {
-            out.push_str(&table.text());
-            out.push('\n');
-        }
+        out
+    }
+
+    /// What follows the tables: the roots each prediction simulated, and notes.
+    fn closing(&self) -> String {
+        let mut out = String::new();
         let simulated: Vec<String> = self
             .rows
             .iter()
@@ -850,6 +898,32 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
             spans,
             drained: true,
         })
+    }
+
+    #[test]
+    fn the_html_page_is_self_contained_and_holds_every_cell_of_the_tables() {
+        let v = run_with(60, 1, &Runner::new(1, false), simulated_chain).expect("it runs");
+        let page = v.html();
+        assert!(
+            page.starts_with("<!DOCTYPE html>"),
+            "{}",
+            &page[..40.min(page.len())]
+        );
+        assert!(page.trim_end().ends_with("</html>"));
+        for linked in ["<script", "<link", "src=", "@import"] {
+            assert!(!page.contains(linked), "the page links {linked}");
+        }
+        for table in v.tables() {
+            for row in &table.rows {
+                for cell in row {
+                    assert!(page.contains(&escape(cell)), "{cell} is not on the page");
+                }
+            }
+        }
+        assert!(
+            page.contains(&escape(FILES[0].1)),
+            "the recorded file is named"
+        );
     }
 
     #[test]
