@@ -12,9 +12,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rampart::{Breaker, Policy};
+use rampart::Policy;
 use rampart_bench::floor::{Limits, retry_loop};
-use rampart_bench::floor2::{Guards, guarded_loop};
+use rampart_bench::floor2::{Guards, guarded_loop, same_breaker};
 
 const LIMITS: Limits = Limits {
     max_attempts: 3,
@@ -39,14 +39,8 @@ fn success_path(c: &mut Criterion) {
             .attempt_timeout(LIMITS.attempt_timeout)
     };
     let retry_only = bounded().no_budget().build().expect("valid policy");
-    // The breaker floor2 hand-writes: five failures in a row.
     let full = bounded()
-        .breaker(
-            Breaker::builder()
-                .consecutive_failures(5)
-                .build()
-                .expect("valid breaker"),
-        )
+        .breaker(same_breaker())
         .build()
         .expect("valid policy");
     let none = Policy::none();

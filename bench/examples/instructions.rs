@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rampart::{Breaker, Policy};
 use rampart_bench::floor::{Limits, retry_loop};
-use rampart_bench::floor2::{Guards, guarded_loop};
+use rampart_bench::floor2::{Guards, guarded_loop, same_breaker};
 
 const LIMITS: Limits = Limits {
     max_attempts: 3,
@@ -49,14 +49,8 @@ fn main() {
         "none" => Policy::none(),
         "retry-only" => bounded().no_budget().build().expect("valid policy"),
         "budget" => bounded().build().expect("valid policy"),
-        // The breaker floor2 hand-writes: five failures in a row.
         "full" => bounded()
-            .breaker(
-                Breaker::builder()
-                    .consecutive_failures(5)
-                    .build()
-                    .expect("valid breaker"),
-            )
+            .breaker(same_breaker())
             .build()
             .expect("valid policy"),
         // rampart's default breaker: a ratio window.

@@ -56,8 +56,19 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 use crate::floor::{Limits, backoff};
 
-/// Consecutive failed attempts that open the breaker (rampart's default).
+/// Consecutive failed attempts that open the breaker (rampart 0.1's default).
 pub const FAILURE_THRESHOLD: u64 = 5;
+
+/// rampart's breaker doing this floor's breaker's work, for every comparison with it: opened by
+/// [`FAILURE_THRESHOLD`] failures in a row (rampart's default breaker counts a ratio in a time
+/// window instead, more work than this floor does).
+pub fn same_breaker() -> rampart::Breaker {
+    let failures = u32::try_from(FAILURE_THRESHOLD).unwrap_or(u32::MAX);
+    rampart::Breaker::builder()
+        .consecutive_failures(failures)
+        .build()
+        .unwrap_or_else(|e| unreachable!("a valid breaker: {e}"))
+}
 /// How long an open breaker rejects attempts before it lets a probe through (rampart's first
 /// break).
 pub const BREAK: Duration = Duration::from_secs(15);

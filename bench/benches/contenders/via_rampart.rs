@@ -1,7 +1,6 @@
 //! rampart: one `Policy` per workload.
 
 use rampart::backoff::Backoff;
-use rampart::breaker::BreakerBuilder;
 use rampart::hedge::Hedge;
 use rampart::{Breaker, Policy};
 
@@ -57,21 +56,21 @@ fn failure<E>(error: &rampart::Error<E>) -> Failure {
 /// jitter), a breaker of five failures in a row (the breaker `floor2` hand-writes; rampart
 /// 0.1's default), and the retry budget a policy with retries gets by default.
 pub(crate) fn w1<O: Op>(op: O) -> Run<O> {
-    w1_with(op, Breaker::builder().consecutive_failures(5))
+    w1_with(op, rampart_bench::floor2::same_breaker())
 }
 
 /// W1 with rampart 0.2's default breaker (`failure_ratio(1.0, 10 s, 100)`): a success is
 /// counted in a time window, more work than `floor2`'s consecutive count.
 pub(crate) fn w1_default_breaker<O: Op>(op: O) -> Run<O> {
-    w1_with(op, Breaker::builder())
+    w1_with(op, Breaker::builder().build().expect("valid breaker"))
 }
 
-fn w1_with<O: Op>(op: O, breaker: BreakerBuilder) -> Run<O> {
+fn w1_with<O: Op>(op: O, breaker: Breaker) -> Run<O> {
     let policy = Policy::builder()
         .max_attempts(MAX_ATTEMPTS)
         .total_timeout(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
-        .breaker(breaker.build().expect("valid breaker"))
+        .breaker(breaker)
         .build()
         .expect("valid policy");
     Run { policy, op }

@@ -360,21 +360,35 @@ fn run_with(
 fn fill(imported: &str) -> Result<String, SimError> {
     let mut table: toml::Table = toml::from_str(imported)
         .map_err(|e| SimError::new(format!("the importer wrote no TOML: {e}")))?;
-    if let Some(toml::Value::Table(services)) = table.get_mut("services") {
-        for (_, service) in services.iter_mut() {
-            if let toml::Value::Table(service) = service {
-                service.insert("inbound".into(), true.into());
-                service.insert("reserve".into(), "5ms".into());
-                service.insert("reject_expired".into(), true.into());
-                service.insert("enforce".into(), true.into());
-                service.insert("workers".into(), 10_000.into());
+    for (path, value) in FILLED {
+        let value = filled_value(value);
+        let (section, key) = path.split_once('.').unwrap_or(("", path));
+        let Some(toml::Value::Table(section)) = table.get_mut(section) else {
+            continue;
+        };
+        match key.strip_prefix("*.") {
+            // Every entry of the section: each service.
+            Some(key) => {
+                for (_, entry) in section.iter_mut() {
+                    if let toml::Value::Table(entry) = entry {
+                        entry.insert(key.into(), value.clone());
+                    }
+                }
+            }
+            None => {
+                section.insert(key.into(), value);
             }
         }
     }
-    if let Some(toml::Value::Table(traffic)) = table.get_mut("traffic") {
-        traffic.insert("deadline".into(), "500ms".into());
-    }
     toml::to_string(&table).map_err(|e| SimError::new(format!("cannot write the graph: {e}")))
+}
+
+/// A value of [`FILLED`], written in TOML, as a TOML value.
+fn filled_value(value: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| unreachable!("FILLED holds TOML values: {value}"))
 }
 
 /// How a service's failed requests sit in its latency: what an imported graph cannot keep.
@@ -680,11 +694,8 @@ impl Validation {
             .iter()
             .map(|(key, value)| {
                 // The TOML value as JSON: `"500ms"` a string, `true` a boolean.
-                let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-                    .ok()
-                    .and_then(|mut t| t.remove("v"))
-                    .and_then(|v| serde_json::to_value(v).ok())
-                    .unwrap_or_else(|| Value::from(*value));
+                let value = serde_json::to_value(filled_value(value))
+                    .unwrap_or_else(|_| Value::from(*value));
                 ((*key).to_owned(), value)
             })
             .collect();
@@ -805,45 +816,30 @@ mod tests {
         assert_eq!(slow_failures(&spans[..38], "leaf"), None);
     }
 
-    /// The loopback chain's shape as the importer writes it, filled in, every leaf request
-    /// hanging: 20 roots, a 500 ms deadline, a 5 ms reserve and `enforce` on every hop.
+    /// The loopback chain's shape as the importer writes it, every leaf request hanging, 20
+    /// roots; [`fill`] gives it the 500 ms deadline and the inbound layer of every hop.
     const HANGING_CHAIN: &str = r#"
 entry = "edge"
 
 [services.edge]
-workers = 10000
-inbound = true
-reserve = "5ms"
-reject_expired = true
-enforce = true
 service_time = { histogram = [["200us", 1]] }
 calls = [{ to = "middle", policy = "middle" }]
 
 [services.middle]
-workers = 10000
-inbound = true
-reserve = "5ms"
-reject_expired = true
-enforce = true
 service_time = { histogram = [["200us", 1]] }
 calls = [{ to = "leaf", policy = "leaf" }]
 
 [services.leaf]
-workers = 10000
-inbound = true
-reserve = "5ms"
-reject_expired = true
-enforce = true
 service_time = { histogram = [["3ms", 1]] }
 hang_rate = 1.0
 
 [traffic]
-deadline = "500ms"
 segments = [{ kind = "steady", rate = 10, for = "2s" }]
 "#;
 
     fn hanging_chain_under(file: usize) -> Outcome {
-        let graph = Graph::parse(HANGING_CHAIN, None).expect("the chain's graph is valid");
+        let graph = fill(HANGING_CHAIN).expect("filled in");
+        let graph = Graph::parse(&graph, None).expect("the chain's graph is valid");
         let (_, name, text) = FILES[file];
         let policies = toml::from_str(text).expect("the policy file parses");
         let file = PolicyFile::check(Path::new(name), policies, &graph).expect("it checks");
@@ -868,7 +864,7 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
     /// in ten hanging, traced under `file`'s policies, counted as the chain counts itself (a
     /// leaf request is one the middle sent: a hung one records no SERVER span).
     fn simulated_chain(file: &Policies) -> Result<chain::Run, SimError> {
-        let graph = HANGING_CHAIN
+        let graph = fill(HANGING_CHAIN)?
             .replace("hang_rate = 1.0", "hang_rate = 0.1")
             .replace("rate = 10", "rate = 30");
         let graph = Graph::parse(&graph, None).map_err(|e| SimError::new(e.to_string()))?;
