@@ -291,6 +291,17 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    #[tokio::test(start_paused = true)]
+    async fn a_scoped_future_can_be_spawned_and_sees_its_scope_in_the_task() {
+        let deadline = Deadline::after(Duration::from_millis(200));
+        let scoped = deadline.scope(async {
+            tokio::task::yield_now().await;
+            Deadline::current()
+        });
+        let seen = tokio::spawn(scoped).await.expect("the task ran");
+        assert_eq!(seen, Some(deadline));
+    }
+
     #[test]
     fn a_scope_holds_its_future_once() {
         let future = async {
