@@ -40,7 +40,7 @@ use rampart::{
 use tower::retry::budget::{Budget, TpsBudget};
 
 use crate::SimError;
-use crate::dist::derive_seed;
+use crate::dist::{ServiceTime, derive_seed};
 use crate::service::{Admission, Failure, Reply, Request, ServerSide, Service, Trace};
 use crate::spans::{OpenSpan, SpanKind};
 
@@ -343,7 +343,11 @@ impl Contender {
                 },
             },
         };
-        Ok(Rc::new(Client { target, how }))
+        Ok(Rc::new(Client {
+            target,
+            how,
+            wire: None,
+        }))
     }
 
     /// The rampart policy of one hop (also what [`describe`](Self::describe) explains), without
@@ -512,6 +516,24 @@ enum How {
 pub struct Client {
     target: Rc<Service>,
     how: How,
+    wire: Option<Wire>,
+}
+
+/// The time an attempt spends outside its callee (on the wire both ways, in the caller's
+/// client stack), drawn for each attempt from a generator of its own.
+pub struct Wire {
+    time: ServiceTime,
+    rng: RefCell<fastrand::Rng>,
+}
+
+impl Wire {
+    /// `time` for each attempt, drawn from `seed`.
+    pub fn new(time: ServiceTime, seed: u64) -> Wire {
+        Wire {
+            time,
+            rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+        }
+    }
 }
 
 impl Client {
@@ -520,16 +542,18 @@ impl Client {
         Rc::new(Client {
             target,
             how: How::Direct,
+            wire: None,
         })
     }
 
     /// A caller's way to `target` through `policy` (a graph file's policy, built with
     /// [`classify`]), sending `min(attempt ceiling, time left)` and the level on the wire when
-    /// `propagate`.
+    /// `propagate`, each attempt spending `wire` before the target sees it.
     pub fn with_policy(
         target: Rc<Service>,
         policy: Policy<Classifier>,
         propagate: bool,
+        wire: Option<Wire>,
     ) -> Rc<Client> {
         Rc::new(Client {
             target,
@@ -538,6 +562,7 @@ impl Client {
                 propagate,
                 relay: false,
             },
+            wire,
         })
     }
 
@@ -640,6 +665,14 @@ impl Client {
             )),
             _ => None,
         };
+        // The whole time outside the callee is spent before it sees the request: the deadline
+        // on the wire was stamped before it, and is read on arrival, as on a real hop.
+        if let Some(wire) = &self.wire {
+            let delay = wire.time.sample(&mut wire.rng.borrow_mut());
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+        }
         let receiver = self.target.submit(Request {
             deadline_ms,
             criticality,
@@ -769,7 +802,7 @@ mod tests {
                 .classifier(classify as Classifier)
                 .build()
                 .expect("a policy");
-            let client = Client::with_policy(service, policy, true);
+            let client = Client::with_policy(service, policy, true, None);
             let trace = Trace {
                 root: 0,
                 root_deadline: rampart::Instant::now(),

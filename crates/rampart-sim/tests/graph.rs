@@ -415,3 +415,41 @@ fn the_importer_writes_a_services_own_timeouts_as_its_hang_rate() {
     assert!(!text.contains("[services.b.error_time]"), "{text}");
     Graph::parse(&text, None).expect("the written graph reads back");
 }
+
+#[test]
+fn a_calls_wire_is_spent_before_the_callee_sees_each_attempt_and_checked_under_its_key_path() {
+    let wired = SLOW_FAILURES
+        .replace("error_rate = 0.5\n", "")
+        .replace("error_time = { histogram = [[\"50ms\", 1]] }\n", "")
+        .replace(
+            r#"policy = "p" }"#,
+            r#"policy = "p", wire = { histogram = [["3ms", 1]] } }"#,
+        );
+    let graph = Graph::parse(&wired, None).expect("valid");
+    let (_, spans) = run::trace(&graph, &one_attempt(), 3).expect("runs");
+    let server: std::collections::HashMap<u64, &RecordedSpan> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Server)
+        .filter_map(|s| Some((s.parent?, s)))
+        .collect();
+    let clients: Vec<&RecordedSpan> = spans
+        .iter()
+        .filter(|s| s.kind == SpanKind::Client)
+        .collect();
+    assert!(clients.len() > 300, "{} attempts", clients.len());
+    for client in clients {
+        let callee = server[&client.id];
+        // 3 ms on the way there, then the callee's 1 ms.
+        assert_eq!(callee.start - client.start, Duration::from_millis(3));
+        assert_eq!(client.duration(), Duration::from_millis(4));
+    }
+
+    let bad = wired.replace(
+        r#"wire = { histogram = [["3ms", 1]] }"#,
+        r#"wire = { median = "0ms", p99 = "1ms" }"#,
+    );
+    assert_eq!(
+        problems(&bad),
+        ["services.a.calls[0].wire.median must be positive (was 0ns)"]
+    );
+}

@@ -169,6 +169,15 @@ fn a_three_service_chain_gives_each_edge_its_fan_out_and_order() {
         db_call.latency.buckets,
         [(Duration::from_micros(1_100), 2 * ROOTS)]
     );
+    // Each CLIENT span starts 0.2 ms before its SERVER span and ends 0.2 ms after it.
+    assert_eq!(
+        db_call.wire.buckets,
+        [(Duration::from_micros(400), 2 * ROOTS)]
+    );
+    assert_eq!(
+        catalog_call.wire.buckets,
+        [(Duration::from_micros(400), ROOTS)]
+    );
 
     // Own time: catalog's 5.6 ms less 3 ms in db; the frontend's 30 ms less 6 ms in catalog.
     assert_eq!(
@@ -817,4 +826,20 @@ fn arbitrary_bytes_and_damaged_jaeger_files_give_an_error_or_a_graph_never_a_pan
             );
         }
     }
+}
+
+#[test]
+fn a_call_its_caller_stopped_waiting_for_gives_no_wire_time() {
+    let g = import(&file(|_| {
+        let mut spans = vec![span("frontend", "f", "", SERVER, 0, 30_000)];
+        spans.extend(call("frontend", "db", "f", "a", (1_000, 5_000)));
+        // Cut by its attempt timeout at 10 ms; db answered at 12 ms.
+        spans.push(span("frontend", "b", "f", CLIENT, 6_000, 10_000));
+        spans.push(span("db", "b.s", "b", SERVER, 6_300, 12_000));
+        spans
+    }));
+    let db = &g.service("frontend").expect("frontend").calls[0];
+    assert_eq!(db.calls, 2 * ROOTS);
+    assert_eq!(db.wire.samples, ROOTS, "only the answered calls");
+    assert_eq!(db.wire.buckets, [(Duration::from_micros(400), ROOTS)]);
 }

@@ -397,6 +397,10 @@ fn check_call(
             format!("must be above 0 and at most 1 (was {share})"),
         );
     }
+    let wire = call
+        .wire
+        .as_ref()
+        .and_then(|t| check_service_time(p, &format!("{path}.wire"), t));
     Some(Edge {
         to: to?,
         policy: policy?.to_owned(),
@@ -404,6 +408,7 @@ fn check_call(
         share,
         parallel: call.mode.unwrap_or(Mode::Parallel) == Mode::Parallel,
         propagate: call.propagate.unwrap_or(true),
+        wire: wire.filter(|w| !w.mean().is_zero()),
         path: path.to_owned(),
     })
 }

@@ -133,6 +133,9 @@ pub struct CallFile {
     pub with_previous: Option<bool>,
     /// Send the deadline and level on the wire (default true).
     pub propagate: Option<bool>,
+    /// The time each attempt spends outside the callee: on the wire both ways and in the
+    /// caller's client stack (default none), in `service_time`'s forms.
+    pub wire: Option<ServiceTimeFile>,
 }
 
 /// At once or one after another.

@@ -76,7 +76,7 @@
 //! | `services.NAME.service_time` | `{ median, p99 }` (lognormal) or `{ histogram = [[latency, weight], ...] }` (each latency drawn in proportion to its weight) | required |
 //! | `services.NAME.error_rate`, `hang_rate` | shares of handled requests that fail (a 500) or never answer | 0 |
 //! | `services.NAME.error_time` | how long a request that fails on its own works before failing, in `service_time`'s forms (failures that are the slow tail: requests cut at a deadline); only with an `error_rate` | its `service_time` |
-//! | `services.NAME.calls[i]` | `to` (the callee), `policy` (a name in the policy file), `count` (calls per request), `mode` (`"parallel"` or `"sequence"`: how the `count` calls go), `share` (the share of the handler's requests that make the entry's calls, above 0 and at most 1: a cache miss, a feature flag), `with_previous` (run alongside the entry before instead of after it), `propagate` (send the deadline and level) | count 1, parallel, share 1 (every request), false, true |
+//! | `services.NAME.calls[i]` | `to` (the callee), `policy` (a name in the policy file), `count` (calls per request), `mode` (`"parallel"` or `"sequence"`: how the `count` calls go), `share` (the share of the handler's requests that make the entry's calls, above 0 and at most 1: a cache miss, a feature flag), `with_previous` (run alongside the entry before instead of after it), `propagate` (send the deadline and level), `wire` (each attempt's time outside the callee: on the wire both ways and in the caller's client stack, in `service_time`'s forms, drawn before the callee sees the attempt) | count 1, parallel, share 1 (every request), false, true, none |
 //! | `traffic.deadline` | how long the edge waits for each root | required |
 //! | `traffic.warmup`, `linger` | roots sent before `warmup` are not measured; the run goes on `linger` after the last root | 0, 30s |
 //! | `traffic.policy`, `propagate` | the policy the edge calls the entry through; whether it sends the root's deadline and level | one attempt under the root's deadline; true |
@@ -102,6 +102,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::SimError;
+use crate::dist::ServiceTime;
 use crate::service::{ServerSide, ServiceConfig, TimedFault};
 use crate::sim::Load;
 
@@ -156,6 +157,9 @@ pub struct Edge {
     pub parallel: bool,
     /// The caller sends the deadline and level on the wire.
     pub propagate: bool,
+    /// The time each attempt spends outside the callee (the wire, the client's stack), if
+    /// any: drawn for each attempt, before the callee sees it.
+    pub wire: Option<ServiceTime>,
     /// Its key path (`services.frontend.calls[0]`).
     pub path: String,
 }
@@ -255,7 +259,10 @@ impl Graph {
                             } else {
                                 String::new()
                             };
-                            format!("{to}{times}{share} ({})", e.policy)
+                            let wire = e.wire.as_ref().map_or(String::new(), |w| {
+                                format!(", {:.2} ms on the wire", w.mean().as_secs_f64() * 1e3)
+                            });
+                            format!("{to}{times}{share} ({}{wire})", e.policy)
                         })
                         .collect::<Vec<_>>()
                         .join(" + ")

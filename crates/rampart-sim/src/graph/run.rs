@@ -17,7 +17,7 @@ use rampart::{Event, Policy, StopReason};
 
 use super::Graph;
 use crate::SimError;
-use crate::contender::{Classifier, Client, classify};
+use crate::contender::{Classifier, Client, Wire, classify};
 use crate::dist::derive_seed;
 use crate::plan::{Calls, Plan, Share};
 use crate::service::{Downstream, Service};
@@ -322,7 +322,7 @@ fn run_with(
             activity,
         });
         built.edges.sort_by(|a, b| a.rank.cmp(&b.rank));
-        let client = Client::with_policy(entry, policy, graph.traffic.propagate);
+        let client = Client::with_policy(entry, policy, graph.traffic.propagate, None);
         let roots = drive(client, &load, derive_seed(seed, "traffic"), linger).await;
         let stats: Vec<_> = built
             .services
@@ -431,7 +431,14 @@ fn build(
                 activity,
             });
             calls.push(Calls {
-                client: Client::with_policy(callee, policy, edge.propagate),
+                client: Client::with_policy(
+                    callee,
+                    policy,
+                    edge.propagate,
+                    edge.wire.clone().map(|time| {
+                        Wire::new(time, derive_seed(seed, &format!("{}.wire", edge.path)))
+                    }),
+                ),
                 count: edge.count,
                 parallel: edge.parallel,
                 share: (edge.share < 1.0).then(|| {

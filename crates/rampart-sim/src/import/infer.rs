@@ -30,6 +30,10 @@ struct Call {
     failed: bool,
     status: String,
     resend: bool,
+    /// Its time outside the callee (the CLIENT span less the SERVER span, before and after
+    /// it), when the CLIENT span holds the SERVER span: not for a call its caller stopped
+    /// waiting for, nor one with no CLIENT span.
+    wire: Option<u64>,
 }
 
 /// The parent of each span: `None` (a root), `Some(Ok(index))`, or `Some(Err(()))` when it
@@ -101,7 +105,7 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
     let mut failed_calls: HashMap<usize, bool> = HashMap::new();
     let (mut unmatched, mut outside, mut to_self) = (Vec::new(), Vec::new(), Vec::new());
     for (i, span) in spans.iter().enumerate() {
-        let (caller, callee) = match span.kind {
+        let (caller, callee, client) = match span.kind {
             CLIENT => {
                 let Some(h) = handler(i) else {
                     outside.push(span);
@@ -113,7 +117,7 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
                     .get(&i)
                     .and_then(|c| c.iter().copied().find(|&c| spans[c].kind == SERVER));
                 match server {
-                    Some(s) => (h, s),
+                    Some(s) => (h, s, true),
                     None => {
                         unmatched.push(span);
                         continue;
@@ -125,7 +129,7 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
                     let Some(h) = handler(p) else { continue };
                     waits.entry(h).or_default().push((span.start, span.end));
                     *failed_calls.entry(h).or_default() |= span.failed;
-                    (h, i)
+                    (h, i, false)
                 }
                 _ => continue,
             },
@@ -150,6 +154,8 @@ pub(super) fn build(read: Spans) -> Result<ImportedGraph, ImportError> {
                 span.status.clone()
             },
             resend: span.resend,
+            wire: (client && span.start <= to.start && to.end <= span.end)
+                .then(|| (to.start - span.start) + (span.end - to.end)),
         });
     }
     if !unmatched.is_empty() {
@@ -437,6 +443,7 @@ fn edge(spans: &[SpanRecord], to: &str, parents: usize, list: &[&Call], window: 
         *by_status.entry(call.status.clone()).or_insert(0u64) += 1;
     }
     let mut latency: Vec<u64> = list.iter().map(|c| spans[c.callee].duration()).collect();
+    let mut wire: Vec<u64> = list.iter().filter_map(|c| c.wire).collect();
     let busy: u128 = list.iter().map(|c| u128::from(c.end - c.start)).sum();
     let call = ImportedCall {
         to: to.to_owned(),
@@ -458,6 +465,7 @@ fn edge(spans: &[SpanRecord], to: &str, parents: usize, list: &[&Call], window: 
             busy as f64 / window as f64
         },
         latency: Histogram::of(&mut latency),
+        wire: Histogram::of(&mut wire),
         failed,
         error_rate: failed as f64 / list.len().max(1) as f64,
         by_status,

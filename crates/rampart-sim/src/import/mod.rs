@@ -55,6 +55,7 @@
 //! | `calls[i].count` | yes | first attempts per request of the caller, rounded, at least 1; CLIENT spans with `http.request.resend_count` above 0 are retries and not counted; with a `share`, per request that made any |
 //! | `calls[i].share` | yes | the share of the caller's requests that made any call on the edge, two decimals, written when below [`SHARE_BELOW`] (a caller whose requests fail before their calls lowers it too: read it beside `error_rate`) |
 //! | `calls[i].mode` | yes | `parallel` when most requests that made several calls on the edge had two in flight at once |
+//! | `calls[i].wire` | yes, for calls with CLIENT spans | a histogram of each call's CLIENT span less its callee's SERVER span (before it starts and after it ends), over the calls whose CLIENT span holds the SERVER span; written when it is not all 0 |
 //! | `calls[i].with_previous` | yes | when most requests that made both started it before the calls of the entry before it had ended |
 //! | `traffic.segments` | yes | the roots' start times, in up to 12 steady segments |
 //! | `hang_rate` | yes | failed requests none of whose calls failed that ran out of time (504, gRPC `DEADLINE_EXCEEDED`): a server that cuts a hanging handler at the deadline it received answers so, and the simulator's hung request is answered so at the same deadline by a service with `enforce`, or else cut by its caller's own ceiling there when the caller's policy reads it (`use_ambient_deadline = true`, as a rampart-http client's always does) |
@@ -229,6 +230,10 @@ pub struct ImportedCall {
     pub mean_at_once: f64,
     /// The callee's SERVER spans under these calls.
     pub latency: Histogram,
+    /// Each call's time outside the callee: its CLIENT span less the callee's SERVER span
+    /// (the wire both ways, the caller's client stack), over the calls whose CLIENT span holds
+    /// the SERVER span (not those the caller stopped waiting for); the graph's `wire`.
+    pub wire: Histogram,
     /// Calls (retries included) that failed.
     pub failed: u64,
     /// `failed` per call (retries included).

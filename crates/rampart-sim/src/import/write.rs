@@ -218,6 +218,28 @@ fn call(out: &mut String, c: &ImportedCall) {
     if c.with_previous {
         entry.push_str(", with_previous = true");
     }
+    if c.wire
+        .buckets
+        .iter()
+        .any(|&(latency, _)| !latency.is_zero())
+    {
+        let w = &c.wire;
+        let _ = writeln!(
+            out,
+            "  #   outside {to} (the wire both ways, the client's stack): p50 {p50}, p99 {p99},\n  \
+             #   {n} calls by quantile, [time (the bucket's mean), calls].",
+            to = one_line(&c.to),
+            p50 = ms(w.p50_p99_max[0]),
+            p99 = ms(w.p50_p99_max[1]),
+            n = w.samples,
+        );
+        let pairs: Vec<String> = w
+            .buckets
+            .iter()
+            .map(|&(latency, count)| format!("[\"{}\", {count}]", format_duration(latency)))
+            .collect();
+        let _ = write!(entry, ", wire = {{ histogram = [{}] }}", pairs.join(", "));
+    }
     let _ = writeln!(out, "{entry} }},");
 }
 
