@@ -55,7 +55,7 @@ fn quick_validation_prints_predicted_against_measured_for_each_policy_file_in_fi
         assert_eq!(names, ["leaf", "middle"], "each policy's configuration");
     }
 
-    let [side, effect] = result.tables();
+    let [side, effect, phases] = result.tables();
     assert_eq!(side.rows.len(), 3, "baseline and both changes");
     assert_eq!(effect.rows.len(), 2, "both changes against the baseline");
     for table in [&side, &effect] {
@@ -65,6 +65,16 @@ fn quick_validation_prints_predicted_against_measured_for_each_policy_file_in_fi
             for cell in &row[1..] {
                 assert!(number(cell).is_finite(), "{cell}");
             }
+        }
+    }
+    // Where the roots that sent a second leaf attempt spent their time: per file with any,
+    // a row of roots and one per part, a number or a dash where one side had none.
+    assert_eq!(phases.columns.len(), 5);
+    assert_eq!(phases.rows.len() % (1 + validate::phases::PARTS.len()), 0);
+    for row in &phases.rows {
+        assert_eq!(row.len(), 5);
+        for cell in row[2..].iter().filter(|c| !c.is_empty() && *c != "–") {
+            assert!(number(cell).is_finite(), "{cell}");
         }
     }
 }
