@@ -159,13 +159,19 @@ fn round_trip() -> &'static (ImportedGraph, Vec<RecordedSpan>, Vec<RecordedSpan>
     MADE.get_or_init(make)
 }
 
-fn make() -> (ImportedGraph, Vec<RecordedSpan>, Vec<RecordedSpan>) {
-    let policies = policies();
-    let known = Graph::parse(KNOWN, None).expect("the known graph is valid");
-    let (_, original) = trace(&known, &policies, SEED).expect("the known graph runs");
+/// The known graph `text` simulated and traced with [`SEED`], and its spans imported.
+fn traced_and_imported(text: &str) -> (Vec<RecordedSpan>, ImportedGraph) {
+    let known = Graph::parse(text, None).expect("the known graph is valid");
+    let (_, original) = trace(&known, &policies(), SEED).expect("the known graph runs");
     let mut file = Vec::new();
     write_otlp(&original, &mut file).expect("written to memory");
     let imported = otlp_to_graph(file.as_slice()).expect("the spans import");
+    (original, imported)
+}
+
+fn make() -> (ImportedGraph, Vec<RecordedSpan>, Vec<RecordedSpan>) {
+    let policies = policies();
+    let (original, imported) = traced_and_imported(KNOWN);
     let text = with_known_traffic(&imported.to_toml());
     let learned = Graph::parse(&text, None).expect("the imported graph is valid");
     let (_, again) = trace(&learned, &policies, SEED).expect("the imported graph runs");
@@ -480,12 +486,7 @@ fn a_calls_time_on_the_wire_is_learned_and_drawn_again() {
         linger = "2s"
         segments = [{ kind = "steady", rate = 100, for = "10s" }]
     "#;
-    let policies = policies();
-    let known = Graph::parse(WIRED, None).expect("the known graph is valid");
-    let (_, original) = trace(&known, &policies, SEED).expect("the known graph runs");
-    let mut file = Vec::new();
-    write_otlp(&original, &mut file).expect("written to memory");
-    let imported = otlp_to_graph(file.as_slice()).expect("the spans import");
+    let (original, imported) = traced_and_imported(WIRED);
     let wire = &imported.service("web").expect("the entry").calls[0].wire;
     let mean = |h: &Histogram| {
         h.buckets
@@ -499,7 +500,7 @@ fn a_calls_time_on_the_wire_is_learned_and_drawn_again() {
     let text = imported.to_toml();
     assert!(text.contains("wire = { histogram = ["), "{text}");
     let learned = Graph::parse(&text, None).expect("the imported graph is valid");
-    let (_, again) = trace(&learned, &policies, SEED).expect("the imported graph runs");
+    let (_, again) = trace(&learned, &policies(), SEED).expect("the imported graph runs");
     let client_mean = |spans: &[RecordedSpan]| {
         let clients: Vec<f64> = spans
             .iter()
