@@ -76,8 +76,9 @@
 //! every simulated root was about 0.7 ms shorter than the chain's (two hops of 0.3 to 0.4 ms).
 //! What the last table then shows is left: a real timer fires late. tokio rounds a timer up
 //! to its millisecond tick and its thread parks for whole milliseconds, so the chain's 20 ms
-//! hedge went after 21.1 ms on average, and the leaf's 504 at the 45 ms it received came
-//! 1.2 ms late; the simulator's virtual clock fires them on time. A hedge's second request
+//! hedge went after 21.1 ms on average, and with the shorter timeout the second attempt
+//! (after the leaf's 504 at the 45 ms it received, then a backoff: two timers) went 1.2 ms
+//! later than simulated; the simulator's virtual clock fires timers on time. A hedge's second request
 //! took about 0.3 to 0.9 ms longer than the simulated one, about 0.35 ms of it outside the
 //! leaf (0.69 to 0.77 ms against a first attempt's 0.36): likely a connection of its own, as
 //! the pooled one is held by the request it races (not measured). The simulated clock ticks in
