@@ -82,6 +82,12 @@ impl<A> OutboundBuilder<A> {
     }
 
     /// The settings of each host's own breaker (default: rampart's defaults).
+    ///
+    /// Settings, where [`PolicyBuilder::breaker`](rampart::policy::PolicyBuilder::breaker)
+    /// takes a built [`Breaker`]: a policy may share one breaker with others on purpose, while
+    /// the layer makes one breaker per host from these settings, so that one failing host
+    /// opens no circuit for the others. Read a host's own with
+    /// [`OutboundLayer::breaker`](crate::OutboundLayer::breaker).
     pub fn breaker(mut self, breaker: BreakerBuilder) -> Self {
         self.breaker = Some(breaker);
         self
@@ -96,6 +102,10 @@ impl<A> OutboundBuilder<A> {
     /// The settings of each host's own retry budget (default: rampart's defaults, 20% of the
     /// successes and 3 tokens a second, or 25% when the layer hedges: see
     /// [`hedge`](Self::hedge)). Retries and hedges of all the host's requests spend it.
+    ///
+    /// Settings rather than a built [`RetryBudget`], for the reason
+    /// [`breaker`](Self::breaker) gives: each host gets its own. Read a host's with
+    /// [`OutboundLayer::budget`](crate::OutboundLayer::budget).
     pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
         self.budget = Some(Some(budget));
         self
