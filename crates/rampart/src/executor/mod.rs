@@ -265,12 +265,16 @@ pub(crate) fn passes_through<C, A, L: Record>(
     caller: Option<&CancellationToken>,
     deadline: Option<Deadline>,
 ) -> bool {
+    // Of what makes the telemetry listened to (`Telemetry::is_listened`), only the observer
+    // can change while the policy serves: a listener makes the policy read the clock
+    // (`fixed_reads_clock`), so `pass_through` already says there is none.
+    debug_assert!(!live.pass_through || shared.telemetry.listeners.is_empty());
     live.pass_through
         && caller.is_none()
         && deadline.is_none()
         && !L::TIMED
         && !shared.drain.is_draining()
-        && !shared.telemetry.is_listened()
+        && !shared.telemetry.observer.is_active()
 }
 
 /// A call's machine with the settings `live`, begun at a reading of `shared`'s clock: the
