@@ -48,6 +48,8 @@ const OBSERVED: u8 = 4;
 const HANDED_OUT: u8 = 8;
 /// The owned token was made (for the callback, or armed by the blocking driver).
 const MADE: u8 = 16;
+/// The callback deferred its breaker evidence ([`Attempt::defer_evidence`]).
+const DEFERRED: u8 = 32;
 
 /// Why an attempt's cancellation fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,6 +312,48 @@ impl Attempt {
             token.cancel();
         }
         token
+    }
+
+    /// Says that a success of this attempt is not yet evidence of the dependency's health:
+    /// its answer will say so later, after the call has returned it. The breaker then counts
+    /// nothing for the attempt when it succeeds (a failure counts as ever), and whoever reads
+    /// the rest of the answer gives the breaker its verdict with
+    /// [`Breaker::record_late`](crate::breaker::Breaker::record_late).
+    ///
+    /// What it is for: a gRPC call's status comes in the trailers, after the response's
+    /// headers, which is when the call returns. rampart-http defers the evidence of a gRPC
+    /// response whose status is still to come, and records the status its trailers carry.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use rampart::breaker::{Breaker, BreakerState, Evidence};
+    /// use rampart::{Instant, Policy};
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(1).build()?;
+    /// let policy = Policy::builder().breaker(breaker.clone()).build()?;
+    /// // The call succeeds as far as it can tell...
+    /// policy
+    ///     .run(async |attempt| {
+    ///         attempt.defer_evidence();
+    ///         Ok::<_, std::io::Error>(())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(breaker.state(Instant::now()), BreakerState::Closed);
+    /// // ...and the rest of its answer says the dependency failed.
+    /// breaker.record_late(Evidence::Failure, Duration::ZERO, Instant::now());
+    /// assert!(matches!(breaker.state(Instant::now()), BreakerState::Open { .. }));
+    /// # Ok(()) }
+    /// ```
+    pub fn defer_evidence(&self) {
+        self.state.fetch_or(DEFERRED, Ordering::Release);
+    }
+
+    /// Whether the callback deferred its breaker evidence ([`defer_evidence`](Self::defer_evidence)).
+    #[inline]
+    pub(crate) fn evidence_deferred(&self) -> bool {
+        self.state.load(Ordering::Acquire) & DEFERRED != 0
     }
 
     #[inline]

@@ -194,10 +194,11 @@ pub struct Breaker {
     shared: Arc<Shared>,
 }
 
-/// What is told of a manual change of a breaker's state ([`reset`](Breaker::reset),
-/// [`isolate`](Breaker::isolate), [`force_closed`](Breaker::force_closed),
-/// [`release`](Breaker::release)): each policy built with the breaker registers one, which
-/// reports the change to that policy's listeners, metrics and traces.
+/// What is told of a change of a breaker's state made outside a call: a manual one
+/// ([`reset`](Breaker::reset), [`isolate`](Breaker::isolate),
+/// [`force_closed`](Breaker::force_closed), [`release`](Breaker::release)) or late evidence
+/// ([`record_late`](Breaker::record_late)). Each policy built with the breaker registers one,
+/// which reports the change to that policy's listeners, metrics and traces.
 pub(crate) trait Watcher: Send + Sync {
     /// `breaker` changed as `transition` says, at `now`.
     fn moved(&self, breaker: &Breaker, transition: Transition, now: Instant);
@@ -231,6 +232,54 @@ impl Breaker {
             Some(permit) => Ok(permit),
             None => self.try_acquire_slow(now),
         }
+    }
+
+    /// Records evidence about an attempt that already ended: one whose callback called
+    /// [`Attempt::defer_evidence`](crate::Attempt::defer_evidence) because its answer was
+    /// still to come (a gRPC status in the trailers of a response its caller was handed
+    /// first). It counts as an attempt's outcome would if the breaker admitted an attempt
+    /// now: closed (or forced closed), it is counted; half-open, it takes a free probe slot
+    /// and counts as that probe (so that calls whose evidence always comes late can still
+    /// close the breaker); open, isolated, or half-open with every slot taken, it is dropped.
+    /// `elapsed` is what [`slow_call`](BreakerBuilder::slow_call) judges: the attempt's time
+    /// to its first answer, not the time the rest of it took.
+    ///
+    /// Every transition it causes (taking the probe slot may turn an open breaker whose break
+    /// is over half-open first) is reported to the policies that use the breaker, their events
+    /// and gauges, as a manual change is; the one the evidence itself caused is returned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rampart::breaker::{Breaker, BreakerState, Evidence};
+    /// use rampart::clock::Instant;
+    ///
+    /// let breaker = Breaker::builder().consecutive_failures(2).build()?;
+    /// let now = Instant::now();
+    /// assert_eq!(breaker.record_late(Evidence::Failure, Duration::ZERO, now), None);
+    /// let opened = breaker.record_late(Evidence::Failure, Duration::ZERO, now);
+    /// assert_eq!(opened.map(|t| t.to), Some(rampart::breaker::StateKind::Open));
+    /// // Open: late evidence is dropped.
+    /// assert_eq!(breaker.record_late(Evidence::Success, Duration::ZERO, now), None);
+    /// assert!(matches!(breaker.state(now), BreakerState::Open { .. }));
+    /// # Ok::<(), rampart::ConfigError>(())
+    /// ```
+    pub fn record_late(
+        &self,
+        evidence: Evidence,
+        elapsed: Duration,
+        now: Instant,
+    ) -> Option<Transition> {
+        let permit = match self.try_acquire(now) {
+            Ok(permit) => permit,
+            Err(rejected) => {
+                self.told(rejected.transition, now);
+                return None;
+            }
+        };
+        self.told(permit.expired(), now);
+        self.told(permit.transition(), now);
+        let transition = permit.record(evidence, elapsed, now);
+        self.told(transition, now)
     }
 
     /// [`try_acquire`](Self::try_acquire) while closed: one load, inlined into the caller, and
@@ -495,9 +544,9 @@ impl Breaker {
         Ok(())
     }
 
-    /// Moves to the forced state `to` (isolated or forced closed), from whatever state.
-    /// Tells every live [`Watcher`] of a manual change (outside the transition lock, so that
-    /// a listener may look at the breaker), and hands the change back.
+    /// Tells every live [`Watcher`] of a change made outside a call (a manual one, or late
+    /// evidence), outside the transition lock so that a listener may look at the breaker, and
+    /// hands the change back.
     fn told(&self, transition: Option<Transition>, now: Instant) -> Option<Transition> {
         let transition = transition?;
         let watchers: Vec<std::sync::Arc<dyn Watcher>> = {
@@ -521,6 +570,7 @@ impl Breaker {
             .push(std::sync::Arc::downgrade(watcher));
     }
 
+    /// Moves to the forced state `to` (isolated or forced closed), from whatever state.
     fn force(&self, now: Instant, to: StateKind) -> Option<Transition> {
         let s = &*self.shared;
         s.nanos(now);

@@ -1289,6 +1289,11 @@ where
         }
         if let Some(permit) = ticket.breaker.take() {
             let evidence = match kind {
+                // A success whose answer is still to come says nothing yet: its evidence is
+                // recorded late, by whoever reads the rest (`Attempt::defer_evidence`).
+                AttemptOutcome::Ok if attempt.is_some_and(Attempt::evidence_deferred) => {
+                    Evidence::Ignored
+                }
                 AttemptOutcome::Ok => Evidence::Success,
                 AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
                 _ => Evidence::Ignored,
