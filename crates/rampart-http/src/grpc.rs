@@ -44,7 +44,7 @@
 //! | what | how |
 //! |---|---|
 //! | errors | `tonic::Status`, from [`ClientError`] (see the table below); tonic's `Grpc` client passes it to the caller as it is |
-//! | trailers | the response of a [`Repeatable`] call, or of a method named [`unary`](GrpcChannel::unary), is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]; a named future per attempt, no box, and the trailers copied into the response's extensions only when their status is not OK); the caller gets the same frames |
+//! | trailers | the response of a [`Repeatable`] call, or of a method named [`unary`](GrpcChannel::unary), is read ahead, up to the [replay limit](crate::OutboundBuilder::replay_limit), so that the `grpc-status` in its trailers is classified (see [`crate::classify`]; a named future per attempt, no box, and the trailers copied into the response's extensions only when their status is not OK); the caller gets the same frames. Any other call's 200 whose status is still to come is handed to the caller as it arrives, and the `grpc-status` its trailers bring is the host breaker's evidence when they come ([`Attempt::defer_evidence`], [`Breaker::record_late`]) |
 //! | the caller's timeout | tonic's `set_timeout` writes `grpc-timeout`; the call runs within it and never extends it |
 //! | the timer tie | the channel arms its own timer from the `grpc-timeout` an attempt carries; when it fires with the attempt's ceiling (all but) reached, rampart's timer decides, so the caller sees `DEADLINE_EXCEEDED`, not tonic's `CANCELLED` |
 //!
@@ -73,12 +73,16 @@
 //! ```
 //!
 //! A call neither repeatable nor named unary is not read ahead (the channel cannot tell a
-//! unary call from a streaming one): an `UNAVAILABLE` in the trailers of its 200 reaches the
-//! caller, but the outbound layer has already classified the 200, so its breaker counts the
-//! call a success. Name a method that must not be sent twice (a write without a request id)
-//! [`unary`](GrpcChannel::unary) for its breaker to see such a status; a trailers-only answer
-//! (the status in the headers, as tonic's server sends an error before any message) is seen
-//! either way.
+//! unary call from a streaming one): its 200 is handed to the caller at once, and the
+//! `grpc-status` in its trailers reaches the caller and, when the trailers come, the host's
+//! breaker (an `UNAVAILABLE` there is a failure, an `OK` a success; for a server stream, when
+//! the stream ends). Until then the call counts for nothing: its success at the headers is no
+//! evidence. What such a call's trailers cannot change is the call itself, which has
+//! returned: it is not retried, its report says it succeeded, and
+//! [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) cannot see
+//! the status. Name a method that must not be sent twice (a write without a request id)
+//! [`unary`](GrpcChannel::unary) for those; a trailers-only answer (the status in the
+//! headers, as tonic's server sends an error before any message) is classified either way.
 //!
 //! | rampart decided | `tonic::Code` | `grpc-retry-pushback-ms` |
 //! |---|---|---|
@@ -103,7 +107,9 @@ use http::{HeaderMap, Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use rampart::admit::{Admit, Unlimited};
-use rampart::{ConfigError, ConfigProblem, RejectReason};
+use rampart::breaker::{Breaker, Evidence};
+use rampart::clock::Clock;
+use rampart::{Attempt, ConfigError, ConfigProblem, RejectReason};
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 use tower_service::Service;
@@ -257,11 +263,13 @@ impl<S, A> GrpcChannel<S, A> {
     }
 
     /// Reads every response of `method` ahead to its trailers, as a repeatable call's is, but
-    /// sends each call once: the `grpc-status` in the trailers is classified, so that an
-    /// `UNAVAILABLE` there is evidence for the host's breaker (and the call report's stop
-    /// reason) where it would otherwise count as a success. For a unary or client-streaming
-    /// method that must not be sent twice; `method` is written as for
-    /// [`repeatable`](Self::repeatable), which reads ahead too and needs no `unary`.
+    /// sends each call once: the `grpc-status` in the trailers is classified before the call
+    /// returns, so that an `UNAVAILABLE` there is the call's outcome (its report's stop reason,
+    /// and a [`ClientError::Status`] with
+    /// [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status)), where
+    /// a call named nothing returns at its headers and only the breaker hears its trailers.
+    /// For a unary or client-streaming method that must not be sent twice; `method` is written
+    /// as for [`repeatable`](Self::repeatable), which reads ahead too and needs no `unary`.
     pub fn unary(self, method: &str) -> Self {
         self.name(Method::parse(method), Mark::Unary)
     }
@@ -420,7 +428,17 @@ impl Future for GrpcFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let outcome = ready!(Pin::new(&mut self.inner).poll(cx));
-        Poll::Ready(outcome.map_err(Status::from))
+        Poll::Ready(outcome.map_err(Status::from).map(|mut response| {
+            match response.extensions_mut().remove::<LateStatus>() {
+                Some(late) => response.map(|inner| {
+                    tonic::body::Body::new(StatusWatch {
+                        inner,
+                        late: Some(late),
+                    })
+                }),
+                None => response,
+            }
+        }))
     }
 }
 
@@ -558,8 +576,16 @@ where
                     read_ahead,
                     limit,
                 } => {
-                    let response = ready!(call.poll(cx)).map_err(Into::into)?;
-                    if !*read_ahead || response.headers().contains_key(GRPC_STATUS) {
+                    let mut response = ready!(call.poll(cx)).map_err(Into::into)?;
+                    if response.headers().contains_key(GRPC_STATUS) {
+                        this.state.set(ReadState::Done);
+                        return Poll::Ready(Ok(response.map(tonic::body::Body::new)));
+                    }
+                    if !*read_ahead {
+                        // A 200 whose status comes in the trailers, after the call returns.
+                        if response.status() == http::StatusCode::OK {
+                            response.extensions_mut().insert(StatusToCome);
+                        }
                         this.state.set(ReadState::Done);
                         return Poll::Ready(Ok(response.map(tonic::body::Body::new)));
                     }
@@ -593,6 +619,90 @@ where
                 ReadStateProj::Done => panic!("a read-ahead future polled after it answered"),
             }
         }
+    }
+}
+
+/// In a response's extensions, from [`ReadAhead`] to the outbound call: a 200 not read ahead,
+/// whose `grpc-status` is still to come in its trailers.
+#[derive(Debug, Clone, Copy)]
+struct StatusToCome;
+
+/// In a response's extensions, from the outbound call to [`GrpcFuture`]: the breaker that is to
+/// hear the status the trailers bring, and the clock it reads its instants on.
+#[derive(Clone)]
+struct LateStatus {
+    breaker: Breaker,
+    clock: Clock,
+}
+
+/// The outbound call's part for a response whose status is still to come: its attempt's
+/// success is no evidence yet ([`Attempt::defer_evidence`]), and the host's breaker goes with
+/// the response, for [`GrpcFuture`] to give the body that reads the trailers.
+pub(crate) fn defer_status<B, C, A>(
+    response: &mut Response<B>,
+    attempt: &Attempt,
+    policy: &rampart::Policy<C, A>,
+) {
+    if response.extensions_mut().remove::<StatusToCome>().is_none() {
+        return;
+    }
+    if let Some(breaker) = policy.breaker() {
+        attempt.defer_evidence();
+        response.extensions_mut().insert(LateStatus {
+            breaker: breaker.clone(),
+            clock: policy.clock().clone(),
+        });
+    }
+}
+
+pin_project! {
+    /// A response body whose trailers' `grpc-status` is its call's breaker evidence, recorded
+    /// when they arrive ([`Breaker::record_late`]); a body that ends or is dropped without
+    /// them records nothing.
+    struct StatusWatch {
+        #[pin]
+        inner: tonic::body::Body,
+        late: Option<LateStatus>,
+    }
+}
+
+impl Body for StatusWatch {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, tonic::Status>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if let Some(Ok(frame)) = &frame
+            && let Some(trailers) = frame.trailers_ref()
+            && let Some(late) = this.late.take()
+        {
+            let verdict = crate::classify::HttpClassifier::verdict_with_trailers(
+                http::StatusCode::OK,
+                &HeaderMap::new(),
+                Some(trailers),
+            );
+            let evidence = match verdict {
+                rampart::Verdict::Ok => Evidence::Success,
+                rampart::Verdict::Transient => Evidence::Failure,
+                _ => Evidence::Ignored,
+            };
+            // Never slow: the time of the rest of a stream says nothing of the dependency.
+            late.breaker
+                .record_late(evidence, std::time::Duration::ZERO, late.clock.now());
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

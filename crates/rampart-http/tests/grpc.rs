@@ -381,6 +381,63 @@ async fn a_method_named_unary_is_sent_once_and_an_unavailable_in_its_trailers_op
     );
 }
 
+/// A call named neither repeatable nor unary is not read ahead: its status comes after the
+/// call returned, and the breaker hears it then. Twice `UNAVAILABLE` in the trailers of a 200
+/// opens a breaker of two consecutive failures, as the same status in the headers does; a
+/// success in the trailers clears the count.
+#[tokio::test]
+async fn an_unavailable_in_the_trailers_of_a_call_named_nothing_opens_the_breaker() {
+    let layer = OutboundLayer::builder()
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer");
+    let (server, client) = connected(&layer).await;
+    for _ in 0..2 {
+        let status = call(&client, "/t.T/FlakyTrailers", false, None)
+            .await
+            .expect_err("the server is warming up");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(status.message(), "warming up", "the server's own status");
+    }
+    assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 2, "each sent once");
+    let status = call(&client, "/t.T/FlakyTrailers", false, None)
+        .await
+        .expect_err("the breaker is open");
+    assert!(
+        status.message().contains("circuit breaker open"),
+        "{status:?}"
+    );
+    assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 2, "not sent");
+}
+
+/// The success in the trailers counts too: an `UNAVAILABLE`, an `OK`, an `UNAVAILABLE` never
+/// make two failures in a row.
+#[tokio::test]
+async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_before_it() {
+    let layer = OutboundLayer::builder()
+        .breaker(Breaker::builder().consecutive_failures(2))
+        .build()
+        .expect("valid outbound layer");
+    let (_server, client) = connected(&layer).await;
+    call(&client, "/t.T/FlakyTrailers", false, None)
+        .await
+        .expect_err("the server is warming up");
+    call(&client, "/t.T/Echo", false, None)
+        .await
+        .expect("answered, OK in its trailers");
+    call(&client, "/t.T/FlakyTrailers", false, None)
+        .await
+        .expect_err("the server is warming up");
+    // One failure since the OK: still closed.
+    call(&client, "/t.T/Echo", false, None)
+        .await
+        .expect("answered: the breaker is closed");
+}
+
 /// A layer that hedges the calls that ask, 20 ms after the first leg went out.
 fn hedging_layer() -> OutboundLayer {
     OutboundLayer::builder()

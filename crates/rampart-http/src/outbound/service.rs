@@ -253,6 +253,11 @@ where
                 }
                 match response {
                     Err(e) if stamp.is_transport_timer(attempt) => e,
+                    #[cfg(feature = "tonic")]
+                    Ok(mut response) => {
+                        crate::grpc::defer_status(&mut response, attempt, policy);
+                        return Ok(response);
+                    }
                     outcome => return outcome,
                 }
             };
