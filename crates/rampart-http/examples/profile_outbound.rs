@@ -12,7 +12,10 @@
 //! `outbound` and `direct` send a request without headers; `outbound-headers` and
 //! `direct-headers` one with a caller's deadline and an `accept` header; `outbound-clone` the
 //! same through a clone of the service per request (the host looked up in the table each
-//! time, where `outbound` reuses the host its service kept). `outbound-headers` takes a third
+//! time, where `outbound` reuses the host its service kept); `outbound-varied` the same as
+//! `outbound-headers` with a caller's deadline that changes from one request to the next
+//! (each deadline value written is then formatted anew: count it against
+//! `direct-headers`). `outbound-headers` takes a third
 //! argument, the layer's configuration, to show what each part of the policy costs: `default`,
 //! `no-breaker-budget`, `once` (one attempt: no copy kept for a retry), `once-no-breaker-budget`,
 //! or `no-deadline` (no deadline, no attempt timeout).
@@ -107,6 +110,29 @@ fn measured_direct_headers(n: u64) {
     let mut direct = tower::service_fn(answer);
     for _ in 0..n {
         let _ = ready(direct.call(with_headers::<Full<Bytes>>().map(ReplayBody::new)));
+    }
+}
+
+/// Callers' deadlines that differ from one request to the next (`outbound-varied`).
+const VARIED: [&str; 5] = ["5000", "4000", "3000", "2000", "1000"];
+
+/// A request like [`with_headers`]'s whose caller's deadline is `VARIED[i % 5]`.
+fn with_varied<B: Default>(i: u64) -> Request<B> {
+    let deadline = VARIED[(i % VARIED.len() as u64) as usize];
+    Request::get("http://127.0.0.1:8080/items")
+        .header("x-deadline-ms", http::HeaderValue::from_static(deadline))
+        .header("accept", http::HeaderValue::from_static("application/json"))
+        .body(B::default())
+        .unwrap_or_else(|e| unreachable!("a valid request: {e}"))
+}
+
+/// Requests whose deadline header differs from the last one's, so that no value written is
+/// the one its thread wrote last (the value is formatted anew for every request).
+#[inline(never)]
+fn measured_outbound_varied(n: u64) {
+    let mut layered = OutboundLayer::new().layer(tower::service_fn(answer));
+    for i in 0..n {
+        let _ = ready(layered.call(with_varied::<Full<Bytes>>(i)));
     }
 }
 
@@ -258,6 +284,7 @@ fn main() {
         "direct-headers" => measured_direct_headers(n),
         "outbound-headers" => measured_outbound_headers(n, &args.next().unwrap_or_default()),
         "outbound-clone" => measured_outbound_clone(n),
+        "outbound-varied" => measured_outbound_varied(n),
         "direct-plain" => measured_direct_plain(n),
         "tower" => measured_tower(n),
         "tower-stamped" => measured_tower_stamped(n),

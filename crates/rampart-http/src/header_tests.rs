@@ -285,3 +285,36 @@ fn grpc_requests_are_recognised_by_content_type() {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     assert!(!is_grpc(&headers));
 }
+
+#[test]
+fn a_number_asked_for_again_is_the_same_value_and_its_unit_counts() {
+    let text = |v: HeaderValue| v.to_str().expect("ascii").to_owned();
+    assert_eq!(text(number(4999, "")), "4999");
+    assert_eq!(
+        text(number(4999, "")),
+        "4999",
+        "the kept value, handed out again"
+    );
+    assert_eq!(
+        text(number(4999, "m")),
+        "4999m",
+        "another unit is another value"
+    );
+    assert_eq!(text(number(4998, "m")), "4998m");
+    assert_eq!(text(number(4999, "")), "4999");
+}
+
+#[test]
+fn values_cut_past_the_end_of_a_buffer_stay_whole() {
+    // More values than one buffer holds, some held across its end: each still reads as
+    // what it was made from (the kept value is let go before the buffer is replaced).
+    let held: Vec<(u64, HeaderValue)> = (0..2_000u64)
+        .map(|n| (n, number(1_000_000 + n, "u")))
+        .collect();
+    for (n, value) in &held {
+        assert_eq!(
+            value.to_str().expect("ascii"),
+            format!("{}u", 1_000_000 + n)
+        );
+    }
+}
