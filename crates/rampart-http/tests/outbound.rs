@@ -755,6 +755,120 @@ async fn a_callers_smaller_deadline_is_kept_and_a_larger_one_cut_to_the_time_lef
     );
 }
 
+/// `inner`, not ready until `wait` has passed since it was first asked; each clone (the
+/// layer clones its service for each attempt) waits anew.
+struct SlowToReady<S> {
+    inner: S,
+    wait: Duration,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: Clone> Clone for SlowToReady<S> {
+    fn clone(&self) -> Self {
+        SlowToReady {
+            inner: self.inner.clone(),
+            wait: self.wait,
+            sleep: None,
+        }
+    }
+}
+
+impl<S: Service<R>, R> Service<R> for SlowToReady<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        let wait = self.wait;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
+        std::task::ready!(sleep.as_mut().poll(cx));
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.inner.call(request)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_time_left_is_read_after_a_wait_for_the_service() {
+    // Each attempt waits 300 ms for its service before its request is made: the deadline
+    // written counts the wait (the attempt's start no longer says the time left).
+    let upstream = Upstream::new(|n, _| reply(if n == 0 { 503 } else { 200 }));
+    let slow = SlowToReady {
+        inner: upstream.service(),
+        wait: Duration::from_millis(300),
+        sleep: None,
+    };
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(slow);
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("9700".into()), Some("9400".into())]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_time_left_is_read_after_a_wait_in_an_admission_queue() {
+    // One attempt at a time: the second request waits in the queue while the first is
+    // answered (500 ms), and its deadline counts the wait.
+    let upstream = Upstream::new(|_, _| Reply {
+        delay: Duration::from_millis(500),
+        ..reply(200)
+    });
+    let limit = rampart::limit::ConcurrencyLimit::new(1).queue(1);
+    let built = OutboundLayer::builder().policy(quick).admit(limit).build();
+    let client = built
+        .expect("valid outbound layer")
+        .layer(upstream.service());
+    let (first, second) = tokio::join!(
+        client.clone().oneshot(get("http://a.test/")),
+        client.clone().oneshot(get("http://a.test/")),
+    );
+    first.expect("a response");
+    second.expect("a response");
+    assert_eq!(
+        upstream.header("x-deadline-ms"),
+        [Some("10000".into()), Some("9500".into())]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_callers_deadline_written_twice_is_replaced_by_one_value() {
+    let upstream = Upstream::new(|n, _| reply(if n == 0 { 503 } else { 200 }));
+    let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());
+    let mut request = get("http://a.test/");
+    request
+        .headers_mut()
+        .append("x-deadline-ms", "250".parse().expect("valid"));
+    request
+        .headers_mut()
+        .append("x-deadline-ms", "400".parse().expect("valid"));
+    client.oneshot(request).await.expect("a response");
+    let written: Vec<Vec<String>> = upstream
+        .calls()
+        .iter()
+        .map(|call| {
+            call.headers
+                .get_all("x-deadline-ms")
+                .iter()
+                .map(|v| v.to_str().expect("ascii").to_owned())
+                .collect()
+        })
+        .collect();
+    // The last value counts; every attempt carries one value.
+    assert_eq!(written, [vec!["400".to_owned()], vec!["400".to_owned()]]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_callers_own_deadline_ends_the_call_with_ramparts_timeout() {
     let upstream = Upstream::new(|_, _| Reply {

@@ -160,7 +160,7 @@ pub use live::{HostSettings, OutboundSettings};
 pub(crate) use service::Way;
 pub use service::{Outbound, ResponseFuture};
 pub use stamp::stamp;
-pub(crate) use stamp::{Stamp, within};
+pub(crate) use stamp::{Read, Stamp, within};
 
 /// The least time a retry of the outbound layer must have left before its deadline to be
 /// sent, unless set otherwise with `min_attempt_time` in [`policy`](OutboundBuilder::policy)

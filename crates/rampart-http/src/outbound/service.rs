@@ -16,7 +16,7 @@ use rampart::{Attempt, Cancelled, Deadline};
 use tower_service::Service;
 
 use super::hosts::Kept as KeptHost;
-use super::{Engine, Hedged, Host, HostKey, Plan, Repeatable, Stamp, within};
+use super::{Engine, Hedged, Host, HostKey, Plan, Read, Repeatable, Stamp, within};
 use crate::body::{Kept, ReplayBody, keep};
 use crate::error::{BoxError, ClientError};
 use crate::header::Names;
@@ -235,14 +235,26 @@ where
             // Cloned under the lock, made ready without it: a hedged leg may want the
             // template while this one waits for its service.
             let mut service = lock(&template).service.clone();
-            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            let mut waited = false;
+            std::future::poll_fn(|cx| {
+                let ready = service.poll_ready(cx);
+                waited |= ready.is_pending();
+                ready
+            })
+            .await?;
+            // Nothing awaited since the attempt began (no admission queue, the service ready
+            // at once): its start's reading is the time left's (see `Read::AtStart`).
+            let read = match A::ALWAYS_ADMITS && !waited {
+                true => Read::AtStart,
+                false => Read::Now,
+            };
             // The request is made once the service is ready, so that the deadline written is
             // the time left when the request goes out, and it is not kept across the wait.
             // Each block ends the storage of what it made before the next await: a local stays
             // in the callback's future while its scope lasts, moved out or not, and that future
             // is held (and moved) with the whole call.
             let sent = {
-                let request = lock(&template).next(names, attempt);
+                let request = lock(&template).next(names, attempt, read);
                 let span = crate::observe::attempt_span(request.method(), &host.key, attempt);
                 span.run(service.call(request))
             };
@@ -398,10 +410,10 @@ impl<S, B> Template<S, B> {
 
     /// The next attempt's request, its headers stamped: the request itself first, then a copy
     /// of a replayable request's.
-    fn next(&mut self, names: &Names, attempt: &Attempt) -> Request<ReplayBody<B>> {
+    fn next(&mut self, names: &Names, attempt: &Attempt, read: Read) -> Request<ReplayBody<B>> {
         // The first request is stamped where it lies and moved once, out of the template.
         if let Some(first) = &mut self.first {
-            self.stamp.write(names, first.headers_mut(), attempt);
+            self.stamp.write(names, first.headers_mut(), attempt, read);
             return self
                 .first
                 .take()
@@ -411,7 +423,9 @@ impl<S, B> Template<S, B> {
             unreachable!("a request that cannot be replayed gets one attempt")
         };
         let mut request = again.request();
-        self.stamp.write(names, request.headers_mut(), attempt);
+        // The copy left the caller's deadline out.
+        let stamp = self.stamp.copied();
+        stamp.write(names, request.headers_mut(), attempt, read);
         request
     }
 }

@@ -17,6 +17,31 @@ use crate::header::{
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp {
     pub(crate) grpc: bool,
+    /// Whether the headers written hold exactly one value of the deadline header in the
+    /// request's encoding (the caller's): the deadline then replaces it where it lies, found
+    /// in a pass over the headers, where `insert` would hash the name to find it. True of the
+    /// prepared request when the caller wrote one; see [`copied`](Self::copied).
+    held: bool,
+}
+
+/// When an attempt's time left is read for the deadline it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// From the reading the attempt began with: the time left is its ceiling's span, and
+    /// the clock is not read again (a reading costs about 25 ns here, more than its
+    /// instructions say). Only where nothing was awaited between that reading and the
+    /// stamp: admission that always admits at once (`Admit::ALWAYS_ADMITS`: no queue), and
+    /// a service ready on its first poll. What passes between them is then one synchronous
+    /// stretch of the call's poll, the stretch rampart's executor itself counts as no time
+    /// (an attempt that succeeds on its first poll ends at the instant it began); the
+    /// deadline written is floored to whole milliseconds, so it says more than a fresh
+    /// reading would only when a millisecond ends within that stretch, and then by no more
+    /// than the stretch, the same order as the time between any reading and the request's
+    /// bytes leaving.
+    AtStart,
+    /// A fresh reading of the attempt's clock: after a wait (a service that was not ready,
+    /// an admission queue), whose length the attempt's start does not know.
+    Now,
 }
 
 /// What a request's headers hold, found in one pass by [`Stamp::prepare`].
@@ -24,9 +49,11 @@ pub(crate) struct Stamp {
 struct Held<'a> {
     content_type: Option<&'a HeaderValue>,
     retry: bool,
-    /// The last value of each encoding of the deadline.
+    /// The last value of each encoding of the deadline, and how many values each has.
     deadline: Option<&'a HeaderValue>,
     grpc_timeout: Option<&'a HeaderValue>,
+    deadlines: u32,
+    grpc_timeouts: u32,
 }
 
 /// Within this much of its ceiling, a gRPC attempt's transport error is taken for the
@@ -55,9 +82,11 @@ impl Stamp {
             }
             if *name == GRPC_TIMEOUT {
                 held.grpc_timeout = Some(value);
+                held.grpc_timeouts += 1;
             }
             if *name == names.deadline {
                 held.deadline = Some(value);
+                held.deadlines += 1;
             }
             held.retry |= *name == names.retry;
         }
@@ -71,22 +100,51 @@ impl Stamp {
         };
         // A gRPC request's deadline is `grpc-timeout`: the other encoding is not carried.
         let other = grpc && held.deadline.is_some();
+        let held_one = match grpc {
+            true => held.grpc_timeouts == 1,
+            // The same name as `grpc-timeout`'s is removed below on a gRPC request only.
+            false => held.deadlines == 1,
+        };
         if held.retry {
             headers.remove(&names.retry);
         }
         if other {
             headers.remove(&names.deadline);
         }
-        (Stamp { grpc }, caller.map(Deadline::after))
+        let stamp = Stamp {
+            grpc,
+            held: held_one,
+        };
+        (stamp, caller.map(Deadline::after))
+    }
+
+    /// The stamp of a copy of the prepared request that leaves the caller's deadline out.
+    pub(crate) fn copied(self) -> Stamp {
+        Stamp {
+            held: false,
+            ..self
+        }
     }
 
     /// Writes an attempt's deadline, the ambient criticality and, on a retry or hedge, the
-    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's.
+    /// retry mark, replacing what the caller wrote. `headers` are a prepared request's (or,
+    /// with [`copied`](Self::copied)'s stamp, a copy of it), and `read` says when the time
+    /// left is read.
     ///
     /// The deadline written is never later than the caller's own: the call runs within it
     /// (see [`within`]), so the attempt's time left already counts it.
-    pub(crate) fn write(self, names: &Names, headers: &mut HeaderMap, attempt: &Attempt) {
-        self.write_left(names, headers, attempt, attempt.remaining());
+    pub(crate) fn write(
+        self,
+        names: &Names,
+        headers: &mut HeaderMap,
+        attempt: &Attempt,
+        read: Read,
+    ) {
+        let left = match read {
+            Read::AtStart => attempt.timeout(),
+            Read::Now => attempt.remaining(),
+        };
+        self.write_left(names, headers, attempt, left);
     }
 
     /// [`write`](Self::write) with the time `left` to write as the deadline.
@@ -107,9 +165,18 @@ impl Stamp {
             (&names.deadline, format_deadline_ms(left))
         };
         match value {
-            Some(value) => headers.insert(name, value),
-            None => headers.remove(name),
-        };
+            Some(value) if self.held => {
+                if let Some(value) = replace_one(headers, name, value) {
+                    headers.insert(name, value);
+                }
+            }
+            Some(value) => {
+                headers.insert(name, value);
+            }
+            None => {
+                headers.remove(name);
+            }
+        }
         headers.insert(
             &names.criticality,
             criticality_value(Criticality::current()),
@@ -186,6 +253,24 @@ pub fn stamp(headers: &mut HeaderMap, names: &Names, attempt: &Attempt) {
         (attempt, caller) => attempt.or(caller),
     };
     stamp.write_left(names, headers, attempt, left);
+}
+
+/// Puts `value` in place of the first value of `name` in `headers`, found in a pass over
+/// them (a small map's pass costs less than hashing the name), and says whether it was
+/// there: `Some(value)` back when it was not. For a header that has one value, what
+/// `insert` would do.
+fn replace_one(
+    headers: &mut HeaderMap,
+    name: &HeaderName,
+    value: HeaderValue,
+) -> Option<HeaderValue> {
+    match headers.iter_mut().find(|(held, _)| *held == name) {
+        Some((_, held)) => {
+            *held = value;
+            None
+        }
+        None => Some(value),
+    }
 }
 
 /// `level`'s wire name as a header value, made when the crate is compiled: `from_static`

@@ -55,7 +55,7 @@ use rampart::{CallResult, Cancelled};
 
 use crate::classify::HttpResponse;
 use crate::error::ClientError;
-use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Stamp, within};
+use crate::outbound::{Engine, HostKey, OutboundLayer, Plan, Read, Stamp, within};
 
 pub use builder::RequestBuilder;
 
@@ -267,6 +267,12 @@ impl<A: Admit + Clone> Client<A> {
                 .map_or(0, <[u8]>::len)
                 <= host.edge.replay_limit;
         let names = &host.edge.names;
+        // Each attempt stamps its request before anything is awaited: with no admission
+        // queue, the attempt's start's reading is the time left's (see `Read::AtStart`).
+        let read = match A::ALWAYS_ADMITS {
+            true => Read::AtStart,
+            false => Read::Now,
+        };
         let http = self.http.clone();
         let call = async {
             if plan == Plan::Replay && in_memory {
@@ -276,7 +282,7 @@ impl<A: Admit + Clone> Client<A> {
                         let Some(mut request) = request.try_clone() else {
                             unreachable!("a request with a body in memory clones")
                         };
-                        stamp.write(names, request.headers_mut(), attempt);
+                        stamp.write(names, request.headers_mut(), attempt, read);
                         let span =
                             crate::observe::attempt_span(request.method(), &host.key, attempt);
                         observe_quota(host, span.run(http.execute(request)).await)
@@ -298,7 +304,7 @@ impl<A: Admit + Clone> Client<A> {
                         let Some(mut request) = taken else {
                             unreachable!("a one-attempt policy runs its callback once")
                         };
-                        stamp.write(names, request.headers_mut(), attempt);
+                        stamp.write(names, request.headers_mut(), attempt, read);
                         let span =
                             crate::observe::attempt_span(request.method(), &host.key, attempt);
                         observe_quota(host, span.run(http.execute(request)).await)
