@@ -172,7 +172,8 @@ where
         };
         let mut request = request.map(ReplayBody::new);
         let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
-        let template = Template::new(stamp, self.inner.clone(), request);
+        // Behind its lock before the call's future is made (see `send`).
+        let template = Mutex::new(Template::new(stamp, self.inner.clone(), request));
         // Allocated before the call's future is made, so that the future is written straight
         // into its box, not made on the stack and copied there whole.
         let call = Box::write(Box::new_uninit(), send(host, template, caller));
@@ -189,7 +190,7 @@ where
 #[allow(clippy::manual_async_fn)]
 fn send<S, A, B, ResB>(
     host: Arc<Host<A>>,
-    template: Template<S, B>,
+    mut template: Mutex<Template<S, B>>,
     caller: Option<Deadline>,
 ) -> impl Future<Output = Result<Response<ResB>, ClientError<S::Error>>>
 where
@@ -207,8 +208,9 @@ where
     // times over. Behind a mutex (locked twice per attempt, never across a wait, and
     // uncontended unless legs are hedged) so that the callback is `Sync` for any `Send`
     // service and body. Made before the block, so that the block holds the request once: a
-    // block's input keeps its place in the block's state after it is moved out.
-    let mut template = Mutex::new(template);
+    // block's input keeps its place in the block's state after it is moved out. Locked by
+    // the caller, who makes the template in place behind it: locking it here would move
+    // the template once more (640 bytes).
     async move {
         let host = &*host;
         let names = &host.edge.names;
@@ -388,19 +390,21 @@ impl<S, B> Template<S, B> {
             }
         };
         *request.body_mut() = ReplayBody::replay(data.clone(), trailers.clone());
+        // Without what every attempt's stamp replaces: a copy of the caller's deadline would
+        // be written over (and a name built from a string makes its shared count on its
+        // first clone: an allocation). A loop, not an iterator's `collect`: the filtered
+        // iterator's size is not known, and its `collect` cost half as much again.
+        let mut headers = Vec::with_capacity(request.headers().len());
+        for (name, value) in request.headers() {
+            if !self.stamp.replaces(names, name) {
+                headers.push((name.clone(), value.clone()));
+            }
+        }
         self.again = Some(Again {
             method: request.method().clone(),
             uri: request.uri().clone(),
             version: request.version(),
-            // Without what every attempt's stamp replaces: a copy of the caller's deadline
-            // would be written over (and a name built from a string makes its shared count
-            // on its first clone: an allocation).
-            headers: request
-                .headers()
-                .iter()
-                .filter(|(name, _)| !self.stamp.replaces(names, name))
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect(),
+            headers,
             extensions: request.extensions().clone(),
             data,
             trailers,
