@@ -182,6 +182,13 @@ impl Effective {
 
     /// [`Bound::resolve`] when an inherited deadline or a drain grace may come
     /// sooner than the policy's `bound`: the earliest instant wins.
+    ///
+    /// The bounds are compared by their spans from the start, which order them as their
+    /// instants do, without adding the policy's span to the start (an instant's addition
+    /// and comparison cost several times a subtraction, and this runs for every call given
+    /// a deadline). Instants are compared only where spans cannot tell: an instant at or
+    /// before the start (its span is zero however early it is), and spans past a century
+    /// (where the policy's instant may have saturated at the latest one).
     #[inline(never)]
     fn clamped(
         start: Instant,
@@ -189,17 +196,29 @@ impl Effective {
         inherited: Option<Deadline>,
         drain: &Drain,
     ) -> Option<Effective> {
-        let mut earliest = bound.map(|b| (b.at(), b));
+        /// Past this, a span is compared as an instant (see above).
+        const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
+        // The earliest bound so far, with its instant when that is before the start (not
+        // `start + span`).
+        let mut earliest: Option<(Effective, Option<Instant>)> = bound.map(|b| (b, None));
         let mut clamp = |at: Instant, source| {
-            if earliest.is_none_or(|(sooner, _)| at < sooner) {
-                let span = at.saturating_duration_since(start);
+            let span = at.saturating_duration_since(start);
+            let sooner = match &earliest {
+                None => true,
+                Some((current, before)) if span.is_zero() || before.is_some() => {
+                    at < before.unwrap_or_else(|| current.at())
+                }
+                Some((current, _)) => span < current.span && (span < FAR || at < current.at()),
+            };
+            if sooner {
+                let before = (at < start).then_some(at);
                 earliest = Some((
-                    at,
                     Effective {
                         start,
                         span,
                         source,
                     },
+                    before,
                 ));
             }
         };
@@ -211,7 +230,7 @@ impl Effective {
         {
             clamp(grace, Source::Drain);
         }
-        earliest.map(|(_, bound)| bound)
+        earliest.map(|(bound, _)| bound)
     }
 }
 
@@ -252,5 +271,102 @@ mod tests {
         let grace = resolve(start, None, Some(sooner), &drain).expect("a bound");
         assert_eq!((grace.span, grace.source), (ms(100), Source::Drain));
         assert!(resolve(start, None, None, &Drain::new()).is_none());
+    }
+
+    /// What `clamped` computed before it compared spans: the policy's instant added to the
+    /// start, and the bounds compared as instants.
+    fn by_instants(
+        start: Instant,
+        bound: Option<Effective>,
+        inherited: Option<Deadline>,
+        drain: &Drain,
+    ) -> Option<Effective> {
+        let mut earliest = bound.map(|b| (b.at(), b));
+        let mut clamp = |at: Instant, source| {
+            if earliest.is_none_or(|(sooner, _)| at < sooner) {
+                let span = at.saturating_duration_since(start);
+                earliest = Some((
+                    at,
+                    Effective {
+                        start,
+                        span,
+                        source,
+                    },
+                ));
+            }
+        };
+        if let Some(inherited) = inherited {
+            clamp(inherited.instant(), Source::Inherited);
+        }
+        if drain.is_draining()
+            && let Some(grace) = drain.grace_until()
+        {
+            clamp(grace, Source::Drain);
+        }
+        earliest.map(|(_, bound)| bound)
+    }
+
+    #[test]
+    fn comparing_spans_picks_the_bound_comparing_instants_picks() {
+        // Instants before, at and after the start, equal to the policy's, and spans that
+        // saturate the policy's instant: every combination, against the instants' answer.
+        let start = Instant::now() + Duration::from_secs(3600);
+        let ms = Duration::from_millis;
+        let ns = Duration::from_nanos;
+        let spans = [
+            None,
+            Some(Duration::ZERO),
+            Some(ns(1)),
+            Some(ms(500)),
+            Some(Duration::from_secs(200 * 365 * 86_400)),
+            Some(Duration::MAX),
+        ];
+        let offsets: [Option<(bool, Duration)>; 10] = [
+            None,
+            Some((false, ms(1000))),
+            Some((false, ns(1))),
+            Some((true, Duration::ZERO)),
+            Some((true, ns(1))),
+            Some((true, ms(300))),
+            Some((true, ms(500))),
+            Some((true, ms(900))),
+            Some((true, Duration::from_secs(150 * 365 * 86_400))),
+            // The latest instant there is.
+            Some((true, Duration::MAX)),
+        ];
+        let instant = |offset: (bool, Duration)| match offset {
+            (true, by) => crate::clock::saturating_add(start, by),
+            (false, by) => start - by,
+        };
+        let mut compared = 0;
+        for span in spans {
+            let bound = span.map(|span| Effective {
+                start,
+                span,
+                source: Source::Policy,
+            });
+            for inherited in offsets {
+                for grace in offsets {
+                    let inherited = inherited.map(|o| Deadline::at(instant(o)));
+                    let drain = Drain::new();
+                    if let Some(grace) = grace {
+                        let until = instant(grace);
+                        // A drain that began an hour before `until`, its grace an hour.
+                        drain.begin_at(
+                            until - Duration::from_secs(3600),
+                            Some(Duration::from_secs(3600)),
+                        );
+                    }
+                    let key = |e: Option<Effective>| e.map(|e| (e.span, e.source));
+                    assert_eq!(
+                        key(Effective::clamped(start, bound, inherited, &drain)),
+                        key(by_instants(start, bound, inherited, &drain)),
+                        "policy {span:?}, inherited {inherited:?}, grace {grace:?}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, 6 * 10 * 10);
     }
 }
