@@ -163,6 +163,11 @@ pub(crate) fn finish<R: Carries, E>(
     fail_on_status: bool,
     first_success_bare: bool,
 ) -> Result<R, ClientError<E>> {
+    // A first attempt's success, bare: read from the result before any report is made (a
+    // report copies the attempt log), and never an error (`fail_on_status` spares a success).
+    if first_success_bare && result.stop() == StopReason::Succeeded && result.log().total() == 1 {
+        return result.into_result().map_err(ClientError::Call);
+    }
     let report = CallReport::of(&result);
     let mut response = result.into_result().map_err(ClientError::Call)?;
     if fail_on_status && !matches!(report.stop, StopReason::Succeeded | StopReason::Permanent) {
