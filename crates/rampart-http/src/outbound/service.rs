@@ -378,15 +378,21 @@ impl<S, B> Template<S, B> {
         let Some(request) = &mut self.first else {
             unreachable!("kept before the first attempt")
         };
-        let taken = std::mem::replace(request.body_mut(), ReplayBody::buffered(Bytes::new()));
-        let Some(body) = taken.into_unread() else {
-            unreachable!("the caller's body, as `new` took it")
-        };
-        let (data, trailers) = match keep(body, limit).await? {
-            Kept::Replayable { data, trailers } => (data, trailers),
-            Kept::Once(body) => {
-                *request.body_mut() = body;
-                return Ok(false);
+        // A body already at its end (a `GET`'s, most often) has nothing to read: no reading
+        // future is made for it.
+        let (data, trailers) = if request.body().is_end_stream() {
+            (Bytes::new(), None)
+        } else {
+            let taken = std::mem::replace(request.body_mut(), ReplayBody::buffered(Bytes::new()));
+            let Some(body) = taken.into_unread() else {
+                unreachable!("the caller's body, as `new` took it")
+            };
+            match keep(body, limit).await? {
+                Kept::Replayable { data, trailers } => (data, trailers),
+                Kept::Once(body) => {
+                    *request.body_mut() = body;
+                    return Ok(false);
+                }
             }
         };
         *request.body_mut() = ReplayBody::replay(data.clone(), trailers.clone());
