@@ -170,10 +170,14 @@ where
                 };
             }
         };
-        let mut request = request.map(ReplayBody::new);
-        let (stamp, caller) = Stamp::prepare(&host.edge.names, request.headers_mut());
-        // Behind its lock before the call's future is made (see `send`).
-        let template = Mutex::new(Template::new(stamp, self.inner.clone(), request));
+        // The request goes straight behind the template's lock (see `send`) and is prepared
+        // there, so that it is moved into its place once.
+        let mut template = Mutex::new(Template::new(
+            self.inner.clone(),
+            request.map(ReplayBody::new),
+        ));
+        let unshared = template.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let caller = unshared.prepare(&host.edge.names);
         // Allocated before the call's future is made, so that the future is written straight
         // into its box, not made on the stack and copied there whole.
         let call = Box::write(Box::new_uninit(), send(host, template, caller));
@@ -340,14 +344,25 @@ struct Again {
 
 impl<S, B> Template<S, B> {
     /// The template of a request sent as it is, once, unless [`keep`](Self::keep) reads its
-    /// body for replay.
-    fn new(stamp: Stamp, service: S, request: Request<ReplayBody<B>>) -> Self {
+    /// body for replay; [`prepare`](Self::prepare) it before its first attempt.
+    fn new(service: S, request: Request<ReplayBody<B>>) -> Self {
         Template {
-            stamp,
+            stamp: Stamp::UNPREPARED,
             service,
             first: Some(request),
             again: None,
         }
+    }
+
+    /// Reads the request's headers for its stamp ([`Stamp::prepare`]): the caller's
+    /// deadline, if any.
+    fn prepare(&mut self, names: &Names) -> Option<Deadline> {
+        let Some(request) = &mut self.first else {
+            unreachable!("prepared before the first attempt")
+        };
+        let (stamp, caller) = Stamp::prepare(names, request.headers_mut());
+        self.stamp = stamp;
+        caller
     }
 
     /// The request's method, and whether its caller marked it [`Repeatable`] and

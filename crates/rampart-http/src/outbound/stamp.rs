@@ -62,6 +62,13 @@ struct Held<'a> {
 pub(crate) const TRANSPORT_TIMER_SLACK: Duration = Duration::from_millis(1);
 
 impl Stamp {
+    /// The stamp of a request not yet [`prepare`](Self::prepare)d: an HTTP request that holds
+    /// no deadline.
+    pub(crate) const UNPREPARED: Stamp = Stamp {
+        grpc: false,
+        held: false,
+    };
+
     /// Reads whether the request is gRPC and the deadline its caller wrote (`grpc-timeout`
     /// on a gRPC request, else the deadline header; a malformed one is ignored), and takes
     /// out what the caller wrote that a first attempt must not carry (a retry mark, a
@@ -189,6 +196,7 @@ impl Stamp {
 
     /// Whether every attempt's [`write`](Self::write) replaces the header `name`: the
     /// deadline in the encoding this request carries, and the criticality.
+    #[inline]
     pub(crate) fn replaces(self, names: &Names, name: &HeaderName) -> bool {
         let deadline = match self.grpc {
             true => &GRPC_TIMEOUT,
