@@ -193,9 +193,13 @@ pub fn format_grpc_timeout(left: Option<Duration>) -> Option<HeaderValue> {
 fn number(n: u64, unit: &'static str) -> HeaderValue {
     ARENA.with(|arena| {
         let mut arena = arena.borrow_mut();
+        // The unit's first byte tells the units apart (`""` has none): comparing the strings
+        // would call `memcmp`, which a profile of the time (`perf`) showed taking a tenth of
+        // a request's.
+        let unit_key = unit.as_bytes().first().copied().unwrap_or(0);
         if let Some(last) = &arena.last
             && last.n == n
-            && last.unit == unit
+            && last.unit == unit_key
         {
             return last.value.clone();
         }
@@ -217,7 +221,7 @@ fn number(n: u64, unit: &'static str) -> HeaderValue {
             .unwrap_or_else(|_| unreachable!("digits and a unit letter are a valid header value"));
         arena.last = Some(Last {
             n,
-            unit,
+            unit: unit_key,
             value: value.clone(),
         });
         value
@@ -238,10 +242,11 @@ struct Arena {
     last: Option<Last>,
 }
 
-/// The last value `number` made on a thread, and the number and unit it was made from.
+/// The last value `number` made on a thread, and the number and unit it was made from (the
+/// unit's first byte, 0 for none).
 struct Last {
     n: u64,
-    unit: &'static str,
+    unit: u8,
     value: HeaderValue,
 }
 
