@@ -107,9 +107,10 @@ impl Stamp {
         };
         // A gRPC request's deadline is `grpc-timeout`: the other encoding is not carried.
         let other = grpc && held.deadline.is_some();
+        // The deadline header every attempt writes is the one in the request's encoding
+        // (the other encoding is removed below, or left alone on a plain request).
         let held_one = match grpc {
             true => held.grpc_timeouts == 1,
-            // The same name as `grpc-timeout`'s is removed below on a gRPC request only.
             false => held.deadlines == 1,
         };
         if held.retry {
