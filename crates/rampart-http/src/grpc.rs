@@ -637,16 +637,17 @@ struct LateStatus {
 
 /// The outbound call's part for a response whose status is still to come: its attempt's
 /// success is no evidence yet ([`Attempt::defer_evidence`]), and the host's breaker goes with
-/// the response, for [`GrpcFuture`] to give the body that reads the trailers.
+/// the response, for [`GrpcFuture`] to give the body that reads the trailers. Out of line:
+/// only a gRPC request's answer comes here.
+#[inline(never)]
 pub(crate) fn defer_status<B, C, A>(
     response: &mut Response<B>,
     attempt: &Attempt,
     policy: &rampart::Policy<C, A>,
 ) {
-    if response.extensions_mut().remove::<StatusToCome>().is_none() {
-        return;
-    }
-    if let Some(breaker) = policy.breaker() {
+    if response.extensions_mut().remove::<StatusToCome>().is_some()
+        && let Some(breaker) = policy.breaker()
+    {
         attempt.defer_evidence();
         response.extensions_mut().insert(LateStatus {
             breaker: breaker.clone(),

@@ -265,17 +265,21 @@ where
                 span.run(service.call(request))
             };
             let error = {
-                let response = sent.await;
+                #[allow(unused_mut)]
+                let mut response = sent.await;
                 if let (Some(quota), Ok(response)) = (&host.quota, &response) {
                     quota.observe(response.headers());
                 }
+                // A gRPC call not read ahead is sent once: under the host's `once` policy,
+                // whose breaker is the host's.
+                #[cfg(feature = "tonic")]
+                if stamp.grpc
+                    && let Ok(response) = &mut response
+                {
+                    crate::grpc::defer_status(response, attempt, &host.once);
+                }
                 match response {
                     Err(e) if stamp.is_transport_timer(attempt) => e,
-                    #[cfg(feature = "tonic")]
-                    Ok(mut response) => {
-                        crate::grpc::defer_status(&mut response, attempt, policy);
-                        return Ok(response);
-                    }
                     outcome => return outcome,
                 }
             };
