@@ -250,14 +250,7 @@ async fn the_inbound_handler_sees_the_grpc_timeout_as_its_ambient_deadline() {
 
 #[tokio::test]
 async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback() {
-    let layer = OutboundLayer::builder()
-        .breaker(
-            Breaker::builder()
-                .consecutive_failures(2)
-                .break_duration(Duration::from_secs(30)),
-        )
-        .build()
-        .expect("valid outbound layer");
+    let layer = opened_by_two_failures();
     let (server, client) = connected(&layer).await;
     for _ in 0..2 {
         let status = call(&client, "/t.T/Flaky", false, None)
@@ -349,14 +342,7 @@ async fn a_service_named_repeatable_retries_its_methods_and_no_other_services() 
 
 #[tokio::test]
 async fn a_method_named_unary_is_sent_once_and_an_unavailable_in_its_trailers_opens_the_breaker() {
-    let layer = OutboundLayer::builder()
-        .breaker(
-            Breaker::builder()
-                .consecutive_failures(2)
-                .break_duration(Duration::from_secs(30)),
-        )
-        .build()
-        .expect("valid outbound layer");
+    let layer = opened_by_two_failures();
     let (server, client) = connected(&layer).await;
     let client = client.unary("/t.T/FlakyTrailers");
     for _ in 0..2 {
@@ -387,14 +373,7 @@ async fn a_method_named_unary_is_sent_once_and_an_unavailable_in_its_trailers_op
 /// success in the trailers clears the count.
 #[tokio::test]
 async fn an_unavailable_in_the_trailers_of_a_call_named_nothing_opens_the_breaker() {
-    let layer = OutboundLayer::builder()
-        .breaker(
-            Breaker::builder()
-                .consecutive_failures(2)
-                .break_duration(Duration::from_secs(30)),
-        )
-        .build()
-        .expect("valid outbound layer");
+    let layer = opened_by_two_failures();
     let (server, client) = connected(&layer).await;
     for _ in 0..2 {
         let status = call(&client, "/t.T/FlakyTrailers", false, None)
@@ -436,6 +415,18 @@ async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_befor
     call(&client, "/t.T/Echo", false, None)
         .await
         .expect("answered: the breaker is closed");
+}
+
+/// A layer whose breakers open after two failures in a row, for 30 s.
+fn opened_by_two_failures() -> OutboundLayer {
+    OutboundLayer::builder()
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer")
 }
 
 /// A layer that hedges the calls that ask, 20 ms after the first leg went out.
