@@ -171,3 +171,32 @@ fn late_evidence_while_open_or_isolated_is_dropped() {
     );
     assert_eq!(breaker.state(t0).kind(), StateKind::Isolated);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deferred_probe_frees_its_slot_and_its_late_verdict_closes_the_breaker() {
+    let breaker = Breaker::builder()
+        .consecutive_failures(1)
+        .break_duration(Duration::from_secs(5))
+        .jitter(0.0)
+        .half_open_probes(1)
+        .probe_successes(1)
+        .build()
+        .expect("valid breaker");
+    let p = policy(&breaker);
+    fails(&p).await;
+    tokio::time::advance(Duration::from_secs(5)).await;
+    // The probe succeeds as far as it can tell, deferring its evidence: it counts for
+    // nothing, and its slot is free again for the next probe.
+    succeeds(&p, true).await;
+    assert_eq!(breaker.state(Instant::now()), BreakerState::HalfOpen);
+    let next = breaker
+        .try_acquire(Instant::now())
+        .expect("the slot is free");
+    assert!(next.is_probe());
+    drop(next);
+    // Its verdict, when it comes, takes the free slot and closes the breaker.
+    let closed = breaker
+        .record_late(Evidence::Success, Duration::ZERO, Instant::now())
+        .expect("a transition");
+    assert_eq!(closed.to, StateKind::Closed);
+}
