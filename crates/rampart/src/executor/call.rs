@@ -207,13 +207,14 @@ impl<'a, C, A, B> Call<'a, C, A, B> {
     {
         let mut report = Report::default();
         let outcome = execute(self.shared, self.caller, self.deadline, op, &mut report).await;
-        let stop = report.stop;
         // A value is never a fallback's to answer: it goes to the report as it is, not
-        // through `end`'s future and back (a response moved twice more).
-        let answered = match outcome {
-            Ok(value) => (Ok(value), false),
-            Err(error) => self.end(stop, Err(error)).await,
-        };
+        // through `end`'s future and back (a response moved twice more), nor taken out of
+        // its `Ok` and wrapped again (once more).
+        if outcome.is_ok() {
+            return report.into_result((outcome, false));
+        }
+        let stop = report.stop;
+        let answered = self.end(stop, outcome).await;
         report.into_result(answered)
     }
 

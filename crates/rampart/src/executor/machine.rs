@@ -568,6 +568,38 @@ where
         }
     }
 
+    /// [`returned`](Self::returned), the same rules, the attempt's output left where the
+    /// driver keeps it: `Ok(())` says the attempt succeeded and the call is over, its value
+    /// the `Some(Ok(_))` in `returned` (taken with [`won`]); on every other end the output is
+    /// taken. The success path is decided on a reference, so that a large value (a response)
+    /// is not moved into the machine and back out. (A small one costs less moved: its
+    /// driver keeps it in registers rather than in memory for the reference.)
+    #[inline(always)]
+    pub(crate) fn returned_in_place(
+        &mut self,
+        attempt: &Attempt,
+        ticket: &mut Ticket<'p, A::Permit>,
+        returned: &mut Option<Result<T, E>>,
+        cancelled: bool,
+        now: Instant,
+    ) -> Result<(), Next<'p, T, E, A::Permit, W>> {
+        // The success path: a value classified Ok, before its ceiling fired, with the caller
+        // still waiting.
+        if let Some(result @ Ok(_)) = &*returned
+            && !cancelled
+            && attempt.fired().is_none()
+            && self.shared.classifier.classify(result).is_ok()
+        {
+            self.ran = true;
+            let number = ticket.number;
+            self.settle(Some(attempt), ticket, AttemptOutcome::Ok, now);
+            self.won(number, now);
+            self.close(StopReason::Succeeded, now);
+            return Ok(());
+        }
+        Err(self.arbitrate(attempt, ticket.taken(), returned.take(), cancelled, now))
+    }
+
     /// [`returned`](Self::returned) as one `Next`, the success path's value in `Done`.
     #[cfg(test)]
     pub(crate) fn returned_next(
@@ -1705,6 +1737,15 @@ impl<T, E, C, A, L: Record, W: Shape> Machine<'_, T, E, C, A, L, W> {
     fn deadline(&self) -> Option<Effective> {
         self.deadline.map(|bound| bound.from(self.start))
     }
+}
+
+/// The value of an attempt that [`Machine::returned_in_place`] said won the call.
+#[inline(always)]
+pub(crate) fn won<T, E>(returned: Option<Result<T, E>>) -> T {
+    let Some(Ok(value)) = returned else {
+        unreachable!("the machine answered a value")
+    };
+    value
 }
 
 /// The end of a call with one attempt and nothing that reads the clock, fires, retries or

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::observe::Reported;
 use crate::timeout::PendingAnswer;
 
-use super::machine::{Bounded, untimed};
+use super::machine::{Bounded, untimed, won};
 use super::race::{Race, admission};
 use super::{
     Callback, Machine, Next, Record, Sequential, Shared, begin, is_cancelled, later,
@@ -95,7 +95,7 @@ where
                     // against the attempt's ceiling and its caller is built only for an
                     // attempt that did not finish.
                     let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx)));
-                    let (returned, suspended) = match first.await {
+                    let (mut returned, suspended) = match first.await {
                         Poll::Ready(out) => (Some(out), false),
                         Poll::Pending => {
                             Race::polled(work.as_mut(), &attempt, machine.mode()).await
@@ -110,19 +110,44 @@ where
                     } else {
                         ticket.began
                     };
-                    let answer =
-                        machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
-                    span.record_outcome(machine.attempt_outcome());
-                    match answer {
-                        Ok(value) => {
-                            // Only the ticket is left to drop (its permits went back).
-                            let Next::Attempt(spent) = next else {
-                                unreachable!("the attempt ran from this ticket")
-                            };
-                            drop(spent);
-                            return Ok(value);
+                    // A large value (a response) stays in `returned`: the machine decides on
+                    // a reference, and the value is moved once, to the call's output. A small
+                    // one is handed to the machine and back, which costs it less than a
+                    // value kept in memory for the reference.
+                    if const { moved_in_place::<T, E>() } {
+                        let answer = machine.returned_in_place(
+                            &attempt,
+                            ticket,
+                            &mut returned,
+                            is_cancelled(caller),
+                            now,
+                        );
+                        span.record_outcome(machine.attempt_outcome());
+                        match answer {
+                            Ok(()) => {
+                                let Next::Attempt(spent) = next else {
+                                    unreachable!("the attempt ran from this ticket")
+                                };
+                                drop(spent);
+                                return Ok(won(returned));
+                            }
+                            Err(next) => next,
                         }
-                        Err(next) => next,
+                    } else {
+                        let answer =
+                            machine.returned(&attempt, ticket, returned, is_cancelled(caller), now);
+                        span.record_outcome(machine.attempt_outcome());
+                        match answer {
+                            Ok(value) => {
+                                // Only the ticket is left to drop (its permits went back).
+                                let Next::Attempt(spent) = next else {
+                                    unreachable!("the attempt ran from this ticket")
+                                };
+                                drop(spent);
+                                return Ok(value);
+                            }
+                            Err(next) => next,
+                        }
                     }
                 };
                 next = after;
@@ -161,6 +186,15 @@ where
             begin_next(&mut attempt, &next);
         }
     }
+}
+
+/// Whether an attempt's output is large enough that the driver keeps it in place while the
+/// machine decides on a reference ([`Machine::returned_in_place`]) rather than moving it into
+/// the machine and back ([`Machine::returned`]): a move of more than this is a call to
+/// `memcpy` of a value just written. Known at compile time: each driver keeps one path.
+#[inline(always)]
+const fn moved_in_place<T, E>() -> bool {
+    std::mem::size_of::<Result<T, E>>() > 64
 }
 
 /// Begins `attempt` for the ticket in `next`, if the machine's answer is an attempt: where a
