@@ -219,6 +219,7 @@ impl Default for Report {
 impl Report {
     /// The `try_run` result, saying whether a fallback answered: caller cancellation stays
     /// an error.
+    #[inline(always)]
     pub(crate) fn into_result<T, E>(
         self,
         (outcome, fell_back): (Result<T, Error<E>>, bool),

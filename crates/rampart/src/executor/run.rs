@@ -95,20 +95,28 @@ where
                     // against the attempt's ceiling and its caller is built only for an
                     // attempt that did not finish.
                     let first = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx)));
-                    let (mut returned, suspended) = match first.await {
-                        Poll::Ready(out) => (Some(out), false),
-                        Poll::Pending => {
-                            Race::polled(work.as_mut(), &attempt, machine.mode()).await
+                    // Not a tuple with whether the work suspended, which moves the output
+                    // once more: the race is awaited only for work that did suspend, whose
+                    // time the call accounts for. An attempt that succeeded on its first poll
+                    // took no time the call must account for: the clock is read again only
+                    // when the reading will be used.
+                    let now;
+                    let mut returned = match first.await {
+                        Poll::Ready(out) => {
+                            now = if machine.measures() || out.is_err() {
+                                shared.clock.now()
+                            } else {
+                                ticket.began
+                            };
+                            Some(out)
                         }
-                    };
-                    // An attempt that succeeded on its first poll took no time the call
-                    // must account for: the clock is read again only when the reading will
-                    // be used.
-                    let fresh = suspended || machine.measures() || !matches!(returned, Some(Ok(_)));
-                    let now = if fresh {
-                        shared.clock.now()
-                    } else {
-                        ticket.began
+                        Poll::Pending => {
+                            let out = Race::polled(work.as_mut(), &attempt, machine.mode())
+                                .await
+                                .0;
+                            now = shared.clock.now();
+                            out
+                        }
                     };
                     // A large value (a response) stays in `returned`: the machine decides on
                     // a reference, and the value is moved once, to the call's output. A small
