@@ -287,11 +287,12 @@ where
             Err(error)
         };
         // `try_run` hedges when the host's policy hedges (its hedged state boxed by rampart).
-        let result = within(policy, caller)
-            .try_run(op)
-            .await
-            .map_err(|_: Cancelled| ClientError::Call(rampart::Error::Cancelled))?;
-        crate::report::finish(result, host.fail_on_status, true)
+        // Matched, not through `map_err` and `?`: each is a move of the report (and the
+        // response in it).
+        match within(policy, caller).try_run(op).await {
+            Ok(result) => crate::report::finish(result, host.fail_on_status, true),
+            Err(Cancelled) => Err(ClientError::Call(rampart::Error::Cancelled)),
+        }
     }
 }
 
