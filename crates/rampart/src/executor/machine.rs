@@ -617,6 +617,26 @@ where
         }
     }
 
+    /// [`returned_in_place`](Self::returned_in_place) as one `Next`, as
+    /// [`returned_next`](Self::returned_next) gives [`returned`](Self::returned).
+    #[cfg(test)]
+    pub(crate) fn returned_in_place_next(
+        &mut self,
+        attempt: &Attempt,
+        ticket: Ticket<'p, A::Permit>,
+        returned: Option<Result<T, E>>,
+        cancelled: bool,
+        now: Instant,
+    ) -> Next<'p, T, E, A::Permit, W> {
+        let (mut ticket, mut returned) = (ticket, returned);
+        match self.returned_in_place(attempt, &mut ticket, &mut returned, cancelled, now) {
+            Ok(()) => Next::Done(Finish {
+                outcome: Ok(won(returned)),
+            }),
+            Err(next) => next,
+        }
+    }
+
     /// Rule 4 for every end but the success path: arbitration, then rule 5.
     #[inline(never)]
     fn arbitrate(

@@ -150,6 +150,60 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
 }
 
 #[test]
+fn an_output_decided_in_place_gets_the_answer_it_gets_by_value() {
+    // (the output, whether the caller cancelled, whether the ceiling fired)
+    type Case = (Option<Result<u32, &'static str>>, bool, bool);
+    let cases: [Case; 6] = [
+        (Some(Ok(7)), false, false),
+        (Some(Ok(7)), true, false),
+        (Some(Ok(7)), false, true),
+        (Some(Err("reset")), false, false),
+        (Some(Err("reset")), true, false),
+        (None, false, true),
+    ];
+    for (returned, cancelled, fired) in cases {
+        let answers: Vec<(&str, Option<u32>, StopReason, u32)> = [false, true]
+            .into_iter()
+            .map(|in_place| {
+                let clock = ManualClock::new();
+                let policy = Policy::builder()
+                    .clock(clock.clone())
+                    .attempt_timeout(100 * MS)
+                    .build()
+                    .expect("valid");
+                let mut report = Report::default();
+                let live = policy.shared.snapshot();
+                let mut machine: Plain<'_, '_> =
+                    Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+                let ticket = attempt(machine.start(false));
+                let a = handle(&policy, &ticket);
+                if fired {
+                    clock.advance(100 * MS);
+                    a.fire(Fired::Ceiling);
+                }
+                let next = if in_place {
+                    machine.returned_in_place_next(&a, ticket, returned, cancelled, clock.now())
+                } else {
+                    machine.returned_next(&a, ticket, returned, cancelled, clock.now())
+                };
+                let what = kind(&next);
+                let value = match next {
+                    Next::Done(finish) => finish.outcome.ok(),
+                    _ => None,
+                };
+                let attempts = machine.attempts;
+                drop(machine);
+                (what, value, report.stop, attempts)
+            })
+            .collect();
+        assert_eq!(
+            answers[0], answers[1],
+            "{returned:?}, cancelled {cancelled}, fired {fired}"
+        );
+    }
+}
+
+#[test]
 fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
     let clock = ManualClock::new();
     let calls = Arc::new(AtomicU32::new(0));

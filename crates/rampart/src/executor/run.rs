@@ -198,8 +198,10 @@ where
 
 /// Whether an attempt's output is large enough that the driver keeps it in place while the
 /// machine decides on a reference ([`Machine::returned_in_place`]) rather than moving it into
-/// the machine and back ([`Machine::returned`]): a move of more than this is a call to
-/// `memcpy` of a value just written. Known at compile time: each driver keeps one path.
+/// the machine and back ([`Machine::returned`]): a move of a value this large is a run of
+/// stores (past 128 bytes a call to `memcpy`) reading a value just written, where a smaller one
+/// moves in registers for less than a reference to it costs. An inline `const` at its use, so
+/// that each driver is compiled with one path (a plain call left the other in: W1 +7 to +15).
 #[inline(always)]
 const fn moved_in_place<T, E>() -> bool {
     std::mem::size_of::<Result<T, E>>() > 64
