@@ -19,6 +19,18 @@ fn consecutive(n: u32) -> Breaker {
         .expect("valid breaker")
 }
 
+/// Opened by one failure for 5 s; half-open, one probe, which closes it by succeeding.
+fn one_probe() -> Breaker {
+    Breaker::builder()
+        .consecutive_failures(1)
+        .break_duration(Duration::from_secs(5))
+        .jitter(0.0)
+        .half_open_probes(1)
+        .probe_successes(1)
+        .build()
+        .expect("valid breaker")
+}
+
 /// One attempt per call, every error a failure the breaker counts.
 fn policy(breaker: &Breaker) -> Policy {
     Policy::builder()
@@ -120,14 +132,7 @@ async fn late_failures_open_the_breaker_and_the_policy_reports_it() {
 
 #[test]
 fn late_evidence_half_open_takes_a_probe_slot_and_can_close_the_breaker() {
-    let breaker = Breaker::builder()
-        .consecutive_failures(1)
-        .break_duration(Duration::from_secs(5))
-        .jitter(0.0)
-        .half_open_probes(1)
-        .probe_successes(1)
-        .build()
-        .expect("valid breaker");
+    let breaker = one_probe();
     let t0 = Instant::now();
     breaker.record_late(Evidence::Failure, Duration::ZERO, t0);
     let later = t0 + Duration::from_secs(5);
@@ -174,14 +179,7 @@ fn late_evidence_while_open_or_isolated_is_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_deferred_probe_frees_its_slot_and_its_late_verdict_closes_the_breaker() {
-    let breaker = Breaker::builder()
-        .consecutive_failures(1)
-        .break_duration(Duration::from_secs(5))
-        .jitter(0.0)
-        .half_open_probes(1)
-        .probe_successes(1)
-        .build()
-        .expect("valid breaker");
+    let breaker = one_probe();
     let p = policy(&breaker);
     fails(&p).await;
     tokio::time::advance(Duration::from_secs(5)).await;
