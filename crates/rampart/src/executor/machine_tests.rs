@@ -149,6 +149,46 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
     assert_eq!(done(next).ok(), Some(7));
 }
 
+/// What the machine answers for one attempt's output, decided in place or by value: the
+/// answer's kind, the value, the stop reason and the attempts made. A policy of its own for
+/// each, so that no state carries over.
+fn answered(
+    in_place: bool,
+    returned: Option<Result<u32, &'static str>>,
+    cancelled: bool,
+    fired: bool,
+) -> (&'static str, Option<u32>, StopReason, u32) {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(clock.clone())
+        .attempt_timeout(100 * MS)
+        .build()
+        .expect("valid");
+    let mut report = Report::default();
+    let live = policy.shared.snapshot();
+    let mut machine: Plain<'_, '_> =
+        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let ticket = attempt(machine.start(false));
+    let a = handle(&policy, &ticket);
+    if fired {
+        clock.advance(100 * MS);
+        a.fire(Fired::Ceiling);
+    }
+    let next = if in_place {
+        machine.returned_in_place_next(&a, ticket, returned, cancelled, clock.now())
+    } else {
+        machine.returned_next(&a, ticket, returned, cancelled, clock.now())
+    };
+    let what = kind(&next);
+    let value = match next {
+        Next::Done(finish) => finish.outcome.ok(),
+        _ => None,
+    };
+    let attempts = machine.attempts;
+    drop(machine);
+    (what, value, report.stop, attempts)
+}
+
 #[test]
 fn an_output_decided_in_place_gets_the_answer_it_gets_by_value() {
     // (the output, whether the caller cancelled, whether the ceiling fired)
@@ -162,42 +202,9 @@ fn an_output_decided_in_place_gets_the_answer_it_gets_by_value() {
         (None, false, true),
     ];
     for (returned, cancelled, fired) in cases {
-        let answers: Vec<(&str, Option<u32>, StopReason, u32)> = [false, true]
-            .into_iter()
-            .map(|in_place| {
-                let clock = ManualClock::new();
-                let policy = Policy::builder()
-                    .clock(clock.clone())
-                    .attempt_timeout(100 * MS)
-                    .build()
-                    .expect("valid");
-                let mut report = Report::default();
-                let live = policy.shared.snapshot();
-                let mut machine: Plain<'_, '_> =
-                    Machine::new(&policy.shared, live, &mut report, clock.now(), None);
-                let ticket = attempt(machine.start(false));
-                let a = handle(&policy, &ticket);
-                if fired {
-                    clock.advance(100 * MS);
-                    a.fire(Fired::Ceiling);
-                }
-                let next = if in_place {
-                    machine.returned_in_place_next(&a, ticket, returned, cancelled, clock.now())
-                } else {
-                    machine.returned_next(&a, ticket, returned, cancelled, clock.now())
-                };
-                let what = kind(&next);
-                let value = match next {
-                    Next::Done(finish) => finish.outcome.ok(),
-                    _ => None,
-                };
-                let attempts = machine.attempts;
-                drop(machine);
-                (what, value, report.stop, attempts)
-            })
-            .collect();
         assert_eq!(
-            answers[0], answers[1],
+            answered(false, returned, cancelled, fired),
+            answered(true, returned, cancelled, fired),
             "{returned:?}, cancelled {cancelled}, fired {fired}"
         );
     }
