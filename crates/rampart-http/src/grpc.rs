@@ -686,12 +686,9 @@ impl Body for StatusWatch {
                 &HeaderMap::new(),
                 Some(trailers),
             );
-            let evidence = match verdict {
-                rampart::Verdict::Ok => Evidence::Success,
-                rampart::Verdict::Transient => Evidence::Failure,
-                _ => Evidence::Ignored,
-            };
-            // Never slow: the time of the rest of a stream says nothing of the dependency.
+            // The evidence the executor would record for the attempt, had it seen them. Never
+            // slow: the time of the rest of a stream says nothing of the dependency.
+            let evidence = Evidence::from(rampart::AttemptOutcome::from(verdict));
             late.breaker
                 .record_late(evidence, std::time::Duration::ZERO, late.clock.now());
         }

@@ -99,6 +99,21 @@ pub enum AttemptOutcome {
     Cancelled,
 }
 
+/// The outcome of an attempt whose answer was classified `verdict` (an attempt the executor
+/// cut at its ceiling, or that admission refused, has its own outcome instead).
+impl From<crate::Verdict> for AttemptOutcome {
+    #[inline]
+    fn from(verdict: crate::Verdict) -> AttemptOutcome {
+        match verdict {
+            crate::Verdict::Ok => AttemptOutcome::Ok,
+            crate::Verdict::Transient => AttemptOutcome::Transient,
+            crate::Verdict::Throttled { .. } => AttemptOutcome::Throttled,
+            crate::Verdict::Permanent => AttemptOutcome::Permanent,
+            crate::Verdict::Refused { .. } => AttemptOutcome::Refused,
+        }
+    }
+}
+
 impl AttemptOutcome {
     /// A stable lowercase name for logs and metric labels: `ok`, `transient`, `throttled`,
     /// `permanent`, `refused`, `timed_out`, `cancelled`.

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::outcome::AttemptOutcome;
+
 #[cfg(doc)]
 use super::{Breaker, BreakerBuilder};
 
@@ -30,6 +32,30 @@ pub enum Evidence {
     /// Says nothing about its health: throttled, a permanent error, the caller cancelled or
     /// refused itself. Neither a failure nor a success.
     Ignored,
+}
+
+/// What an attempt's outcome says to a breaker, as the executor records it: an answer is a
+/// success; a transient failure or a timeout is a failure; anything else (throttled, a
+/// permanent error, a refusal, the caller's cancellation) says nothing. The one rule, for an
+/// attempt's evidence recorded late too ([`Breaker::record_late`]).
+///
+/// ```
+/// use rampart::breaker::Evidence;
+/// use rampart::{AttemptOutcome, Verdict};
+///
+/// assert_eq!(Evidence::from(AttemptOutcome::TimedOut), Evidence::Failure);
+/// let throttled = Verdict::Throttled { retry_after: None };
+/// assert_eq!(Evidence::from(AttemptOutcome::from(throttled)), Evidence::Ignored);
+/// ```
+impl From<AttemptOutcome> for Evidence {
+    #[inline]
+    fn from(outcome: AttemptOutcome) -> Evidence {
+        match outcome {
+            AttemptOutcome::Ok => Evidence::Success,
+            AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
+            _ => Evidence::Ignored,
+        }
+    }
 }
 
 /// The state of a breaker at some instant.

@@ -1346,9 +1346,7 @@ where
                 AttemptOutcome::Ok if attempt.is_some_and(Attempt::evidence_deferred) => {
                     Evidence::Ignored
                 }
-                AttemptOutcome::Ok => Evidence::Success,
-                AttemptOutcome::Transient | AttemptOutcome::TimedOut => Evidence::Failure,
-                _ => Evidence::Ignored,
+                kind => Evidence::from(kind),
             };
             if let Some(transition) = permit.record(evidence, elapsed, now) {
                 self.breaker_moved(transition);
@@ -1814,11 +1812,7 @@ fn attempt_outcome<T, E>(outcome: &Outcome<T, E>, verdict: Verdict) -> AttemptOu
     match (outcome, verdict) {
         (Outcome::TimedOut { .. }, _) => AttemptOutcome::TimedOut,
         (Outcome::Refused(_) | Outcome::Unadmitted { .. }, _) => AttemptOutcome::Refused,
-        (_, Verdict::Ok) => AttemptOutcome::Ok,
-        (_, Verdict::Transient) => AttemptOutcome::Transient,
-        (_, Verdict::Throttled { .. }) => AttemptOutcome::Throttled,
-        (_, Verdict::Permanent) => AttemptOutcome::Permanent,
-        (_, Verdict::Refused { .. }) => AttemptOutcome::Refused,
+        (_, verdict) => AttemptOutcome::from(verdict),
     }
 }
 
