@@ -426,6 +426,11 @@ fn a_calls_wire_is_spent_before_the_callee_sees_each_attempt_and_checked_under_i
             r#"policy = "p", wire = { histogram = [["3ms", 1]] } }"#,
         );
     let graph = Graph::parse(&wired, None).expect("valid");
+    assert!(
+        graph.describe()[0].contains("b (p, 3.00 ms on the wire)"),
+        "{:?}",
+        graph.describe()
+    );
     let (_, spans) = run::trace(&graph, &one_attempt(), 3).expect("runs");
     let server: std::collections::HashMap<u64, &RecordedSpan> = spans
         .iter()

@@ -1036,6 +1036,10 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
 
         let files = json["files"].as_array().expect("files");
         assert_eq!(files.len(), FILES.len());
+        assert!(
+            v.rows.iter().any(|r| r.phases.iter().any(Option::is_some)),
+            "some root sent a second leaf attempt"
+        );
         for ((file, row), (name, path, _)) in files.iter().zip(&v.rows).zip(FILES) {
             assert_eq!((&file["name"], &file["path"]), (&name.into(), &path.into()));
             assert_eq!(file["change"], row.change.as_str());
@@ -1051,6 +1055,18 @@ segments = [{ kind = "steady", rate = 10, for = "2s" }]
             let error = row.predicted.leaf_per_root - row.measured.leaf_per_root;
             assert_eq!(file["error"]["leaf_requests_per_root"], error);
             assert_eq!(file["predicted_roots"], row.predicted_roots);
+            for (phases, side) in row.phases.iter().zip(["predicted", "measured"]) {
+                let json = &file["second_attempt_roots"][side];
+                match phases {
+                    Some(p) => {
+                        assert_eq!(json["roots"], p.roots, "{path} {side}");
+                        for (part, mean) in PARTS.iter().zip(p.means) {
+                            assert_eq!(json["mean_ms"][part], mean, "{path} {side} {part}");
+                        }
+                    }
+                    None => assert!(json.is_null(), "{path} {side}: {json}"),
+                }
+            }
             assert_eq!(file["drained"], true);
             assert_eq!(file["outcome"]["measured_roots"], row.outcome.roots);
             assert_eq!(
