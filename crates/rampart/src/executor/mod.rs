@@ -268,7 +268,7 @@ pub(crate) fn passes_through<C, A, L: Record>(
 ) -> bool {
     // Of what makes the telemetry listened to (`Telemetry::is_listened`), only the observer
     // can change while the policy serves: a listener makes the policy read the clock
-    // (`fixed_reads_clock`), so `pass_through` already says there is none.
+    // (`Shared::parts_read_clock`), so `pass_through` already says there is none.
     debug_assert!(!live.pass_through || shared.telemetry.listeners.is_empty());
     live.pass_through
         && caller.is_none()

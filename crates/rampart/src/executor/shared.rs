@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use crate::admit::Admit;
 use crate::backoff::Backoff;
 use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
@@ -34,9 +35,6 @@ pub(crate) struct Shared<C, A> {
     /// Held by [`Policy::reconfigure`](crate::Policy::reconfigure) from its read of the
     /// settings to its store, so that two updates at once do not lose one (calls never take it).
     pub(crate) reconfiguring: Mutex<()>,
-    /// Whether a call reads the clock whatever the live settings are (a budget, a breaker, a
-    /// listener, hedging, a dynamic or adaptive timeout, an admission component).
-    pub(crate) fixed_reads_clock: bool,
     /// The policy was built with the automatic budget and one attempt, so it has none: it may
     /// not be reconfigured to retry.
     pub(crate) lacks_automatic_budget: bool,
@@ -88,6 +86,56 @@ pub(crate) struct Live {
     /// hedge, listener, dynamic timeout or admission component): a call may need no machine
     /// ([`passes_through`](super::passes_through) decides, adding what the call brings).
     pub(crate) pass_through: bool,
+}
+
+impl<C, A: Admit> Shared<C, A> {
+    /// Whether a call of this policy reads the clock whatever its live settings are: whether
+    /// any part it was built with has a rule that needs a reading (a budget, a breaker, a
+    /// listener, hedging, a dynamic or adaptive timeout, the ambient deadline, an admission
+    /// component, which is told the time and each attempt's duration).
+    ///
+    /// The one list of what reads the clock: every field is named, so that a part added to a
+    /// policy is decided here or the crate does not compile. What the live settings add (a
+    /// deadline, an attempt timeout) is decided with them, in `policy::live::snapshot`, and
+    /// what a call brings (a caller's token or deadline, a drain) in
+    /// [`passes_through`](super::passes_through).
+    pub(crate) fn parts_read_clock(&self) -> bool {
+        let Shared {
+            // Asked below through `A::ALWAYS_ADMITS`, a property of its type.
+            admit: _,
+            timeout_fn,
+            telemetry,
+            hedge,
+            adaptive,
+            ambient_deadline,
+            budget,
+            breaker,
+            // Neither a rule nor a part: names, locks, what the parts above derive (the
+            // latency estimates of `hedge` and `adaptive`, the breaker's reports), and what
+            // a call reads at its start (the live settings, the drain, the criticality,
+            // which only gates retries and hedges and so needs more than one attempt).
+            name: _,
+            live: _,
+            reconfiguring: _,
+            lacks_automatic_budget: _,
+            classifier: _,
+            clock: _,
+            latency: _,
+            seeded_calls: _,
+            ambient_criticality: _,
+            drain: _,
+            breaker_reports: _,
+            streams: _,
+        } = self;
+        timeout_fn.is_some()
+            || *ambient_deadline
+            || budget.is_some()
+            || breaker.is_some()
+            || hedge.is_some()
+            || adaptive.is_some()
+            || !telemetry.listeners.is_empty()
+            || !A::ALWAYS_ADMITS
+    }
 }
 
 impl<C, A> Shared<C, A> {

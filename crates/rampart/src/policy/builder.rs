@@ -395,18 +395,6 @@ impl<C, A> PolicyBuilder<C, A> {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        // What reads the clock whatever the live settings are (they add the deadline and the
-        // attempt timeout).
-        let fixed_reads_clock = s.timeout_fn.is_some()
-            || s.ambient_deadline
-            || budget.is_some()
-            || s.breaker.is_some()
-            || s.hedge.is_some()
-            || s.adaptive.is_some()
-            || !s.telemetry.listeners.is_empty()
-            // Admission is told the time and each attempt's duration (adaptive limiters learn
-            // from it).
-            || !A::ALWAYS_ADMITS;
         let mut telemetry = s.telemetry;
         telemetry.observer = crate::observe::Observer::new(
             &s.name,
@@ -440,30 +428,37 @@ impl<C, A> PolicyBuilder<C, A> {
         let ceiling_estimate = s
             .adaptive
             .map(|a| Estimate::new(a.window, a.min_samples, a.quantile, now));
+        // The snapshot is made once the parts are in place, which say whether they read the
+        // clock (`Shared::parts_read_clock`): made first as if they did, which is never wrong,
+        // only slower.
+        let settings = s.live;
+        let mut shared = Shared {
+            live: Swap::new(live::snapshot(settings.clone(), true, A::ALWAYS_ADMITS)),
+            reconfiguring: Mutex::new(()),
+            lacks_automatic_budget,
+            name: s.name.into_boxed_str(),
+            timeout_fn: s.timeout_fn,
+            classifier: self.classifier,
+            admit: self.admit,
+            telemetry,
+            clock: s.clock,
+            ambient_deadline: s.ambient_deadline,
+            ambient_criticality: s.ambient_criticality,
+            drain: s.drain,
+            budget,
+            breaker: s.breaker,
+            breaker_reports,
+            latency: Latency::new(hedge_estimate, ceiling_estimate),
+            hedge: s.hedge,
+            adaptive: s.adaptive,
+            seeded_calls: AtomicU64::new(0),
+            streams: std::sync::OnceLock::new(),
+        };
+        if !shared.parts_read_clock() {
+            shared.live = Swap::new(live::snapshot(settings, false, A::ALWAYS_ADMITS));
+        }
         Ok(Policy {
-            shared: Arc::new(Shared {
-                live: Swap::new(live::snapshot(s.live, fixed_reads_clock, A::ALWAYS_ADMITS)),
-                reconfiguring: Mutex::new(()),
-                fixed_reads_clock,
-                lacks_automatic_budget,
-                name: s.name.into_boxed_str(),
-                timeout_fn: s.timeout_fn,
-                classifier: self.classifier,
-                admit: self.admit,
-                telemetry,
-                clock: s.clock,
-                ambient_deadline: s.ambient_deadline,
-                ambient_criticality: s.ambient_criticality,
-                drain: s.drain,
-                budget,
-                breaker: s.breaker,
-                breaker_reports,
-                latency: Latency::new(hedge_estimate, ceiling_estimate),
-                hedge: s.hedge,
-                adaptive: s.adaptive,
-                seeded_calls: AtomicU64::new(0),
-                streams: std::sync::OnceLock::new(),
-            }),
+            shared: Arc::new(shared),
         })
     }
 }

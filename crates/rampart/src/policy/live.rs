@@ -123,23 +123,37 @@ pub(super) fn criticality_problem(
     }
 }
 
-/// The snapshot calls run with of `settings`, for a policy whose fixed parts read the clock
-/// when `fixed_reads_clock`, and whose admission always admits when `always_admits`.
+/// The snapshot calls run with of `settings`, for a policy whose parts read the clock when
+/// `parts_read_clock`
+/// ([`Shared::parts_read_clock`](crate::executor::Shared::parts_read_clock)), and whose
+/// admission always admits when `always_admits`.
+///
+/// Whether the settings let a call pass through with no machine is decided here, every
+/// setting named: a setting added to [`PolicySettings`] is decided here or the crate does not
+/// compile.
 pub(super) fn snapshot(
     settings: PolicySettings,
-    fixed_reads_clock: bool,
+    parts_read_clock: bool,
     always_admits: bool,
 ) -> Live {
-    let reads_clock =
-        fixed_reads_clock || settings.total_timeout.is_some() || settings.attempt_timeout.is_some();
+    let PolicySettings {
+        max_attempts,
+        total_timeout,
+        attempt_timeout,
+        // Each bears only on a timeout or a retry, which the rest rules out.
+        min_attempt_time,
+        timeout_mode,
+        backoff,
+    } = settings;
+    let reads_clock = parts_read_clock || total_timeout.is_some() || attempt_timeout.is_some();
     Live {
-        pass_through: !reads_clock && settings.max_attempts == 1 && always_admits,
-        max_attempts: settings.max_attempts,
-        total_timeout: settings.total_timeout,
-        attempt_timeout: settings.attempt_timeout,
-        min_attempt_time: settings.min_attempt_time,
-        mode: settings.timeout_mode,
-        backoff: settings.backoff,
+        pass_through: !reads_clock && max_attempts == 1 && always_admits,
+        max_attempts,
+        total_timeout,
+        attempt_timeout,
+        min_attempt_time,
+        mode: timeout_mode,
+        backoff,
     }
 }
 
@@ -253,7 +267,7 @@ impl<C, A> Policy<C, A> {
         if !problems.is_empty() {
             return Err(ConfigError::new(problems));
         }
-        let live = snapshot(settings, s.fixed_reads_clock, A::ALWAYS_ADMITS);
+        let live = snapshot(settings, s.parts_read_clock(), A::ALWAYS_ADMITS);
         if s.live.store(live).is_err() {
             return Err(ConfigError::new(vec![crate::swap::too_many_updates()]));
         }
