@@ -93,7 +93,11 @@ impl RetryableStatus {
     }
 
     /// The response, as the client returns it: `reqwest::Response` from the reqwest client,
-    /// `http::Response<B>` from the outbound layer. `Err(self)` when `R` is not its type.
+    /// `http::Response<B>` from the outbound layer.
+    ///
+    /// # Errors
+    ///
+    /// `self`, unchanged, when `R` is not the response's type.
     pub fn into_response<R: Any>(mut self: Box<Self>) -> Result<R, Box<Self>> {
         let response = self
             .response
@@ -166,7 +170,11 @@ impl<E> ClientError<E> {
 
     /// The response the call ended on, when it ended on a
     /// [retryable status](ClientError::Status): `reqwest::Response` from the reqwest client,
-    /// `http::Response<B>` from the outbound layer. `Err(self)` otherwise, or when `R` is not
+    /// `http::Response<B>` from the outbound layer.
+    ///
+    /// # Errors
+    ///
+    /// `self`, unchanged, when the call did not end on a retryable status, or when `R` is not
     /// the response's type.
     pub fn into_response<R: Any>(self) -> Result<R, Self> {
         match self {

@@ -25,8 +25,9 @@
 //! - [`HttpClassifier`]: status codes and `Retry-After` to verdicts.
 //! - [`ClientError`] and [`Problem`]: timeouts answer 504, refusals 503 with `Retry-After`, as
 //!   `application/problem+json`.
-//! - [`CallReport`]: in the extensions of every response an outbound call returns, why the
-//!   call stopped, its attempts and the deadline that applied; with
+//! - [`CallReport`]: in the extensions of the responses an outbound call returns (all of the
+//!   reqwest client's; all of the layer's but a first attempt's success, whose report would
+//!   say only that), why the call stopped, its attempts and the deadline that applied; with
 //!   [`fail_on_retryable_status`](OutboundBuilder::fail_on_retryable_status), a final
 //!   retryable status is an error instead.
 //! - Features `tracing` and `metrics`: the edge's own events, counters and outbound attempt

@@ -32,10 +32,11 @@
 //!         Some(StopReason::DeadlineExceeded) => "out of time",
 //!         Some(StopReason::DependencyUnavailable) => "breaker open",
 //!         Some(_) => "decided by the policy",
-//!         None => "not sent through a policy",
+//!         // The outbound layer's first-attempt success, or a response from elsewhere.
+//!         None => "answered at once, or not sent through a policy",
 //!     }
 //! }
-//! assert_eq!(why(&Response::new(())), "not sent through a policy");
+//! assert_eq!(why(&Response::new(())), "answered at once, or not sent through a policy");
 //! ```
 
 use std::fmt;

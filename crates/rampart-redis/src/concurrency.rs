@@ -117,6 +117,12 @@ impl GlobalConcurrencyBuilder {
 
     /// The limit; or every invalid setting at once. Must be called inside a tokio runtime
     /// (its refills and renewals run there). Does not connect: the first call does.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting (`max`, `lease_ttl`, `fallback_max`,
+    /// the shared options such as `timeout` or `instances`), each with its value, and
+    /// `runtime` when no tokio runtime is running on this thread.
     pub fn build(self) -> Result<GlobalConcurrency, ConfigError> {
         let lease = &self.lease;
         let mut problems = Vec::new();

@@ -128,6 +128,12 @@ impl GlobalRateLimitBuilder {
 
     /// The limit; or every invalid setting at once. Must be called inside a tokio runtime
     /// (its refills run there). Does not connect: the first call does.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting (`permits`, `per`, `burst`,
+    /// `batch_ttl`, the shared options such as `timeout` or `instances`), each with its value,
+    /// and `runtime` when no tokio runtime is running on this thread.
     pub fn build(self) -> Result<GlobalRateLimit, ConfigError> {
         let lease = &self.lease;
         let mut problems = Vec::new();

@@ -96,6 +96,12 @@ struct RedisInner {
 impl Redis {
     /// A connection to the server at `url`, e.g. `redis://127.0.0.1:6379/0` or
     /// `redis://:password@host:6379/`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `redis.url` when it is not a Redis URL. Nothing connects here: a
+    /// server that cannot be reached shows at the first call, which then uses the limit's
+    /// local fallback.
     pub fn open(url: &str) -> Result<Redis, ConfigError> {
         let client = redis::Client::open(url).map_err(|e| {
             ConfigError::new(vec![ConfigProblem::new(

@@ -293,7 +293,7 @@ impl RetryBudget {
 }
 
 impl RetryBudgetBuilder {
-    /// Tokens deposited per successful call: finite, in `[0, 1]`. Default 0.1.
+    /// Tokens deposited per successful call: finite, in `[0, 1]`. Default 0.2.
     pub fn fraction(self, f: f64) -> Self {
         RetryBudgetBuilder {
             fraction: f,

@@ -379,6 +379,12 @@ impl<A> OutboundBuilder<A> {
 
     /// Builds the layer, checking the policy settings once (as a host's policies would be
     /// built) and reporting every problem.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] listing every invalid setting at once (of the policy, the breaker,
+    /// the budget, the hedge or the layer's own, such as `max_hosts` or `replay_limit`), each
+    /// naming its field and value.
     pub fn build(self) -> Result<OutboundLayer<A>, ConfigError>
     where
         A: Admit + Clone,

@@ -98,6 +98,11 @@ impl<A> fmt::Debug for Client<A> {
 impl<A: Admit + Clone> Client<A> {
     /// A client with a reqwest client of its own, built with no timeout at all (reqwest's
     /// defaults otherwise), sharing `layer`'s host table and settings.
+    ///
+    /// # Errors
+    ///
+    /// The `reqwest::Error` of building the reqwest client (its TLS backend could not be
+    /// initialised, say).
     pub fn new(layer: &OutboundLayer<A>) -> Result<Self, ::reqwest::Error> {
         let http = ::reqwest::Client::builder().build()?;
         Ok(Client::with_client(http, layer))
@@ -191,6 +196,14 @@ impl<A: Admit + Clone> Client<A> {
 
     /// Sends a request under its host's policy, retrying it only when its method is
     /// replayable.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Call`] with the policy's decision (a timeout, a refusal, cancellation)
+    /// or the last attempt's transport error; [`ClientError::QuotaSpent`] when the host's
+    /// quota is spent; and, with
+    /// [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) on,
+    /// [`ClientError::Status`] for a retryable status that ended the call.
     pub async fn execute(
         &self,
         request: ::reqwest::Request,
@@ -200,6 +213,10 @@ impl<A: Admit + Clone> Client<A> {
 
     /// Sends a request that is safe to send more than once whatever its method (a `POST`
     /// with an idempotency key, say).
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Self::execute).
     pub async fn execute_repeatable(
         &self,
         request: ::reqwest::Request,
@@ -208,9 +225,14 @@ impl<A: Admit + Clone> Client<A> {
     }
 
     /// Like [`execute`](Self::execute), with the report of the call: the stop reason and
-    /// the attempts, as rampart's `try_run` gives them. `Err` when no call ran to a report:
-    /// the host's policy could not be made, the host's [quota](crate::quota) is spent (a
-    /// refusal before any attempt), or the caller cancelled.
+    /// the attempts, as rampart's `try_run` gives them.
+    ///
+    /// # Errors
+    ///
+    /// Only when no call ran to a report: the host's policy could not be made
+    /// ([`ClientError::Call`] with a configuration error), the host's [quota](crate::quota) is
+    /// spent ([`ClientError::QuotaSpent`], a refusal before any attempt), or the caller
+    /// cancelled.
     pub async fn try_execute(
         &self,
         request: ::reqwest::Request,
@@ -221,6 +243,10 @@ impl<A: Admit + Clone> Client<A> {
 
     /// Like [`execute_repeatable`](Self::execute_repeatable), with the report of the call; see
     /// [`try_execute`](Self::try_execute).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_execute`](Self::try_execute).
     pub async fn try_execute_repeatable(
         &self,
         request: ::reqwest::Request,

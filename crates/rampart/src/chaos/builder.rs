@@ -74,6 +74,11 @@ impl<T, E> ChaosBuilder<T, E> {
     }
 
     /// The chaos, or every invalid rate at once.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] with one problem per rate outside `[0, 1]` (or NaN), each naming the
+    /// kind's field and the value.
     pub fn build(self) -> Result<Chaos<T, E>, ConfigError> {
         let ChaosBuilder {
             fault,

@@ -43,8 +43,12 @@ impl ChaosSwitch {
         self.controls.rate(kind)
     }
 
-    /// Sets the rate of `kind`, in `[0, 1]`; a rate outside it (or NaN) is refused with a
-    /// [`ConfigError`] naming the field and the value, and the rate is left as it was.
+    /// Sets the rate of `kind`, in `[0, 1]`.
+    ///
+    /// # Errors
+    ///
+    /// A rate outside `[0, 1]` (or NaN) is refused with a [`ConfigError`] naming the field and
+    /// the value, and the rate is left as it was.
     pub fn set_rate(&self, kind: InjectionKind, rate: f64) -> Result<(), ConfigError> {
         if let Some(problem) = check_rate(kind, rate) {
             return Err(ConfigError::new(vec![problem]));

@@ -92,7 +92,11 @@ impl<K, V> KeyedTableBuilder<K, V> {
         self
     }
 
-    /// The table, or the problem with its settings (a capacity of zero).
+    /// The table, or the problem with its settings.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `capacity` when it is zero.
     pub fn build(self) -> Result<KeyedTable<K, V>, ConfigError> {
         if self.capacity == 0 {
             return Err(ConfigError::new(vec![ConfigProblem::new(
@@ -197,6 +201,10 @@ impl<K: Hash + Eq + Clone, V: Clone> KeyedTable<K, V> {
     /// `make` runs without the table's lock held, so other keys are served meanwhile; when
     /// several callers miss the same key at once, each may run `make` and the first to insert
     /// wins: every caller gets that value, the others are dropped.
+    ///
+    /// # Errors
+    ///
+    /// `make`'s error, unchanged, when the table had no value for `key`; nothing is inserted.
     #[inline]
     pub fn get_or_try_insert_with<Q, E>(
         &self,

@@ -42,6 +42,13 @@ impl<C, A> Call<'_, C, A, NoFallback> {
     /// stream once it is open, with [`Error::Cancelled`]. A stream has no fallback: this
     /// finisher is there only while the call has none.
     ///
+    /// # Errors
+    ///
+    /// What ended the opening, as [`Call::run`] returns it: the last attempt's error
+    /// ([`Error::Inner`]) when the policy gave up, or the policy's own decision (the deadline
+    /// or an attempt's ceiling passed, a refusal, cancellation). Errors after the first item
+    /// are the stream's items, not this future's.
+    ///
     /// [`IoErrors`]: crate::IoErrors
     pub async fn stream<S, T, E, F>(
         self,

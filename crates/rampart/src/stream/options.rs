@@ -73,6 +73,10 @@ impl StreamOptionsBuilder {
     }
 
     /// The options, or every problem with them, each naming the field and the value.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] when `idle_timeout` is zero.
     pub fn build(self) -> Result<StreamOptions, ConfigError> {
         match self.options.idle_timeout {
             Some(idle) if idle.is_zero() => Err(ConfigError::new(vec![ConfigProblem::new(
