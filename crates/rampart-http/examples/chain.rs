@@ -116,7 +116,7 @@ async fn main() {
     };
     let edge = serve(
         edge,
-        InboundLayer::new().default_deadline(Duration::from_millis(300)),
+        InboundLayer::new().default_timeout(Duration::from_millis(300)),
     )
     .await;
 

@@ -48,7 +48,7 @@ use tower_layer::Layer;
 /// The file the service starts with.
 const FIRST: &str = r#"# The service's edge and the policies of its calls (see rampart_http::config).
 [inbound]
-default_deadline = "2s"
+default_timeout = "2s"
 
 [outbound]
 max_attempts = 2

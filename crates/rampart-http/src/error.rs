@@ -9,7 +9,7 @@
 //! use rampart_http::ClientError;
 //!
 //! let e: ClientError<std::io::Error> = ClientError::Call(rampart::Error::DeadlineExceeded {
-//!     deadline: Duration::from_millis(300),
+//!     timeout: Duration::from_millis(300),
 //!     source: rampart::DeadlineSource::Inherited,
 //!     attempts: 2,
 //!     unfit: None,

@@ -340,10 +340,11 @@ pub(crate) fn is_grpc_content_type(value: &HeaderValue) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Received {
-    /// The time the caller is still waiting: the smallest of `X-Deadline-Ms` (or the
-    /// configured header), `grpc-timeout`, `x-envoy-expected-rq-timeout-ms` and
-    /// `Connect-Timeout-Ms`, each ignored when malformed or above the maximum.
-    pub deadline: Option<Duration>,
+    /// The caller's deadline, as a timeout: the time the caller is still waiting, the
+    /// smallest of `X-Deadline-Ms` (or the configured header), `grpc-timeout`,
+    /// `x-envoy-expected-rq-timeout-ms` and `Connect-Timeout-Ms`, each ignored when malformed
+    /// or above the maximum.
+    pub timeout: Option<Duration>,
     /// The level, when the header held one (never `CriticalPlus`).
     pub criticality: Option<Criticality>,
     /// Whether the request is marked as a retry: the retry header's last value is `1`, or
@@ -361,7 +362,7 @@ impl Received {
                 .and_then(|v| parse(v.as_bytes()))
                 .filter(within)
         };
-        let deadline = [
+        let timeout = [
             read(&names.deadline, parse_deadline_ms),
             read(&GRPC_TIMEOUT, parse_grpc_timeout),
             read(&X_ENVOY_EXPECTED_RQ_TIMEOUT_MS, parse_deadline_ms),
@@ -374,7 +375,7 @@ impl Received {
             .and_then(|v| parse_digits(v.as_bytes(), 19))
             .is_some_and(|n| n >= 1);
         Received {
-            deadline,
+            timeout,
             criticality: last(headers, &names.criticality)
                 .and_then(|v| parse_criticality(v.as_bytes())),
             retry: grpc_retry || last(headers, &names.retry).is_some_and(|v| v.as_bytes() == b"1"),

@@ -99,7 +99,7 @@ fn the_last_value_of_a_repeated_header_counts() {
     headers.append(X_CRITICALITY, HeaderValue::from_static("Critical"));
     headers.append(X_CRITICALITY, HeaderValue::from_static("sheddable"));
     let got = Received::read(&headers, &Names::default(), None);
-    assert_eq!(got.deadline, Some(ms(200)));
+    assert_eq!(got.timeout, Some(ms(200)));
     assert_eq!(got.criticality, Some(Criticality::Sheddable));
     assert!(!got.retry);
 }
@@ -110,16 +110,16 @@ fn a_deadline_above_the_maximum_is_ignored_and_the_earlier_of_two_encodings_wins
     headers.insert(X_DEADLINE_MS, HeaderValue::from_static("3600000"));
     let max = Some(Duration::from_secs(5));
     assert_eq!(
-        Received::read(&headers, &Names::default(), max).deadline,
+        Received::read(&headers, &Names::default(), max).timeout,
         None
     );
     headers.insert(GRPC_TIMEOUT, HeaderValue::from_static("2S"));
     assert_eq!(
-        Received::read(&headers, &Names::default(), max).deadline,
+        Received::read(&headers, &Names::default(), max).timeout,
         Some(Duration::from_secs(2))
     );
     assert_eq!(
-        Received::read(&headers, &Names::default(), None).deadline,
+        Received::read(&headers, &Names::default(), None).timeout,
         Some(Duration::from_secs(2))
     );
 }
@@ -182,7 +182,7 @@ fn every_deadline_header_is_read_and_the_smallest_counts() {
     for (name, value, expected) in table {
         let mut headers = HeaderMap::new();
         headers.insert(name, HeaderValue::from_static(value));
-        let got = Received::read(&headers, &Names::default(), None).deadline;
+        let got = Received::read(&headers, &Names::default(), None).timeout;
         assert_eq!(got, expected, "{name}: {value}");
     }
     let mut headers = HeaderMap::new();
@@ -195,13 +195,13 @@ fn every_deadline_header_is_read_and_the_smallest_counts() {
         headers.insert(name, HeaderValue::from_static(value));
     }
     assert_eq!(
-        Received::read(&headers, &Names::default(), None).deadline,
+        Received::read(&headers, &Names::default(), None).timeout,
         Some(ms(400))
     );
     let max = Some(ms(450));
     headers.insert(CONNECT_TIMEOUT_MS, HeaderValue::from_static("9000"));
     assert_eq!(
-        Received::read(&headers, &Names::default(), max).deadline,
+        Received::read(&headers, &Names::default(), max).timeout,
         None,
         "every one above the maximum is ignored"
     );
@@ -210,7 +210,7 @@ fn every_deadline_header_is_read_and_the_smallest_counts() {
         HeaderValue::from_static("300"),
     );
     assert_eq!(
-        Received::read(&headers, &Names::default(), max).deadline,
+        Received::read(&headers, &Names::default(), max).timeout,
         Some(ms(300))
     );
 }

@@ -53,7 +53,7 @@ use crate::error::{ClientError, RetryableStatus};
 pub struct CallReport {
     stop: StopReason,
     log: AttemptLog,
-    deadline: Option<Duration>,
+    timeout: Option<Duration>,
     source: Option<DeadlineSource>,
 }
 
@@ -63,7 +63,7 @@ impl CallReport {
         CallReport {
             stop: result.stop(),
             log: *result.log(),
-            deadline: result.deadline(),
+            timeout: result.timeout(),
             source: result.deadline_source(),
         }
     }
@@ -87,16 +87,17 @@ impl CallReport {
         &self.log
     }
 
-    /// The deadline that applied to the call, measured from its start, as the call resolved
-    /// it ([`CallResult::deadline`]): the policy's own, a shorter one inherited from the
-    /// caller (the ambient deadline of the request being served, or a deadline header written
-    /// on the request), or a drain's grace. `None` when the call had none.
-    pub fn deadline(&self) -> Option<Duration> {
-        self.deadline
+    /// The deadline that applied to the call, as a timeout (the time from the call's start to
+    /// it), as the call resolved it ([`CallResult::timeout`]): the policy's own, a shorter
+    /// one inherited from the caller (the ambient deadline of the request being served, or a
+    /// deadline header written on the request), or a drain's grace. `None` when the call had
+    /// none.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
     }
 
-    /// Where [`deadline`](Self::deadline) came from; `None` when there was none, or when a
-    /// drain's grace was the earliest bound.
+    /// Where the deadline of [`timeout`](Self::timeout) came from; `None` when there was none,
+    /// or when a drain's grace was the earliest bound.
     pub fn deadline_source(&self) -> Option<DeadlineSource> {
         self.source
     }
@@ -107,7 +108,7 @@ impl fmt::Debug for CallReport {
         f.debug_struct("CallReport")
             .field("stop", &self.stop)
             .field("attempts", &self.attempts())
-            .field("deadline", &self.deadline())
+            .field("timeout", &self.timeout())
             .field("deadline_source", &self.deadline_source())
             .field("log", &self.log)
             .finish()
@@ -120,7 +121,7 @@ impl fmt::Display for CallReport {
         let attempts = self.attempts();
         let plural = if attempts == 1 { "" } else { "s" };
         write!(f, "{} after {attempts} attempt{plural}", self.stop)?;
-        match (self.deadline, self.source) {
+        match (self.timeout, self.source) {
             (Some(deadline), Some(DeadlineSource::Policy)) => {
                 write!(f, ", within the policy's deadline of {deadline:?}")
             }

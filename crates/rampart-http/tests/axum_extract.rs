@@ -62,9 +62,10 @@ async fn a_request_without_headers_extracts_no_total_timeout_and_critical() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_handler_extracts_the_layers_default_deadline_for_a_request_that_sent_none() {
+async fn a_handler_extracts_the_deadline_the_layers_default_timeout_gives_a_request_that_sent_none()
+{
     let app = Router::new()
         .route("/", get(seen))
-        .layer(InboundLayer::new().default_deadline(Duration::from_secs(2)));
+        .layer(InboundLayer::new().default_timeout(Duration::from_secs(2)));
     assert_eq!(get_seen(app, &[]).await, "2000 Critical");
 }

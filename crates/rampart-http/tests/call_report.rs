@@ -70,7 +70,7 @@ async fn a_final_503_carries_its_stop_reason_attempts_and_deadline_in_the_respon
     assert_eq!(report.stop(), StopReason::AttemptsExhausted);
     assert_eq!(report.attempts(), 3);
     assert_eq!(report.log().iter().count(), 3);
-    assert_eq!(report.deadline(), Some(Duration::from_secs(5)));
+    assert_eq!(report.timeout(), Some(Duration::from_secs(5)));
     assert_eq!(report.deadline_source(), Some(DeadlineSource::Policy));
     assert_eq!(
         report.to_string(),
@@ -104,7 +104,7 @@ async fn a_deadline_shorter_than_the_policys_written_by_the_caller_is_reported_a
         .expect("a response");
     let report = report(&response);
     assert_eq!(report.deadline_source(), Some(DeadlineSource::Inherited));
-    let deadline = report.deadline().expect("a deadline");
+    let deadline = report.timeout().expect("a deadline");
     assert!(
         deadline <= Duration::from_secs(2) && deadline > Duration::ZERO,
         "{deadline:?}"

@@ -142,7 +142,7 @@ fn outbound() -> OutboundLayer {
 
 /// The edge gives each request `budget` ms.
 fn edge_inbound(budget: u64) -> InboundLayer {
-    InboundLayer::new().default_deadline(Duration::from_millis(budget))
+    InboundLayer::new().default_timeout(Duration::from_millis(budget))
 }
 
 const MS: Duration = Duration::from_millis(1);

@@ -33,7 +33,7 @@ const FULL: &str = r#"
 [inbound]
 name = "edge"
 maximum = "30s"
-default_deadline = "2s"
+default_timeout = "2s"
 reserve = "20ms"
 reject_expired = true
 enforce = true
@@ -154,7 +154,7 @@ fn valid_files_check_and_build_with_every_duration_form() {
             r#"
             [inbound]
             maximum = "{duration}"
-            default_deadline = "{duration}"
+            default_timeout = "{duration}"
             reserve = "{duration}"
 
             [outbound.policy]

@@ -156,7 +156,7 @@ async fn a_deadline_above_the_maximum_is_no_total_timeout_at_all() {
 async fn a_request_without_a_deadline_gets_the_default_one() {
     let handler = Handler::new(Duration::ZERO);
     let service = InboundLayer::new()
-        .default_deadline(Duration::from_millis(300))
+        .default_timeout(Duration::from_millis(300))
         .reserve(Duration::from_millis(20))
         .layer(handler.service());
     service

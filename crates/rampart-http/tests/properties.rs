@@ -62,7 +62,7 @@ proptest! {
         insert_all(&mut headers, &X_RAMPART_RETRY, &retry);
         let maximum = Duration::from_millis(maximum_ms);
         let received = Received::read(&headers, &Names::default(), Some(maximum));
-        if let Some(d) = received.deadline {
+        if let Some(d) = received.timeout {
             prop_assert!(d <= maximum, "{d:?} > {maximum:?}");
         }
         prop_assert_ne!(received.criticality, Some(Criticality::CriticalPlus));

@@ -43,9 +43,10 @@ pub enum Error<E> {
     },
     /// The call's deadline ran out, or the backoff before the next attempt would not fit in it.
     DeadlineExceeded {
-        /// The deadline that applied, measured from the start of the call (the clamped one when
-        /// an inherited deadline was shorter than the policy's).
-        deadline: Duration,
+        /// The deadline that applied, as a timeout: the time from the start of the call to it
+        /// (the clamped one when an inherited deadline was shorter than the policy's). A
+        /// deadline is an instant; this is its distance from the call's start.
+        timeout: Duration,
         /// Which deadline that was: the policy's own, or the one inherited from the caller.
         source: DeadlineSource,
         /// Attempts made.
@@ -332,7 +333,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 Attempts(*attempts)
             ),
             Error::DeadlineExceeded {
-                deadline,
+                timeout: deadline,
                 source,
                 attempts,
                 unfit,
@@ -549,7 +550,7 @@ mod tests {
     #[test]
     fn deadline_message_names_the_deadline_and_attempts_and_the_source_is_the_last_failure() {
         let e: Error<&str> = Error::DeadlineExceeded {
-            deadline: Duration::from_millis(200),
+            timeout: Duration::from_millis(200),
             source: DeadlineSource::Policy,
             attempts: 1,
             unfit: None,
@@ -557,7 +558,7 @@ mod tests {
         };
         assert_eq!(e.to_string(), "deadline of 200ms exceeded after 1 attempt");
         let io: Error<std::io::Error> = Error::DeadlineExceeded {
-            deadline: Duration::from_millis(200),
+            timeout: Duration::from_millis(200),
             source: DeadlineSource::Policy,
             attempts: 1,
             unfit: None,

@@ -178,17 +178,17 @@ impl<T, E> CallResult<T, E> {
         self.fell_back
     }
 
-    /// The deadline that applied to the call, measured from its start: the earliest of the
-    /// policy's own, the one the call was given or inherited (see
+    /// The deadline that applied to the call, as a timeout (the time from the call's start to
+    /// it): the earliest of the policy's own, the one the call was given or inherited (see
     /// [`deadline_source`](Self::deadline_source)) and a drain's grace; `None` when nothing
-    /// bounded the call. What a `DeadlineExceeded` would have named.
-    pub fn deadline(&self) -> Option<Duration> {
+    /// bounded the call. What a `DeadlineExceeded` would have named as its `timeout`.
+    pub fn timeout(&self) -> Option<Duration> {
         self.deadline.map(|(span, _)| span)
     }
 
-    /// Where [`deadline`](Self::deadline) came from: the policy's own, or one the call was
-    /// given or inherited from its caller; `None` when there was none, or when a drain's grace
-    /// was the earliest bound.
+    /// Where the deadline of [`timeout`](Self::timeout) came from: the policy's own, or one
+    /// the call was given or inherited from its caller; `None` when there was none, or when a
+    /// drain's grace was the earliest bound.
     pub fn deadline_source(&self) -> Option<DeadlineSource> {
         self.deadline.and_then(|(_, source)| source)
     }

@@ -47,7 +47,7 @@ async fn an_inherited_200ms_deadline_cuts_a_30s_policy_to_200ms() {
         .await;
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             source,
             attempts,
             ..

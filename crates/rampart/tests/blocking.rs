@@ -262,7 +262,7 @@ fn a_deadline_given_to_a_blocking_call_bounds_it_and_is_reported_as_inherited() 
         .run_blocking(|attempt| Err::<(), _>(Fail(attempt.number())));
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             source,
             attempts,
             ..

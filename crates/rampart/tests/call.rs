@@ -208,7 +208,7 @@ async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
         .try_run(async |_attempt| Ok::<_, Down>(()))
         .await
         .expect("not cancelled");
-    assert_eq!(own.deadline(), Some(500 * MS));
+    assert_eq!(own.timeout(), Some(500 * MS));
     assert_eq!(own.deadline_source(), Some(rampart::DeadlineSource::Policy));
 
     let given = policy
@@ -217,7 +217,7 @@ async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
         .try_run(async |_attempt| Ok::<_, Down>(()))
         .await
         .expect("not cancelled");
-    assert_eq!(given.deadline(), Some(120 * MS), "the caller's is earlier");
+    assert_eq!(given.timeout(), Some(120 * MS), "the caller's is earlier");
     assert_eq!(
         given.deadline_source(),
         Some(rampart::DeadlineSource::Inherited)
@@ -228,6 +228,6 @@ async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
         .try_run(async |_attempt| Ok::<_, Down>(()))
         .await
         .expect("not cancelled");
-    assert_eq!(unbounded.deadline(), None);
+    assert_eq!(unbounded.timeout(), None);
     assert_eq!(unbounded.deadline_source(), None);
 }

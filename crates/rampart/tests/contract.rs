@@ -228,7 +228,7 @@ async fn no_time_left_after_a_failed_attempt_ends_deadline_exceeded_with_that_fa
         .await;
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             attempts,
             last,
             ..
@@ -413,7 +413,7 @@ async fn one_attempt_with_a_shorter_deadline_ends_deadline_exceeded_at_the_deadl
     assert_eq!(start.elapsed(), 5 * SEC);
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             attempts,
             last,
             ..
@@ -448,7 +448,9 @@ async fn the_last_attempt_cut_by_the_deadline_ends_as_an_earlier_one_would() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     match &outcome {
         Err(Error::DeadlineExceeded {
-            deadline, attempts, ..
+            timeout: deadline,
+            attempts,
+            ..
         }) => assert_eq!((*deadline, *attempts), (250 * MS, 3)),
         other => panic!("expected deadline exceeded, got {other:?}"),
     }
@@ -556,7 +558,7 @@ async fn backoff_that_does_not_fit_the_deadline_is_not_slept() {
     assert_eq!(start.elapsed(), Duration::ZERO);
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             attempts,
             last,
             ..

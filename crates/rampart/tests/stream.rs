@@ -252,7 +252,7 @@ async fn the_deadline_error_of_a_stream_has_the_deadline_source_and_attempts() {
     let mut stream = std::pin::pin!(opened.expect("opened"));
     assert!(matches!(stream.next().await, Some(Ok(1))));
     let Some(Err(Error::DeadlineExceeded {
-        deadline,
+        timeout: deadline,
         source,
         attempts,
         unfit,

@@ -32,7 +32,7 @@ fn exceeded<T: std::fmt::Debug>(
 ) -> (Duration, DeadlineSource, u32) {
     match outcome {
         Err(Error::DeadlineExceeded {
-            deadline,
+            timeout: deadline,
             source,
             attempts,
             ..
@@ -140,7 +140,7 @@ async fn a_given_deadline_bounds_a_call_of_policy_none() {
         matches!(
             outcome,
             Err(Error::DeadlineExceeded {
-                deadline,
+                timeout: deadline,
                 attempts: 1,
                 ..
             }) if deadline == 100 * MS

@@ -26,10 +26,10 @@ pub struct InboundConfig {
     #[serde(default, with = "rampart::config::with::duration")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maximum: Option<Duration>,
-    /// The deadline of a request that brings none ([`InboundLayer::default_deadline`]).
+    /// The timeout of a request that brings no deadline ([`InboundLayer::default_timeout`]).
     #[serde(default, with = "rampart::config::with::duration")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_deadline: Option<Duration>,
+    pub default_timeout: Option<Duration>,
     /// The time this service needs to answer ([`InboundLayer::reserve`]).
     #[serde(default, with = "rampart::config::with::duration")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -66,7 +66,7 @@ impl InboundConfig {
     /// use rampart_http::config::InboundConfig;
     ///
     /// let config: InboundConfig = toml::from_str(r#"
-    ///     default_deadline = "2s"
+    ///     default_timeout = "2s"
     ///     reserve = "20ms"
     ///     reject_expired = true
     /// "#)?;
@@ -81,8 +81,8 @@ impl InboundConfig {
         if let Some(maximum) = self.maximum {
             layer = layer.maximum(maximum);
         }
-        if let Some(deadline) = self.default_deadline {
-            layer = layer.default_deadline(deadline);
+        if let Some(deadline) = self.default_timeout {
+            layer = layer.default_timeout(deadline);
         }
         if let Some(reserve) = self.reserve {
             layer = layer.reserve(reserve);
@@ -118,8 +118,8 @@ impl InboundConfig {
         differs("name", self.name != next.name);
         differs("maximum", self.maximum != next.maximum);
         differs(
-            "default_deadline",
-            self.default_deadline != next.default_deadline,
+            "default_timeout",
+            self.default_timeout != next.default_timeout,
         );
         differs("reserve", self.reserve != next.reserve);
         differs("reject_expired", self.reject_expired != next.reject_expired);

@@ -18,7 +18,7 @@
 //!
 //! let file: HttpConfig = toml::from_str(r#"
 //!     [inbound]
-//!     default_deadline = "2s"
+//!     default_timeout = "2s"
 //!     reserve = "20ms"
 //!     reject_expired = true
 //!
@@ -60,7 +60,7 @@
 //! | section | key | form |
 //! |---|---|---|
 //! | `inbound` | `name` | text |
-//! | | `maximum`, `default_deadline`, `reserve` | duration |
+//! | | `maximum`, `default_timeout`, `reserve` | duration |
 //! | | `reject_expired`, `enforce`, `dry_run` | boolean |
 //! | | `deadline_header`, `criticality_header`, `retry_header` | a header name |
 //! | `outbound` | `name` | text |

@@ -32,7 +32,7 @@
 //! | option | default | meaning |
 //! |---|---|---|
 //! | [`maximum`](InboundLayer::maximum) | none | a received deadline above it is ignored entirely (not clamped) |
-//! | [`default_deadline`](InboundLayer::default_deadline) | none | the deadline of a request that brings none (an edge service's budget per request) |
+//! | [`default_timeout`](InboundLayer::default_timeout) | none | the timeout of a request that brings no deadline: its deadline is that long after it arrives (an edge service's budget per request) |
 //! | [`reserve`](InboundLayer::reserve) | 0 | subtracted from the received deadline: the time this service needs to answer; a negative result is expired |
 //! | [`reject_expired`](InboundLayer::reject_expired) | off | answer 504 without running the handler when the time left does not exceed the reserve |
 //! | [`admit`](InboundLayer::admit) | none | an [`Admit`] component asked before the handler runs; a refusal is a 503 with `Retry-After` |
@@ -148,7 +148,7 @@ struct Config<A> {
     name: Arc<str>,
     names: Names,
     maximum: Option<Duration>,
-    default_deadline: Option<Duration>,
+    default_timeout: Option<Duration>,
     reserve: Duration,
     reject_expired: bool,
     enforce: bool,
@@ -166,7 +166,7 @@ impl InboundLayer {
                 name: Arc::from("inbound"),
                 names: Names::default(),
                 maximum: None,
-                default_deadline: None,
+                default_timeout: None,
                 reserve: Duration::ZERO,
                 reject_expired: false,
                 enforce: false,
@@ -219,11 +219,12 @@ impl<A> InboundLayer<A> {
         self
     }
 
-    /// The deadline of a request that arrives without one (or with one that was ignored):
-    /// the budget an edge service gives each request from outside (default: none). It is
-    /// treated as if received: the reserve is subtracted from it.
-    pub fn default_deadline(mut self, deadline: Duration) -> Self {
-        self.config.default_deadline = Some(deadline);
+    /// The timeout of a request that arrives without a deadline (or with one that was
+    /// ignored): its deadline is `timeout` after it arrives, the budget an edge service gives
+    /// each request from outside (default: none). It is treated as if received: the reserve
+    /// is subtracted from it.
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.config.default_timeout = Some(timeout);
         self
     }
 
@@ -259,7 +260,7 @@ impl<A> InboundLayer<A> {
                 name: c.name,
                 names: c.names,
                 maximum: c.maximum,
-                default_deadline: c.default_deadline,
+                default_timeout: c.default_timeout,
                 reserve: c.reserve,
                 reject_expired: c.reject_expired,
                 enforce: c.enforce,
@@ -319,7 +320,7 @@ impl<A> fmt::Debug for InboundLayer<A> {
         f.debug_struct("InboundLayer")
             .field("names", &c.names)
             .field("maximum", &c.maximum)
-            .field("default_deadline", &c.default_deadline)
+            .field("default_timeout", &c.default_timeout)
             .field("reserve", &c.reserve)
             .field("reject_expired", &c.reject_expired)
             .field("enforce", &c.enforce)
@@ -380,9 +381,9 @@ where
         let config = &*self.config;
         let now = config.clock.now();
         let mut received = Received::read(request.headers(), &config.names, config.maximum);
-        received.deadline = received.deadline.or(config.default_deadline);
+        received.timeout = received.timeout.or(config.default_timeout);
         if config.reject_expired
-            && let Some(left) = received.deadline
+            && let Some(left) = received.timeout
             && left <= config.reserve
         {
             if config.dry_run {
@@ -396,7 +397,7 @@ where
             }
         }
         let budget = received
-            .deadline
+            .timeout
             .map(|left| left.saturating_sub(config.reserve));
         let deadline = budget.map(|budget| Deadline::after_from(now, budget));
         let mut ambient = Ambient::new();

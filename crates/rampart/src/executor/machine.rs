@@ -1674,7 +1674,7 @@ where
         let result = match self.last.take().map(|outcome| self.result(outcome)) {
             Some(Ok(value)) => Ok(value),
             last => Err(Error::DeadlineExceeded {
-                deadline: bound.span,
+                timeout: bound.span,
                 source,
                 attempts: self.attempts,
                 unfit,

@@ -56,7 +56,7 @@ fn exceeded<E>(bound: Effective, attempts: u32) -> (Error<E>, StreamEnd) {
     match bound.source.reported() {
         Some(source) => (
             Error::DeadlineExceeded {
-                deadline: bound.span,
+                timeout: bound.span,
                 source,
                 attempts,
                 unfit: None,
