@@ -2,6 +2,9 @@
 //! from TOML, JSON and YAML, valid and invalid files in tables (unknown keys, every duration
 //! form, every problem at once under its key path), the round trip back to text, the settings
 //! at work on the wire, and reloading on paused time.
+//!
+//! Longer than the ~600-line guide, as rampart's own `tests/config.rs` is for policies: one file
+//! for the layers' configuration, read as a file's life from its text to a reload.
 #![cfg(feature = "serde")]
 
 use std::collections::BTreeMap;

@@ -1,5 +1,8 @@
 //! The inbound layer on paused time, without sockets: what the handler sees, what the layer
 //! answers itself, enforcement and admission.
+//!
+//! Longer than the ~600-line guide: one file for the inbound layer's behaviour without sockets,
+//! sharing its handlers and service helpers.
 
 use std::convert::Infallible;
 use std::sync::Arc;

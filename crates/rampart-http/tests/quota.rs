@@ -1,6 +1,9 @@
 //! Quota headers: each form parsed, malformed values ignored, and the outbound layer
 //! refusing a host whose quota is spent, on virtual time (paused tokio time, or the policy's
 //! manual clock).
+//!
+//! Longer than the ~600-line guide: one file for the one concern, each quota header form with its
+//! table of cases beside the layer's refusals that read them.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

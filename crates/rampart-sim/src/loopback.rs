@@ -3,6 +3,10 @@
 //! downstream itself ([`Shape::Direct`]), or the middle tier queues requests for two workers
 //! ([`Shape::QueuedMiddle`]), where work already queued outlives its caller.
 //!
+//! Longer than the ~600-line guide: the three services, the load that drives them and the report of
+//! a run are one real-time scenario, kept in one file so that what runs and what is reported are
+//! read side by side.
+//!
 //! The leaf answers after a lognormal delay (median 3 ms, p99 10 ms), but 5% of its requests
 //! never answer (they sleep 30 s). The client gives each root request 500 ms. Two contenders:
 //!

@@ -1,4 +1,7 @@
 //! The breaker's behaviour through its public API, with explicit instants (no sleeping).
+//!
+//! Longer than the ~600-line guide: one file for the breaker's public behaviour, state by state,
+//! sharing its instants and helpers.
 // Test helpers and property bodies unwrap: a failure is the test's report.
 #![allow(clippy::unwrap_used)]
 

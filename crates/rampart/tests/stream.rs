@@ -1,6 +1,9 @@
 //! Streaming calls (issue 15) on tokio's paused time: retried only until the first item, then
 //! bounded by the idle timeout, the deadline and the caller; every duration asserted is
 //! virtual.
+//!
+//! Longer than the ~600-line guide: one file for streaming calls, from the open phase to the
+//! stream's end, sharing its sources and helpers.
 
 use std::fmt;
 use std::pin::Pin;

@@ -1,5 +1,9 @@
 //! [`OutboundConfig`]: the settings of an [`OutboundBuilder`] that are plain data, checked by
 //! building the layer as [`OutboundBuilder::build`] does, every problem under its key path.
+//!
+//! Longer than the ~600-line guide: the layer's configuration, its checks and the changes a reload
+//! applies share one set of key paths, kept together so that a key's reading and its reload are
+//! read side by side.
 
 use std::collections::BTreeMap;
 

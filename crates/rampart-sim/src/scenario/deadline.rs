@@ -3,6 +3,9 @@
 //! per-attempt timeout, holding workers for requests nobody is waiting for and retrying after
 //! the root has given up; with it, every hop knows how long its caller will still wait.
 //!
+//! Longer than the ~600-line guide: the scenario's contenders, its ablations and its sweeps (hang
+//! rate, depth, budget cut) run the same chain and share one summary.
+//!
 //! A baseline's result here depends on its per-hop timeout, so the timeout is swept from 0.3x
 //! to 2x the edge's patience, the same for every contender, instead of picking one point: the
 //! claim for propagation is that it holds without that tuning.

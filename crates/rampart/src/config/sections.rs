@@ -1,6 +1,10 @@
 //! The sections of a [`PolicyConfig`](super::PolicyConfig) (timeout mode, backoff, budget,
 //! breaker, hedge, adaptive timeout): their data, how each inherits a base's, and the
 //! strategy each builds.
+//!
+//! Longer than the ~600-line guide: the six sections of the file format, each with its data, how it
+//! inherits a base's and the strategy it builds, kept side by side so that the format is read in
+//! one place.
 
 use std::time::Duration;
 

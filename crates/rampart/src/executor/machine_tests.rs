@@ -1,5 +1,8 @@
 //! The machine's rules, one test each, with no runtime: events fed by hand, instants from a
 //! manual clock that only the test moves.
+//!
+//! Longer than the ~600-line guide, as `machine.rs` is: the machine's rules, one test each, kept
+//! beside one another as the rules are.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
