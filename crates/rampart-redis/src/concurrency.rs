@@ -10,11 +10,11 @@ use rampart::admit::{Admit, AdmitContext, Refusal};
 use tokio::runtime::Handle;
 use tokio::time::MissedTickBehavior;
 
-use crate::error::ConfigError;
 use crate::event::LimitEvent;
 use crate::lease::{Ask, Batch, Lease, LeaseStats, Refilled};
 use crate::options::{LeaseOptions, check_duration, lease_setters};
 use crate::store::{Redis, SlotSpec, Store, StoreFuture};
+use rampart::ConfigError;
 
 /// The default lease time: how long a crashed instance's slots stay taken.
 const LEASE_TTL: Duration = Duration::from_secs(10);

@@ -1,6 +1,6 @@
-//! Errors: a builder's settings that cannot work ([`ConfigError`], rampart's own, each problem
-//! naming its field: `global_rate_limit.permits`), and a Redis operation that failed or did
-//! not answer in time ([`StoreError`]).
+//! Errors: a builder's settings that cannot work ([`rampart::ConfigError`], rampart's own, each
+//! problem naming its field: `global_rate_limit.permits`), and a Redis operation that failed or
+//! did not answer in time ([`StoreError`]).
 //!
 //! A limiter never returns a [`StoreError`] to a call: a failed refill switches it to its local
 //! fallback and is reported once, in [`LimitEvent::Fallback`](crate::LimitEvent::Fallback).
@@ -9,9 +9,6 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
-
-pub use rampart::ConfigError;
-pub use rampart::error::ConfigProblem;
 
 /// A Redis operation of a limiter that failed or did not finish within its bound.
 ///

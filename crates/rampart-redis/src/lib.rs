@@ -139,7 +139,7 @@ mod store;
 mod tests;
 
 pub use concurrency::{GlobalConcurrency, GlobalConcurrencyBuilder, GlobalPermit};
-pub use error::{ConfigError, ConfigProblem, StoreError};
+pub use error::StoreError;
 pub use event::LimitEvent;
 pub use lease::LeaseStats;
 pub use rate::{GlobalRateLimit, GlobalRateLimitBuilder};

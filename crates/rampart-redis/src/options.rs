@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 
-use crate::error::ConfigProblem;
 use crate::event::Listener;
 use crate::lease::Settings;
 use crate::store::Store;
+use rampart::ConfigProblem;
 
 /// The default bound on every Redis operation.
 pub(crate) const TIMEOUT: Duration = Duration::from_millis(100);

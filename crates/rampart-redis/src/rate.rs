@@ -10,11 +10,11 @@ use rampart::Instant;
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::limit::RateLimit;
 
-use crate::error::{ConfigError, ConfigProblem};
 use crate::event::LimitEvent;
 use crate::lease::{Ask, Batch, Lease, LeaseStats, Refilled, nanos};
 use crate::options::{LeaseOptions, check_duration, lease_setters};
 use crate::store::{BucketSpec, Redis, Store, StoreFuture};
+use rampart::{ConfigError, ConfigProblem};
 
 /// The default time a leased batch stays usable.
 const BATCH_TTL: Duration = Duration::from_secs(1);

@@ -12,7 +12,8 @@ use std::time::Duration;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 
-use crate::error::{ConfigError, ConfigProblem, StoreError};
+use crate::error::StoreError;
+use rampart::{ConfigError, ConfigProblem};
 
 /// A store operation in flight. Boxed: there is one per refill, never one per call.
 pub(crate) type StoreFuture<'a, T> =
@@ -80,7 +81,7 @@ pub(crate) trait Store: Send + Sync + 'static {
 /// ```
 /// let redis = rampart_redis::Redis::open("redis://127.0.0.1:6379/")?;
 /// assert_eq!(redis.server(), "127.0.0.1:6379");
-/// # Ok::<(), rampart_redis::ConfigError>(())
+/// # Ok::<(), rampart::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct Redis {
