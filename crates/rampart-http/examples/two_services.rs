@@ -1,17 +1,26 @@
 //! Two services on loopback, as a team would run them: an axum "prices" backend behind the
 //! inbound layer, flaky on purpose, and an axum "shop" frontend calling it through
 //! rampart-http's reqwest `Client`; then a bounded load loop against the frontend that prints
-//! what its callers saw (p50, p99, failures by status) beside what rampart decided (the stop
+//! what its callers saw (p50, p99, failures by status) beside what rampart decided: the stop
 //! reason of every call, from rampart's own `CallEnded` events and from the `CallReport` each
-//! response carries), and checks that the two agree one for one.
+//! response carries, and rampart's metrics, the `rampart.calls` counter by its labels. It
+//! checks that they agree: request by request, a caller saw a failure exactly when rampart
+//! ended its one call with a stop reason other than `succeeded`; in all, the `rampart.calls`
+//! that did not succeed are the callers' failures, and all of them are the requests.
 //!
 //! ```sh
-//! cargo run -p rampart-http --features reqwest,axum --example two_services
-//! cargo run -p rampart-http --features reqwest,axum --example two_services -- 2000 32 7
+//! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services
+//! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services -- 2000 32 7
 //! ```
 //!
 //! (requests, concurrency, seed). `tests/two_services.rs` runs the same code with a small
 //! request count in CI and asserts the agreement; timings are printed, never asserted.
+//!
+//! The metrics are read from a `metrics-util` `DebuggingRecorder`. A service installs its
+//! exporter once, for the whole process (`metrics::set_global_recorder`, or the exporter's
+//! own `install`), before its first call; here the recorder is this thread's for the run
+//! (`metrics::set_default_local_recorder`): the runtime is current-thread, so every task of
+//! both services and of the load loop runs on it, and each run (each test) counts its own.
 //!
 //! The backend's faults come from a seeded generator keyed by the request id and the attempt,
 //! so a given id meets the same faults on every run, whatever the interleaving: per attempt,
@@ -35,6 +44,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderMap, StatusCode};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rampart::StopReason;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
@@ -86,6 +96,24 @@ impl Row {
     }
 }
 
+/// One series of a counter rampart's metrics moved: its labels and its value.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    /// The labels as `(key, value)`, in the recorder's order (`policy` first).
+    pub(crate) labels: Vec<(String, String)>,
+    /// The counter's value at the end of the run.
+    pub(crate) value: u64,
+}
+
+impl Series {
+    /// The value of label `key`, if the series has it.
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find_map(|(k, v)| (k == key).then_some(v.as_str()))
+    }
+}
+
 /// What a run saw.
 #[derive(Debug)]
 pub(crate) struct Summary {
@@ -93,6 +121,9 @@ pub(crate) struct Summary {
     pub(crate) rows: Vec<Row>,
     /// Attempts the backend served.
     pub(crate) backend_attempts: u64,
+    /// The series of rampart's `rampart.calls` counter: one per `stop_reason` seen (and per
+    /// `policy` and `server.address`, the outbound layer's name and the backend).
+    pub(crate) calls: Vec<Series>,
 }
 
 impl Summary {
@@ -124,7 +155,21 @@ impl Summary {
             .count()
     }
 
-    /// Prints the client's latencies and failures beside rampart's stop reasons.
+    /// Calls counted by `rampart.calls`, every stop reason.
+    pub(crate) fn metric_calls(&self) -> u64 {
+        self.calls.iter().map(|series| series.value).sum()
+    }
+
+    /// Calls counted by `rampart.calls` with a `stop_reason` other than `succeeded`.
+    pub(crate) fn metric_failures(&self) -> u64 {
+        self.calls
+            .iter()
+            .filter(|series| series.label("stop_reason") != Some("succeeded"))
+            .map(|series| series.value)
+            .sum()
+    }
+
+    /// Prints the client's latencies and failures beside rampart's stop reasons and metrics.
     pub(crate) fn print(&self) {
         let mut latencies: Vec<_> = self.rows.iter().map(|row| row.latency).collect();
         latencies.sort();
@@ -157,9 +202,23 @@ impl Summary {
         for stop in self.rows.iter().flat_map(|row| &row.rampart) {
             *stops.entry(stop.as_str()).or_insert(0) += 1;
         }
-        println!("rampart (CallEnded events, what rampart_calls counts):");
+        println!("rampart, its CallEnded events:");
         println!("  stops:      {stops:?}");
         println!("  failures:   {}", self.rampart_failures());
+        println!("rampart, its metrics:");
+        for series in &self.calls {
+            let labels: Vec<_> = series
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!("  rampart.calls{{{}}} {}", labels.join(","), series.value);
+        }
+        println!(
+            "  failures:   {} (of {} calls)",
+            self.metric_failures(),
+            self.metric_calls()
+        );
         println!("disagreements: {}", self.disagreements().len());
     }
 }
@@ -316,6 +375,30 @@ fn outbound(record: &Record) -> OutboundLayer {
         .expect("valid outbound layer")
 }
 
+// --- rampart's metrics ---------------------------------------------------------------------
+
+/// The series of the counter `name` that `snapshotter`'s recorder holds, sorted by labels.
+fn counter(snapshotter: &Snapshotter, name: &str) -> Vec<Series> {
+    let mut series: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Counter(value) if key.key().name() == name => Some(Series {
+                labels: key
+                    .key()
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect(),
+                value,
+            }),
+            _ => None,
+        })
+        .collect();
+    series.sort_by(|a, b| a.labels.cmp(&b.labels));
+    series
+}
+
 // --- running it ----------------------------------------------------------------------------
 
 async fn serve(app: Router) -> SocketAddr {
@@ -330,6 +413,11 @@ async fn serve(app: Router) -> SocketAddr {
 /// Starts both services on random loopback ports, sends `load` to the frontend, and returns
 /// what every side saw. Each request gives the frontend 250 ms (`X-Deadline-Ms`).
 pub(crate) async fn run(load: Load) -> Summary {
+    // Before the first call: a series is registered with the recorder current at its first
+    // use, and keeps recording there.
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recorder = metrics::set_default_local_recorder(&recorder);
     let prices = Prices {
         seed: load.seed,
         attempts: Arc::default(),
@@ -412,6 +500,8 @@ pub(crate) async fn run(load: Load) -> Summary {
     Summary {
         rows,
         backend_attempts: prices.served.load(Ordering::Relaxed),
+        // Every call ended before its response left the frontend: the counts are final.
+        calls: counter(&snapshotter, "rampart.calls"),
     }
 }
 

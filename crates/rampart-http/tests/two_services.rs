@@ -1,10 +1,11 @@
 //! The two-service example (`examples/two_services.rs`) with a small request count: a flaky
 //! backend behind the inbound layer, a frontend calling it through the reqwest `Client`, and a
-//! load loop, on loopback with random ports.
+//! load loop, on loopback with random ports, rampart's metrics in a debugging recorder.
 //!
 //! Real sockets mean real time: the run takes a fraction of a second, and what is asserted
 //! is the agreement between what the callers saw and what rampart decided, request by
-//! request, never a duration (the timings are printed).
+//! request (its events and call reports) and in all (its `rampart.calls` counter), never a
+//! duration (the timings are printed).
 
 #[path = "../examples/two_services.rs"]
 mod two_services;
@@ -28,6 +29,19 @@ async fn every_failure_a_caller_sees_is_one_non_success_stop_reason_of_rampart()
         summary.disagreements()
     );
     assert_eq!(summary.client_failures(), summary.rampart_failures());
+    // rampart's metrics say the same: every call counted once, by the stop reason its
+    // `CallEnded` event carried.
+    assert_eq!(
+        summary.metric_calls(),
+        40,
+        "rampart.calls counts every request's call"
+    );
+    assert_eq!(
+        summary.metric_failures(),
+        summary.client_failures() as u64,
+        "the rampart.calls that did not succeed are the callers' failures: {:#?}",
+        summary.calls
+    );
     // The faults are keyed by request id and attempt: this seed gives the run both outcomes,
     // calls that succeed (some after retries) and calls whose every attempt met a fault.
     assert!(summary.client_failures() > 0, "some calls fail");
