@@ -1,12 +1,22 @@
 //! Two services on loopback, as a team would run them: an axum "prices" backend behind the
-//! inbound layer, flaky on purpose, and an axum "shop" frontend calling it through
-//! rampart-http's reqwest `Client`; then a bounded load loop against the frontend that prints
-//! what its callers saw (p50, p99, failures by status) beside what rampart decided: the stop
-//! reason of every call, from rampart's own `CallEnded` events and from the `CallReport` each
-//! response carries, and rampart's metrics, the `rampart.calls` counter by its labels. It
-//! checks that they agree: request by request, a caller saw a failure exactly when rampart
-//! ended its one call with a stop reason other than `succeeded`; in all, the `rampart.calls`
-//! that did not succeed are the callers' failures, and all of them are the requests.
+//! inbound layer, flaky on purpose, and an axum "shop" frontend calling it through one
+//! `OutboundLayer` on two routes:
+//!
+//! - `/quote/{sku}` through rampart-http's reqwest `Client` (the odd request ids);
+//! - `/quote-hedged/{sku}` through hyper-util's client under the same layer, each request
+//!   marked `Hedged`: the layer hedges only the marked requests (`hedge_marked`, a second leg
+//!   after 10 ms), on the host's one entry, breaker and retry budget (the even request ids).
+//!
+//! Then a bounded load loop against the frontend prints, per route, what its callers saw (p50,
+//! p99, failures by status) beside what rampart decided: the stop reason of every call, from
+//! rampart's own `CallEnded` events and from the `CallReport` each response carries; and, for
+//! both routes together, rampart's metrics: the `rampart.calls` counter by its labels, and
+//! `rampart.hedges`. It checks that they agree: request by request, a caller saw a failure
+//! exactly when rampart ended its one call (hedged or not: one `CallEnded`, however many legs)
+//! with a stop reason other than `succeeded`; in all, the `rampart.calls` that did not succeed
+//! are the callers' failures, and all of them are the requests. The two routes share their
+//! series (`policy` is the layer's name, `server.address` the backend): rampart's metrics are
+//! per dependency, and a route's share is read from the events.
 //!
 //! ```sh
 //! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services
@@ -14,9 +24,9 @@
 //! ```
 //!
 //! (requests, concurrency, seed). `tests/two_services.rs` runs the same code with a small
-//! request count in CI and asserts the agreement; timings are printed, never asserted. What a
-//! run saw (a row per request, the counters read back) and the printout are in
-//! `two_services/summary.rs`.
+//! request count in CI and asserts the agreement; timings, and how many hedges fire, are
+//! printed, never asserted. What a run saw (a row per request, the counters read back) and
+//! the printout are in `two_services/summary.rs`.
 //!
 //! The metrics are read from a `metrics-util` `DebuggingRecorder`. A service installs its
 //! exporter once, for the whole process (`metrics::set_global_recorder`, or the exporter's
@@ -24,16 +34,18 @@
 //! (`metrics::set_default_local_recorder`): the runtime is current-thread, so every task of
 //! both services and of the load loop runs on it, and each run (each test) counts its own.
 //!
-//! The backend's faults come from a seeded generator keyed by the request id and the attempt,
-//! so a given id meets the same faults on every run, whatever the interleaving: per attempt,
-//! 30% answer `503`, 10% hang past the frontend's attempt timeout, the rest answer within a
-//! few milliseconds.
+//! The backend's faults come from a seeded generator keyed by the request id and the attempt
+//! (the backend's count of that id's requests), so a given id meets the same faults on every
+//! run: per attempt, 30% answer `503`, 10% hang past the frontend's attempt timeout, the rest
+//! answer within a few milliseconds. Which leg of a hedged call meets which fault depends on
+//! which reaches the backend first.
 //!
 //! Expect `budget_exhausted` among the stop reasons past a hundred requests or so: a 40% fault
-//! rate needs a retry for nearly every other call, and the host's retry budget (20% of the
-//! successes, a floor of 3 a second) funds far fewer. That refusal is rampart keeping a
-//! failing dependency's load near 1.2x instead of 3x; each one is a caller's failure (the
-//! backend's last answer), counted on both sides.
+//! rate needs a retry for nearly every other call, and the host's retry budget (25% of the
+//! successes on a layer that hedges, a floor of 3 a second), which the hedges spend too,
+//! funds far fewer. That refusal is rampart keeping a failing dependency's load near 1.25x
+//! instead of 3x; each one is a caller's failure (the backend's last answer), counted on
+//! every side.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -45,19 +57,26 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{HeaderMap, StatusCode};
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{self, connect::HttpConnector};
+use hyper_util::rt::TokioExecutor;
 use metrics_util::debugging::DebuggingRecorder;
 use rampart::StopReason;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart::event::Event;
+use rampart::hedge::Hedge;
 use rampart_http::reqwest::Client;
-use rampart_http::{CallReport, InboundLayer, OutboundLayer};
+use rampart_http::{CallReport, Hedged, InboundLayer, Outbound, OutboundLayer, ReplayBody};
+use tower::ServiceExt;
+use tower_layer::Layer;
 
 #[path = "two_services/summary.rs"]
 mod summary;
 
-use summary::counter;
+use summary::counters;
 pub(crate) use summary::{Row, Summary};
 
 /// The header that carries a request's id from the load loop through both services.
@@ -72,6 +91,42 @@ pub(crate) struct Load {
     pub(crate) concurrency: u64,
     /// The seed of the backend's faults.
     pub(crate) seed: u64,
+}
+
+/// The frontend's two routes to the backend, through one outbound layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `/quote/{sku}`: the reqwest `Client`.
+    Reqwest,
+    /// `/quote-hedged/{sku}`: hyper-util's client under the layer, every request `Hedged`.
+    Hedged,
+}
+
+impl Route {
+    pub(crate) const ALL: [Route; 2] = [Route::Reqwest, Route::Hedged];
+
+    /// The route of request `id`: odd ids to one, even ids to the other, on every run.
+    pub(crate) fn of(id: u64) -> Route {
+        if id % 2 == 1 {
+            Route::Reqwest
+        } else {
+            Route::Hedged
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Route::Reqwest => "/quote",
+            Route::Hedged => "/quote-hedged",
+        }
+    }
+
+    fn client(self) -> &'static str {
+        match self {
+            Route::Reqwest => "the reqwest Client",
+            Route::Hedged => "hyper-util under the OutboundLayer, Hedged",
+        }
+    }
 }
 
 // --- the backend ---------------------------------------------------------------------------
@@ -154,31 +209,54 @@ struct Record {
     reports: Arc<Mutex<HashMap<u64, StopReason>>>,
 }
 
+impl Record {
+    /// Keeps the stop reason of request `id`'s call report, if it has one.
+    fn report(&self, id: u64, report: Option<&CallReport>) {
+        if let Some(report) = report {
+            lock(&self.reports).insert(id, report.stop());
+        }
+    }
+}
+
+/// hyper-util's pooled client under the outbound layer: the hedged route's.
+type HyperClient = Outbound<legacy::Client<HttpConnector, ReplayBody<Full<Bytes>>>>;
+
 #[derive(Clone)]
 struct Shop {
+    /// The reqwest client, made from the outbound layer.
     prices: Client,
+    /// hyper-util's client under the same layer: services made from one layer share its host
+    /// table, so both routes call the backend through one host entry.
+    hyper: HyperClient,
     backend: SocketAddr,
     record: Record,
 }
 
+impl Shop {
+    fn price_url(&self, sku: u32) -> String {
+        format!("http://{}/prices/{sku}", self.backend)
+    }
+}
+
+/// `/quote/{sku}`: the price through the reqwest `Client`.
 async fn quote(State(shop): State<Shop>, Path(sku): Path<u32>, headers: HeaderMap) -> Response {
     let id = request_id(&headers);
     let call = shop
         .prices
-        .get(format!("http://{}/prices/{sku}", shop.backend))
+        .get(shop.price_url(sku))
         .header(REQUEST_ID, id)
         .send();
     let outcome = SERVING.scope(id, call).await;
     // The report is in every response of the client, and in the error of a call that ended
     // on a retryable status; the other errors (timeouts, refusals, transport) say their
     // reason themselves.
-    let report = match &outcome {
-        Ok(response) => response.extensions().get::<CallReport>(),
-        Err(error) => error.report(),
-    };
-    if let Some(report) = report {
-        lock(&shop.record.reports).insert(id, report.stop());
-    }
+    shop.record.report(
+        id,
+        match &outcome {
+            Ok(response) => response.extensions().get::<CallReport>(),
+            Err(error) => error.report(),
+        },
+    );
     match outcome {
         Ok(response) => match response.text().await {
             Ok(price) => price.into_response(),
@@ -186,6 +264,40 @@ async fn quote(State(shop): State<Shop>, Path(sku): Path<u32>, headers: HeaderMa
         },
         // 504 for a timeout, 503 for a refusal, 502 for a 503 that outlived its retries: a
         // problem document, as `ClientError` answers.
+        Err(error) => IntoResponse::into_response(error),
+    }
+}
+
+/// `/quote-hedged/{sku}`: the same call through hyper-util's client under the layer, marked
+/// `Hedged`, so that it runs under the host's hedging policy: a second leg after 10 ms if the
+/// first has not answered. Its retries and hedges spend the budget `/quote` spends, and its
+/// failures count in the same breaker; it ends with one `CallEnded` however many legs ran.
+async fn quote_hedged(
+    State(shop): State<Shop>,
+    Path(sku): Path<u32>,
+    headers: HeaderMap,
+) -> Response {
+    let id = request_id(&headers);
+    let mut request = Request::get(shop.price_url(sku))
+        .header(REQUEST_ID, id)
+        .body(Full::default())
+        .expect("a valid request");
+    request.extensions_mut().insert(Hedged);
+    // In the same task-local scope as `/quote`'s call: the listener finds the id there.
+    let outcome = SERVING.scope(id, shop.hyper.oneshot(request)).await;
+    // The outbound layer puts the report where the reqwest client does.
+    shop.record.report(
+        id,
+        match &outcome {
+            Ok(response) => response.extensions().get::<CallReport>(),
+            Err(error) => error.report(),
+        },
+    );
+    match outcome {
+        Ok(response) => match response.into_body().collect().await {
+            Ok(price) => price.to_bytes().into_response(),
+            Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+        },
         Err(error) => IntoResponse::into_response(error),
     }
 }
@@ -202,15 +314,20 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The frontend's outbound layer: 40 ms per attempt, three attempts, a breaker that tolerates
-/// a bad streak, a fail-on-status switch so that `?` stops on a `503` that outlived its
-/// retries, and a listener recording every call's stop reason under its request id.
+/// The frontend's outbound layer: 40 ms per attempt, three attempts (legs of a hedged call
+/// included), a breaker that tolerates a bad streak, a fail-on-status switch so that `?`
+/// stops on a `503` that outlived its retries, a hedge for the requests marked `Hedged`, and
+/// a listener recording every call's stop reason under its request id (the listener is on
+/// each of the host's policies, the hedging one included).
 fn outbound(record: &Record) -> OutboundLayer {
     let ended = Arc::clone(&record.rampart);
     OutboundLayer::builder()
         .name("prices")
         .breaker(Breaker::builder().consecutive_failures(20))
         .fail_on_retryable_status(true)
+        // The backend answers in 0 to 3 ms when it answers: a leg still out at 10 ms has most
+        // likely met a hang, which the attempt timeout would end only at 40 ms.
+        .hedge_marked(Hedge::fixed(Duration::from_millis(10)))
         .policy(move |p| {
             let ended = Arc::clone(&ended);
             p.attempt_timeout(Duration::from_millis(40))
@@ -258,20 +375,50 @@ pub(crate) async fn run(load: Load) -> Summary {
     )
     .await;
     let record = Record::default();
+    let layer = outbound(&record);
     let shop = Shop {
-        prices: Client::new(&outbound(&record)).expect("a reqwest client"),
+        prices: Client::new(&layer).expect("a reqwest client"),
+        hyper: layer.layer(legacy::Client::builder(TokioExecutor::new()).build_http()),
         backend,
         record: record.clone(),
     };
     let frontend = serve(
         Router::new()
             .route("/quote/{sku}", get(quote))
+            .route("/quote-hedged/{sku}", get(quote_hedged))
             .with_state(shop)
             .layer(InboundLayer::new()),
     )
     .await;
 
-    // The load loop: a plain reqwest client, as the frontend's own callers would have.
+    let mut rows = load_loop(frontend, load).await;
+    let mut ended = std::mem::take(&mut *lock(&record.rampart));
+    let reports = std::mem::take(&mut *lock(&record.reports));
+    for row in &mut rows {
+        row.rampart = ended.remove(&row.id).unwrap_or_default();
+        row.report = reports.get(&row.id).copied();
+    }
+    // Every call ended before its response left the frontend: the counts are final.
+    let counters = counters(&snapshotter);
+    let named = |name: &str| {
+        counters
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect()
+    };
+    Summary {
+        rows,
+        backend_attempts: prices.served.load(Ordering::Relaxed),
+        calls: named("rampart.calls"),
+        hedges: named("rampart.hedges"),
+    }
+}
+
+/// Sends `load` to the frontend at `frontend` with a plain reqwest client, as the frontend's
+/// own callers would, each request to its id's route; returns what each got, by id (rampart's
+/// side not filled in yet).
+async fn load_loop(frontend: SocketAddr, load: Load) -> Vec<Row> {
     let outside = reqwest::Client::new();
     let next = Arc::new(AtomicU64::new(1));
     let rows = Arc::new(Mutex::new(Vec::new()));
@@ -284,9 +431,10 @@ pub(crate) async fn run(load: Load) -> Summary {
                     if id > load.requests {
                         break;
                     }
+                    let path = Route::of(id).path();
                     let started = std::time::Instant::now();
                     let sent = outside
-                        .get(format!("http://{frontend}/quote/{}", id % 1000))
+                        .get(format!("http://{frontend}{path}/{}", id % 1000))
                         .header(REQUEST_ID, id)
                         .header("x-deadline-ms", "250")
                         .send()
@@ -302,7 +450,13 @@ pub(crate) async fn run(load: Load) -> Summary {
                         }
                         Err(error) => Err(error.to_string()),
                     };
-                    lock(&rows).push((id, client, started.elapsed()));
+                    lock(&rows).push(Row {
+                        id,
+                        client,
+                        latency: started.elapsed(),
+                        rampart: Vec::new(),
+                        report: None,
+                    });
                 }
             })
         })
@@ -310,26 +464,9 @@ pub(crate) async fn run(load: Load) -> Summary {
     for worker in workers {
         worker.await.expect("a load worker");
     }
-
-    let mut ended = std::mem::take(&mut *lock(&record.rampart));
-    let reports = std::mem::take(&mut *lock(&record.reports));
-    let mut rows: Vec<Row> = std::mem::take(&mut *lock(&rows))
-        .into_iter()
-        .map(|(id, client, latency)| Row {
-            id,
-            client,
-            latency,
-            rampart: ended.remove(&id).unwrap_or_default(),
-            report: reports.get(&id).copied(),
-        })
-        .collect();
+    let mut rows = std::mem::take(&mut *lock(&rows));
     rows.sort_by_key(|row| row.id);
-    Summary {
-        rows,
-        backend_attempts: prices.served.load(Ordering::Relaxed),
-        // Every call ended before its response left the frontend: the counts are final.
-        calls: counter(&snapshotter, "rampart.calls"),
-    }
+    rows
 }
 
 #[cfg_attr(test, allow(dead_code))]

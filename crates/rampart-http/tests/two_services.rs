@@ -1,16 +1,17 @@
 //! The two-service example (`examples/two_services.rs`) with a small request count: a flaky
-//! backend behind the inbound layer, a frontend calling it through the reqwest `Client`, and a
-//! load loop, on loopback with random ports, rampart's metrics in a debugging recorder.
+//! backend behind the inbound layer, a frontend calling it through one outbound layer on two
+//! routes (the reqwest `Client`; hyper-util's client with every request marked `Hedged`), and
+//! a load loop, on loopback with random ports, rampart's metrics in a debugging recorder.
 //!
 //! Real sockets mean real time: the run takes a fraction of a second, and what is asserted
 //! is the agreement between what the callers saw and what rampart decided, request by
 //! request (its events and call reports) and in all (its `rampart.calls` counter), never a
-//! duration (the timings are printed).
+//! duration, nor how many hedges fired (both are printed).
 
 #[path = "../examples/two_services.rs"]
 mod two_services;
 
-use two_services::{Load, run};
+use two_services::{Load, Route, run};
 
 #[tokio::test]
 async fn every_failure_a_caller_sees_is_one_non_success_stop_reason_of_rampart() {
@@ -23,18 +24,26 @@ async fn every_failure_a_caller_sees_is_one_non_success_stop_reason_of_rampart()
     summary.print();
 
     assert_eq!(summary.rows.len(), 40, "every request answered");
+    for route in Route::ALL {
+        let taken = summary.rows.iter().filter(|row| row.route() == route);
+        assert_eq!(taken.count(), 20, "{route:?} takes half the requests");
+    }
+    // Per request, on both routes: one `CallEnded` (a hedged call's included), a failure
+    // for the caller exactly when its stop reason is not `succeeded`, and the call report
+    // saying the same.
     assert!(
         summary.disagreements().is_empty(),
         "the callers and rampart disagree on: {:#?}",
         summary.disagreements()
     );
     assert_eq!(summary.client_failures(), summary.rampart_failures());
-    // rampart's metrics say the same: every call counted once, by the stop reason its
-    // `CallEnded` event carried.
+    // rampart's metrics say the same: every call of both routes counted once, by the stop
+    // reason its `CallEnded` event carried.
     assert_eq!(
         summary.metric_calls(),
         40,
-        "rampart.calls counts every request's call"
+        "rampart.calls counts every request's call: {:#?}",
+        summary.calls
     );
     assert_eq!(
         summary.metric_failures(),

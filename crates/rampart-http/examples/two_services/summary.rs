@@ -5,11 +5,14 @@
 //! as the two services a team would run, and this file as the measurement around them.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use http::StatusCode;
 use metrics_util::debugging::{DebugValue, Snapshotter};
 use rampart::StopReason;
+
+use super::Route;
 
 /// One request of the load loop, seen from the three places that record it.
 #[derive(Debug, Clone)]
@@ -30,6 +33,11 @@ pub(crate) struct Row {
 }
 
 impl Row {
+    /// The route the request took.
+    pub(crate) fn route(&self) -> Route {
+        Route::of(self.id)
+    }
+
     /// Whether the load loop saw a failure.
     pub(crate) fn client_failed(&self) -> bool {
         !matches!(self.client, Ok(status) if status.is_success())
@@ -41,13 +49,26 @@ impl Row {
     }
 }
 
-/// One series of a counter rampart's metrics moved: its labels and its value.
+/// One series of a counter rampart's metrics moved: its name, its labels and its value.
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
+    /// The counter's name.
+    pub(crate) name: String,
     /// The labels as `(key, value)`, in the recorder's order (`policy` first).
     pub(crate) labels: Vec<(String, String)>,
     /// The counter's value at the end of the run.
     pub(crate) value: u64,
+}
+
+impl fmt::Display for Series {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let labels: Vec<_> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        write!(f, "{}{{{}}} {}", self.name, labels.join(","), self.value)
+    }
 }
 
 impl Series {
@@ -67,8 +88,12 @@ pub(crate) struct Summary {
     /// Attempts the backend served.
     pub(crate) backend_attempts: u64,
     /// The series of rampart's `rampart.calls` counter: one per `stop_reason` seen (and per
-    /// `policy` and `server.address`, the outbound layer's name and the backend).
+    /// `policy` and `server.address`, the outbound layer's name and the backend), both
+    /// routes' calls in them.
     pub(crate) calls: Vec<Series>,
+    /// The series of `rampart.hedges`, one per `event` seen (started, won, ...): the hedged
+    /// route's legs. How many fire depends on timing: printed, never asserted.
+    pub(crate) hedges: Vec<Series>,
 }
 
 impl Summary {
@@ -114,68 +139,85 @@ impl Summary {
             .sum()
     }
 
-    /// Prints the client's latencies and failures beside rampart's stop reasons and metrics.
+    /// Prints, per route, the client's latencies and failures beside rampart's stop reasons,
+    /// then rampart's metrics for both routes.
     pub(crate) fn print(&self) {
-        let mut latencies: Vec<_> = self.rows.iter().map(|row| row.latency).collect();
-        latencies.sort();
-        let quantile = |q: f64| {
-            let rank = ((latencies.len() as f64 * q).ceil() as usize).max(1);
-            latencies.get(rank - 1).copied().unwrap_or_default()
-        };
         println!(
             "{} requests, {} attempts at the backend",
             self.rows.len(),
             self.backend_attempts
         );
-        println!(
-            "client side:  p50 {:.1?}  p99 {:.1?}  max {:.1?}",
-            quantile(0.5),
-            quantile(0.99),
-            latencies.last().copied().unwrap_or_default()
-        );
-        let mut statuses = BTreeMap::new();
-        for row in &self.rows {
-            let key = match &row.client {
-                Ok(status) => status.as_u16().to_string(),
-                Err(_) => "transport error".to_owned(),
-            };
-            *statuses.entry(key).or_insert(0) += 1;
+        for route in Route::ALL {
+            let rows: Vec<_> = self.rows.iter().filter(|r| r.route() == route).collect();
+            println!(
+                "{} ({}): {} requests",
+                route.path(),
+                route.client(),
+                rows.len()
+            );
+            print_route(&rows);
         }
-        println!("  statuses:   {statuses:?}");
-        println!("  failures:   {}", self.client_failures());
-        let mut stops = BTreeMap::new();
-        for stop in self.rows.iter().flat_map(|row| &row.rampart) {
-            *stops.entry(stop.as_str()).or_insert(0) += 1;
-        }
-        println!("rampart, its CallEnded events:");
-        println!("  stops:      {stops:?}");
-        println!("  failures:   {}", self.rampart_failures());
-        println!("rampart, its metrics:");
-        for series in &self.calls {
-            let labels: Vec<_> = series
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            println!("  rampart.calls{{{}}} {}", labels.join(","), series.value);
+        println!("both routes, rampart's metrics:");
+        for series in self.calls.iter().chain(&self.hedges) {
+            println!("  {series}");
         }
         println!(
-            "  failures:   {} (of {} calls)",
+            "  failures:   rampart.calls {} of {}, CallEnded events {}, callers {} of {} requests",
             self.metric_failures(),
-            self.metric_calls()
+            self.metric_calls(),
+            self.rampart_failures(),
+            self.client_failures(),
+            self.rows.len()
         );
         println!("disagreements: {}", self.disagreements().len());
     }
 }
 
-/// The series of the counter `name` that `snapshotter`'s recorder holds, sorted by labels.
-pub(crate) fn counter(snapshotter: &Snapshotter, name: &str) -> Vec<Series> {
+/// Prints the latencies and statuses of one route's `rows` beside their `CallEnded` stops.
+fn print_route(rows: &[&Row]) {
+    let mut latencies: Vec<_> = rows.iter().map(|row| row.latency).collect();
+    latencies.sort();
+    let quantile = |q: f64| {
+        let rank = ((latencies.len() as f64 * q).ceil() as usize).max(1);
+        latencies.get(rank - 1).copied().unwrap_or_default()
+    };
+    println!(
+        "  client side:  p50 {:.1?}  p99 {:.1?}  max {:.1?}",
+        quantile(0.5),
+        quantile(0.99),
+        latencies.last().copied().unwrap_or_default()
+    );
+    let mut statuses = BTreeMap::new();
+    for row in rows {
+        let key = match &row.client {
+            Ok(status) => status.as_u16().to_string(),
+            Err(_) => "transport error".to_owned(),
+        };
+        *statuses.entry(key).or_insert(0) += 1;
+    }
+    println!("    statuses:   {statuses:?}");
+    let failed = rows.iter().filter(|row| row.client_failed()).count();
+    println!("    failures:   {failed}");
+    let mut stops = BTreeMap::new();
+    for stop in rows.iter().flat_map(|row| &row.rampart) {
+        *stops.entry(stop.as_str()).or_insert(0) += 1;
+    }
+    let failed = rows.iter().filter(|row| row.rampart_failed()).count();
+    println!("  rampart, its CallEnded events:");
+    println!("    stops:      {stops:?}");
+    println!("    failures:   {failed}");
+}
+
+/// Every counter `snapshotter`'s recorder holds, sorted by name and labels. (A snapshot of the
+/// debugging recorder resets its counters: take one.)
+pub(crate) fn counters(snapshotter: &Snapshotter) -> Vec<Series> {
     let mut series: Vec<_> = snapshotter
         .snapshot()
         .into_vec()
         .into_iter()
         .filter_map(|(key, _, _, value)| match value {
-            DebugValue::Counter(value) if key.key().name() == name => Some(Series {
+            DebugValue::Counter(value) => Some(Series {
+                name: key.key().name().to_owned(),
                 labels: key
                     .key()
                     .labels()
@@ -186,6 +228,6 @@ pub(crate) fn counter(snapshotter: &Snapshotter, name: &str) -> Vec<Series> {
             _ => None,
         })
         .collect();
-    series.sort_by(|a, b| a.labels.cmp(&b.labels));
+    series.sort_by(|a, b| (&a.name, &a.labels).cmp(&(&b.name, &b.labels)));
     series
 }
