@@ -285,7 +285,9 @@ async fn quote_hedged(
     request.extensions_mut().insert(Hedged);
     // In the same task-local scope as `/quote`'s call: the listener finds the id there.
     let outcome = SERVING.scope(id, shop.hyper.oneshot(request)).await;
-    // The outbound layer puts the report where the reqwest client does.
+    // The outbound layer puts the report where the reqwest client does, but for a success
+    // of the first attempt (whose report would say only that: the layer's hot path spares
+    // the allocation).
     shop.record.report(
         id,
         match &outcome {

@@ -28,7 +28,8 @@ pub(crate) struct Row {
     pub(crate) rampart: Vec<StopReason>,
     /// The stop reason the frontend read from the call's `CallReport` (in the response, or in
     /// `ClientError::Status`); `None` when the call ended with an error that carries no
-    /// report (a timeout, a refusal, a transport error).
+    /// report (a timeout, a refusal, a transport error), or, on the hedged route, with a
+    /// success of its first attempt (the outbound layer's response then carries none).
     pub(crate) report: Option<StopReason>,
 }
 
