@@ -38,6 +38,18 @@
 //! nothing (`tests/tower.rs` counts it); the clones of the request and of the service are
 //! whatever their `Clone` costs.
 //!
+//! # Per call
+//!
+//! Each request runs as [`Policy::run`]: a service's `call` has no place for the setters of
+//! [`Policy::call`]. What they set, a tower stack gets from elsewhere: a caller's deadline from
+//! the ambient context (build the policy with
+//! [`use_ambient_deadline`](crate::PolicyBuilder::use_ambient_deadline)`(true)`, and the caller's
+//! deadline, set by rampart-http's inbound layer or [`Ambient::scope`](crate::Ambient::scope),
+//! bounds the call), cancellation by dropping the response future, a fallback as a layer
+//! above this one (`tower::util::MapResult`, say) that sees the [`Error`] and what it says.
+//! For the report of a call (its stop reason and attempt log with a success too), call the
+//! policy directly: `policy.call().try_run(op)`.
+//!
 //! # Cancellation
 //!
 //! Dropping the response future drops the attempt in flight, as dropping
