@@ -325,7 +325,7 @@ fn outbound(record: &Record) -> OutboundLayer {
     let ended = Arc::clone(&record.rampart);
     OutboundLayer::builder()
         .name("prices")
-        .breaker(Breaker::builder().consecutive_failures(20))
+        .breaker_per_host(Breaker::builder().consecutive_failures(20))
         .fail_on_retryable_status(true)
         // The backend answers in 0 to 3 ms when it answers: a leg still out at 10 ms has most
         // likely met a hang, which the attempt timeout would end only at 40 ms.

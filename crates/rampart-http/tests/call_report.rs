@@ -38,7 +38,7 @@ fn layer() -> OutboundBuilder {
                 .attempt_timeout(Duration::from_secs(1))
                 .backoff(Backoff::none())
         })
-        .breaker(rampart::breaker::Breaker::builder().consecutive_failures(1_000))
+        .breaker_per_host(rampart::breaker::Breaker::builder().consecutive_failures(1_000))
 }
 
 fn client(layer: OutboundBuilder) -> Client {

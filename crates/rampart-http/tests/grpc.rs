@@ -391,7 +391,7 @@ async fn an_unavailable_in_the_trailers_of_a_call_named_nothing_opens_the_breake
 #[tokio::test]
 async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_before_it() {
     let layer = OutboundLayer::builder()
-        .breaker(Breaker::builder().consecutive_failures(2))
+        .breaker_per_host(Breaker::builder().consecutive_failures(2))
         .build()
         .expect("valid outbound layer");
     let (_server, client) = connected(&layer).await;
@@ -413,7 +413,7 @@ async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_befor
 /// A layer whose breakers open after two failures in a row, for 30 s.
 fn opened_by_two_failures() -> OutboundLayer {
     OutboundLayer::builder()
-        .breaker(
+        .breaker_per_host(
             Breaker::builder()
                 .consecutive_failures(2)
                 .break_duration(Duration::from_secs(30)),

@@ -186,7 +186,8 @@ async fn a_hedge_of_a_marked_request_spends_the_budget_a_plain_retry_then_finds_
         _ => (503, Duration::ZERO),
     });
     let layer = hedging(
-        OutboundLayer::builder().budget(RetryBudget::builder().fraction(0.0).min_per_sec(0.0)),
+        OutboundLayer::builder()
+            .budget_per_host(RetryBudget::builder().fraction(0.0).min_per_sec(0.0)),
     );
     let client = layer.layer(upstream.service());
 
@@ -212,7 +213,7 @@ async fn plain_and_marked_failures_open_one_breaker_that_refuses_both() {
     let layer = hedging(
         OutboundLayer::builder()
             .max_attempts(2)
-            .breaker(Breaker::builder().consecutive_failures(3)),
+            .breaker_per_host(Breaker::builder().consecutive_failures(3)),
     );
     let client = layer.layer(upstream.service());
 
@@ -277,7 +278,7 @@ fn a_hedging_layer_gets_a_budget_sized_for_hedges_unless_one_is_given() {
     assert_eq!(budget_of(every), 0.25);
     let given = OutboundLayer::builder()
         .hedge(Hedge::adaptive())
-        .budget(RetryBudget::builder().fraction(0.2))
+        .budget_per_host(RetryBudget::builder().fraction(0.2))
         .build()
         .expect("valid");
     assert_eq!(budget_of(given), 0.2);

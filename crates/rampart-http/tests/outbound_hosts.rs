@@ -22,7 +22,7 @@ async fn one_failing_host_opens_its_own_breaker_and_not_another_hosts() {
     let client = layer(
         OutboundLayer::builder()
             .max_attempts(1)
-            .breaker(Breaker::builder().consecutive_failures(2).jitter(0.0))
+            .breaker_per_host(Breaker::builder().consecutive_failures(2).jitter(0.0))
             .policy(quick),
     )
     .layer(upstream.service());
@@ -76,7 +76,7 @@ async fn the_host_table_is_bounded_and_evicts_a_host_not_seen_lately() {
         OutboundLayer::builder()
             .max_attempts(1)
             .max_hosts(2)
-            .breaker(Breaker::builder().consecutive_failures(1).jitter(0.0))
+            .breaker_per_host(Breaker::builder().consecutive_failures(1).jitter(0.0))
             .policy(quick),
     );
     let client = outbound.layer(upstream.service());
@@ -150,7 +150,7 @@ async fn a_kept_host_serves_only_its_own_scheme_and_port() {
     let outbound = layer(
         OutboundLayer::builder()
             .max_attempts(1)
-            .breaker(Breaker::builder().consecutive_failures(1).jitter(0.0))
+            .breaker_per_host(Breaker::builder().consecutive_failures(1).jitter(0.0))
             .policy(quick),
     );
     let mut client = outbound.layer(upstream.service());
@@ -197,7 +197,7 @@ async fn one_hosts_breaker_can_be_read_and_reset() {
     let layer = layer(
         OutboundLayer::builder()
             .max_attempts(1)
-            .breaker(Breaker::builder().consecutive_failures(2).jitter(0.0))
+            .breaker_per_host(Breaker::builder().consecutive_failures(2).jitter(0.0))
             .policy(quick),
     );
     let client = layer.layer(upstream.service());

@@ -72,7 +72,7 @@ fn client(attempt_timeout: Duration) -> Client {
                 .attempt_timeout(attempt_timeout)
                 .backoff(Backoff::none())
         })
-        .breaker(rampart::Breaker::builder().consecutive_failures(5))
+        .breaker_per_host(rampart::Breaker::builder().consecutive_failures(5))
         .build()
         .expect("valid layer");
     let http = reqwest::Client::builder()
@@ -244,7 +244,7 @@ async fn every_request_method_of_the_client_goes_through_the_policy() {
                 .backoff(Backoff::none())
         })
         // Open on no run of 503s this test makes: each request sees its own attempts.
-        .breaker(rampart::breaker::Breaker::builder().consecutive_failures(1_000))
+        .breaker_per_host(rampart::breaker::Breaker::builder().consecutive_failures(1_000))
         .build()
         .expect("valid layer");
     let http = reqwest::Client::builder()

@@ -112,12 +112,12 @@ pub struct OutboundConfig {
     /// The retry-mark header ([`OutboundBuilder::retry_header`]).
     #[serde(default, with = "header_name", skip_serializing_if = "Option::is_none")]
     pub retry_header: Option<HeaderName>,
-    /// Each host's breaker ([`OutboundBuilder::breaker`]); `Some(None)`, written `"none"`, is
+    /// Each host's breaker ([`OutboundBuilder::breaker_per_host`]); `Some(None)`, written `"none"`, is
     /// [`no_breaker`](OutboundBuilder::no_breaker).
     #[serde(default, with = "rampart::config::with::section")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<Option<BreakerConfig>>,
-    /// Each host's retry budget ([`OutboundBuilder::budget`]); `Some(None)`, written
+    /// Each host's retry budget ([`OutboundBuilder::budget_per_host`]); `Some(None)`, written
     /// `"none"`, is [`no_budget`](OutboundBuilder::no_budget).
     #[serde(default, with = "rampart::config::with::section")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -329,7 +329,7 @@ impl OutboundConfig {
                 breaker.clone().build()?;
                 Ok(breaker)
             }) {
-                Ok(breaker) => b = b.breaker(breaker),
+                Ok(breaker) => b = b.breaker_per_host(breaker),
                 Err(error) => problems.extend(error.problems().iter().cloned()),
             },
             Some(None) => b = b.no_breaker(),
@@ -337,7 +337,7 @@ impl OutboundConfig {
         }
         match &self.budget {
             Some(Some(budget)) => match budget.builder().build() {
-                Ok(_) => b = b.budget(budget.builder()),
+                Ok(_) => b = b.budget_per_host(budget.builder()),
                 Err(error) => problems.extend(error.problems().iter().cloned()),
             },
             Some(None) => b = b.no_budget(),

@@ -81,14 +81,14 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// The settings of each host's own breaker (default: rampart's defaults).
+    /// The settings each host's own breaker is made from (default: rampart's defaults).
     ///
-    /// Settings, where [`PolicyBuilder::breaker`](rampart::policy::PolicyBuilder::breaker)
-    /// takes a built [`Breaker`]: a policy may share one breaker with others on purpose, while
-    /// the layer makes one breaker per host from these settings, so that one failing host
-    /// opens no circuit for the others. Read a host's own with
+    /// Settings, not a built [`Breaker`], and named for it: the layer makes one breaker per
+    /// host from them, so that one failing host opens no circuit for the others, where
+    /// [`PolicyBuilder::breaker`](rampart::policy::PolicyBuilder::breaker) takes one built
+    /// breaker that a policy may share with others on purpose. Read a host's own with
     /// [`OutboundLayer::breaker`](crate::OutboundLayer::breaker).
-    pub fn breaker(mut self, breaker: BreakerBuilder) -> Self {
+    pub fn breaker_per_host(mut self, breaker: BreakerBuilder) -> Self {
         self.breaker = Some(breaker);
         self
     }
@@ -99,14 +99,14 @@ impl<A> OutboundBuilder<A> {
         self
     }
 
-    /// The settings of each host's own retry budget (default: rampart's defaults, 20% of the
-    /// successes and 3 tokens a second, or 25% when the layer hedges: see
+    /// The settings each host's own retry budget is made from (default: rampart's defaults,
+    /// 20% of the successes and 3 tokens a second, or 25% when the layer hedges: see
     /// [`hedge`](Self::hedge)). Retries and hedges of all the host's requests spend it.
     ///
     /// Settings rather than a built [`RetryBudget`], for the reason
-    /// [`breaker`](Self::breaker) gives: each host gets its own. Read a host's with
-    /// [`OutboundLayer::budget`](crate::OutboundLayer::budget).
-    pub fn budget(mut self, budget: RetryBudgetBuilder) -> Self {
+    /// [`breaker_per_host`](Self::breaker_per_host) gives: each host gets its own. Read a
+    /// host's with [`OutboundLayer::budget`](crate::OutboundLayer::budget).
+    pub fn budget_per_host(mut self, budget: RetryBudgetBuilder) -> Self {
         self.budget = Some(Some(budget));
         self
     }
@@ -132,7 +132,7 @@ impl<A> OutboundBuilder<A> {
     /// spend, the default budget of a hedging layer earns 0.25 per success (the floor of 3
     /// tokens a second and the capacity of 30 are unchanged): a failing host then sees at most
     /// about 1.25x its load from the layer, where it saw 1.2x. A budget set with
-    /// [`budget`](Self::budget) is used as given. A hedge is not armed while the host's
+    /// [`budget_per_host`](Self::budget_per_host) is used as given. A hedge is not armed while the host's
     /// breaker is open or the call is `Sheddable`, and a hedge refused by the empty budget
     /// leaves the first attempt running alone.
     pub fn hedge(mut self, hedge: Hedge) -> Self {

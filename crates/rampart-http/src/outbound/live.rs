@@ -42,7 +42,7 @@ pub struct OutboundSettings {
     /// them follow `policy`).
     pub hosts: BTreeMap<String, HostSettings>,
     /// Each host's circuit breaker's settings, the same for every host: what
-    /// [`breaker`](OutboundBuilder::breaker) set, `None` on a layer built with
+    /// [`breaker_per_host`](OutboundBuilder::breaker_per_host) set, `None` on a layer built with
     /// [`no_breaker`](OutboundBuilder::no_breaker). A change reaches the breaker of every host
     /// in the table through [`Breaker::reconfigure`](rampart::Breaker::reconfigure), its
     /// state kept, and the breakers of hosts first seen later. A running breaker keeps its

@@ -52,7 +52,7 @@ fn fail(breaker: &Breaker, n: u32) -> bool {
 /// A layer whose hosts' breakers open at 5 failures in a row.
 fn five_in_a_row() -> OutboundLayer {
     OutboundLayer::builder()
-        .breaker(Breaker::builder().consecutive_failures(5))
+        .breaker_per_host(Breaker::builder().consecutive_failures(5))
         .build()
         .expect("valid layer")
 }

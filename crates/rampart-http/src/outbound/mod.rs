@@ -79,7 +79,7 @@
 //! let client = Client::builder(TokioExecutor::new()).build_http::<ReplayBody<Full<Bytes>>>();
 //! let layer = OutboundLayer::builder()
 //!     .max_attempts(3)
-//!     .breaker(Breaker::builder().consecutive_failures(5))
+//!     .breaker_per_host(Breaker::builder().consecutive_failures(5))
 //!     .policy(|p| p.total_timeout(Duration::from_secs(2)).attempt_timeout(Duration::from_millis(500)))
 //!     .build()?;
 //! let mut client = layer.layer(client);
@@ -94,8 +94,8 @@
 //! | [`max_attempts`](OutboundBuilder::max_attempts) | 3 |
 //! | [`policy`](OutboundBuilder::policy) | rampart's defaults: total timeout 30 s, attempt timeout 10 s, exponential backoff |
 //! | [`host`](OutboundBuilder::host) | none: one host's settings on top of `policy`'s |
-//! | [`breaker`](OutboundBuilder::breaker) | one per host, rampart's defaults (open when every call of the last 10 s failed, at least 100 of them): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
-//! | [`budget`](OutboundBuilder::budget) | one per host, rampart's defaults (20% of successes, 3/s floor), or 25% of successes when the layer hedges (see what a hedge costs it, in [`hedge`](OutboundBuilder::hedge)) |
+//! | [`breaker_per_host`](OutboundBuilder::breaker_per_host) | one per host, rampart's defaults (open when every call of the last 10 s failed, at least 100 of them): a breaker guards one dependency, and each host's policies call exactly one (a plain `Policy`, which may call anything, has none by default) |
+//! | [`budget_per_host`](OutboundBuilder::budget_per_host) | one per host, rampart's defaults (20% of successes, 3/s floor), or 25% of successes when the layer hedges (see what a hedge costs it, in [`hedge`](OutboundBuilder::hedge)) |
 //! | [`hedge`](OutboundBuilder::hedge), [`hedge_marked`](OutboundBuilder::hedge_marked) | none; `hedge` hedges every replayable request, `hedge_marked` only those marked [`Hedged`], on the same host entry, breaker and budget as the others |
 //! | [`admit`](OutboundBuilder::admit) | none |
 //! | [`max_hosts`](OutboundBuilder::max_hosts) | 1024 ([`rampart::keyed::DEFAULT_CAPACITY`]); a full table evicts a host not seen lately (CLOCK), its breaker and budget with it |
