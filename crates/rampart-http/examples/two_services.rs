@@ -1,22 +1,27 @@
 //! Two services on loopback, as a team would run them: an axum "prices" backend behind the
-//! inbound layer, flaky on purpose, and an axum "shop" frontend calling it through one
-//! `OutboundLayer` on two routes:
+//! inbound layer, flaky on purpose, and an axum "shop" frontend calling it on three routes,
+//! each the way a service calls a dependency with rampart:
 //!
-//! - `/quote/{sku}` through rampart-http's reqwest `Client` (the odd request ids);
-//! - `/quote-hedged/{sku}` through hyper-util's client under the same layer, each request
-//!   marked `Hedged`: the layer hedges only the marked requests (`hedge_marked`, a second leg
-//!   after 10 ms), on the host's one entry, breaker and retry budget (the even request ids).
+//! - `/quote/{sku}` through rampart-http's reqwest `Client` (request ids 1, 4, 7, ...);
+//! - `/quote-hedged/{sku}` through hyper-util's client under the same `OutboundLayer`, each
+//!   request marked `Hedged`: the layer hedges only the marked requests (`hedge_marked`, a
+//!   second leg after 10 ms), on the host's one entry, breaker and retry budget (ids 2, 5,
+//!   8, ...);
+//! - `/quote-plain/{sku}` through reqwest's own client under a plain `Policy`, whose callback
+//!   writes each attempt's deadline, criticality and retry mark with `outbound::stamp`, as a
+//!   service using any other client would (ids 3, 6, 9, ...).
 //!
 //! Then a bounded load loop against the frontend prints, per route, what its callers saw (p50,
 //! p99, failures by status) beside what rampart decided: the stop reason of every call, from
-//! rampart's own `CallEnded` events and from the `CallReport` each response carries; and, for
-//! both routes together, rampart's metrics: the `rampart.calls` counter by its labels, and
-//! `rampart.hedges`. It checks that they agree: request by request, a caller saw a failure
-//! exactly when rampart ended its one call (hedged or not: one `CallEnded`, however many legs)
-//! with a stop reason other than `succeeded`; in all, the `rampart.calls` that did not succeed
-//! are the callers' failures, and all of them are the requests. The two routes share their
-//! series (`policy` is the layer's name, `server.address` the backend): rampart's metrics are
-//! per dependency, and a route's share is read from the events.
+//! rampart's own `CallEnded` events and from the call's report (the `CallReport` a response
+//! carries, or the plain policy's `try_run`); and, for every route together, rampart's
+//! metrics: the `rampart.calls` counter by its labels, and `rampart.hedges`. It checks that
+//! they agree: request by request, a caller saw a failure exactly when rampart ended its one
+//! call (hedged or not: one `CallEnded`, however many legs) with a stop reason other than
+//! `succeeded`; in all, the `rampart.calls` that did not succeed are the callers' failures,
+//! and all of them are the requests. The first two routes share their series (`policy` is the
+//! layer's name, `server.address` the backend): rampart's metrics are per dependency, and a
+//! route's share is read from the events; the plain policy's are its own (`prices-plain`).
 //!
 //! ```sh
 //! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services
@@ -40,12 +45,12 @@
 //! answer within a few milliseconds. Which leg of a hedged call meets which fault depends on
 //! which reaches the backend first.
 //!
-//! Expect `budget_exhausted` among the stop reasons past a hundred requests or so: a 40% fault
-//! rate needs a retry for nearly every other call, and the host's retry budget (25% of the
-//! successes on a layer that hedges, a floor of 3 a second), which the hedges spend too,
-//! funds far fewer. That refusal is rampart keeping a failing dependency's load near 1.25x
-//! instead of 3x; each one is a caller's failure (the backend's last answer), counted on
-//! every side.
+//! Expect `budget_exhausted` among the stop reasons past a hundred requests or so: a 40%
+//! fault rate needs a retry for nearly every other call, and the host's retry budget (25% of
+//! the successes on a layer that hedges, a floor of 3 a second), which the hedges spend too,
+//! funds far fewer; the plain policy's own budget (rampart's defaults, 20%) as well. That
+//! refusal is rampart keeping a failing dependency's load near 1.25x instead of 3x; each one
+//! is a caller's failure (the backend's last answer), counted on every side.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -63,13 +68,17 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{self, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use metrics_util::debugging::DebuggingRecorder;
-use rampart::StopReason;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
 use rampart::event::Event;
 use rampart::hedge::Hedge;
+use rampart::{Policy, StopReason};
+use rampart_http::header::Names;
+use rampart_http::outbound::stamp;
 use rampart_http::reqwest::Client;
-use rampart_http::{CallReport, Hedged, InboundLayer, Outbound, OutboundLayer, ReplayBody};
+use rampart_http::{
+    CallReport, Hedged, HttpClassifier, InboundLayer, Outbound, OutboundLayer, Problem, ReplayBody,
+};
 use tower::ServiceExt;
 use tower_layer::Layer;
 
@@ -93,24 +102,29 @@ pub(crate) struct Load {
     pub(crate) seed: u64,
 }
 
-/// The frontend's two routes to the backend, through one outbound layer.
+/// The frontend's three routes to the backend: two through one outbound layer, one through a
+/// plain policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
     /// `/quote/{sku}`: the reqwest `Client`.
     Reqwest,
     /// `/quote-hedged/{sku}`: hyper-util's client under the layer, every request `Hedged`.
     Hedged,
+    /// `/quote-plain/{sku}`: reqwest's own client under a plain `Policy`, each attempt
+    /// stamped by the callback (`outbound::stamp`).
+    Plain,
 }
 
 impl Route {
-    pub(crate) const ALL: [Route; 2] = [Route::Reqwest, Route::Hedged];
+    pub(crate) const ALL: [Route; 3] = [Route::Reqwest, Route::Hedged, Route::Plain];
 
-    /// The route of request `id`: odd ids to one, even ids to the other, on every run.
+    /// The route of request `id`, the same on every run: ids 1, 4, 7, ... to the first, 2, 5,
+    /// 8, ... to the second, 3, 6, 9, ... to the third.
     pub(crate) fn of(id: u64) -> Route {
-        if id % 2 == 1 {
-            Route::Reqwest
-        } else {
-            Route::Hedged
+        match id % 3 {
+            1 => Route::Reqwest,
+            2 => Route::Hedged,
+            _ => Route::Plain,
         }
     }
 
@@ -118,6 +132,7 @@ impl Route {
         match self {
             Route::Reqwest => "/quote",
             Route::Hedged => "/quote-hedged",
+            Route::Plain => "/quote-plain",
         }
     }
 
@@ -125,6 +140,7 @@ impl Route {
         match self {
             Route::Reqwest => "the reqwest Client",
             Route::Hedged => "hyper-util under the OutboundLayer, Hedged",
+            Route::Plain => "reqwest's own client under a plain Policy, stamped",
         }
     }
 }
@@ -225,6 +241,10 @@ type HyperClient = Outbound<legacy::Client<HttpConnector, ReplayBody<Full<Bytes>
 struct Shop {
     /// The reqwest client, made from the outbound layer.
     prices: Client,
+    /// reqwest's own client, with no policy of its own, and the plain policy the third route
+    /// runs it under.
+    raw: reqwest::Client,
+    plain: Policy<HttpClassifier>,
     /// hyper-util's client under the same layer: services made from one layer share its host
     /// table, so both routes call the backend through one host entry.
     hyper: HyperClient,
@@ -304,6 +324,45 @@ async fn quote_hedged(
     }
 }
 
+/// `/quote-plain/{sku}`: the same call through reqwest's own client under a plain `Policy`,
+/// as a service that uses some other client would write it. The callback writes each
+/// attempt's deadline, criticality and retry mark itself (`outbound::stamp`); the policy
+/// classifies the response as the layer does (`HttpClassifier`: a `503` is retried), and reads
+/// the caller's deadline from the ambient context the inbound layer set. `try_run` gives the
+/// call's report; a retryable status that outlived the retries answers `502`, as the layer's
+/// `ClientError` does.
+async fn quote_plain(
+    State(shop): State<Shop>,
+    Path(sku): Path<u32>,
+    headers: HeaderMap,
+) -> Response {
+    let id = request_id(&headers);
+    let (url, names) = (shop.price_url(sku), Names::default());
+    let call = shop.plain.call().try_run(async |attempt| {
+        let mut headers = HeaderMap::new();
+        stamp(&mut headers, &names, attempt);
+        shop.raw
+            .get(&url)
+            .headers(headers)
+            .header(REQUEST_ID, id)
+            .send()
+            .await
+    });
+    let Ok(result) = SERVING.scope(id, call).await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    lock(&shop.record.reports).insert(id, result.stop());
+    let succeeded = result.stop() == StopReason::Succeeded;
+    match result.into_result() {
+        Ok(response) if succeeded => match response.text().await {
+            Ok(price) => price.into_response(),
+            Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+        },
+        Ok(_) => StatusCode::BAD_GATEWAY.into_response(),
+        Err(error) => Problem::from_error(&error).into_response(),
+    }
+}
+
 fn request_id(headers: &HeaderMap) -> u64 {
     headers
         .get(REQUEST_ID)
@@ -345,6 +404,34 @@ fn outbound(record: &Record) -> OutboundLayer {
         .expect("valid outbound layer")
 }
 
+/// The third route's plain policy, with the layer's per-attempt settings: 40 ms per attempt,
+/// three attempts, its own breaker and (automatic) retry budget, the caller's deadline read
+/// from the ambient context, and the same listener.
+fn plain(record: &Record) -> Policy<HttpClassifier> {
+    let ended = Arc::clone(&record.rampart);
+    Policy::builder()
+        .name("prices-plain")
+        .classifier(HttpClassifier)
+        .max_attempts(3)
+        .attempt_timeout(Duration::from_millis(40))
+        .backoff(Backoff::exponential(Duration::from_millis(2)))
+        .breaker(
+            Breaker::builder()
+                .consecutive_failures(20)
+                .build()
+                .expect("valid breaker"),
+        )
+        .use_ambient_deadline(true)
+        .listener(move |event| {
+            if let Event::CallEnded { stop, .. } = event {
+                let id = SERVING.try_with(|id| *id).unwrap_or(0);
+                lock(&ended).entry(id).or_default().push(*stop);
+            }
+        })
+        .build()
+        .expect("valid policy")
+}
+
 // --- running it ----------------------------------------------------------------------------
 
 async fn serve(app: Router) -> SocketAddr {
@@ -381,6 +468,8 @@ pub(crate) async fn run(load: Load) -> Summary {
     let shop = Shop {
         prices: Client::new(&layer).expect("a reqwest client"),
         hyper: layer.layer(legacy::Client::builder(TokioExecutor::new()).build_http()),
+        raw: reqwest::Client::new(),
+        plain: plain(&record),
         backend,
         record: record.clone(),
     };
@@ -388,6 +477,7 @@ pub(crate) async fn run(load: Load) -> Summary {
         Router::new()
             .route("/quote/{sku}", get(quote))
             .route("/quote-hedged/{sku}", get(quote_hedged))
+            .route("/quote-plain/{sku}", get(quote_plain))
             .with_state(shop)
             .layer(InboundLayer::new()),
     )

@@ -88,9 +88,9 @@ pub(crate) struct Summary {
     pub(crate) rows: Vec<Row>,
     /// Attempts the backend served.
     pub(crate) backend_attempts: u64,
-    /// The series of rampart's `rampart.calls` counter: one per `stop_reason` seen (and per
-    /// `policy` and `server.address`, the outbound layer's name and the backend), both
-    /// routes' calls in them.
+    /// The series of rampart's `rampart.calls` counter: one per `stop_reason` seen and per
+    /// policy: the outbound layer's (`policy` its name, `server.address` the backend), which
+    /// counts the first two routes' calls, and the plain policy's, the third route's.
     pub(crate) calls: Vec<Series>,
     /// The series of `rampart.hedges`, one per `event` seen (started, won, ...): the hedged
     /// route's legs. How many fire depends on timing: printed, never asserted.
@@ -141,7 +141,7 @@ impl Summary {
     }
 
     /// Prints, per route, the client's latencies and failures beside rampart's stop reasons,
-    /// then rampart's metrics for both routes.
+    /// then rampart's metrics for every route.
     pub(crate) fn print(&self) {
         println!(
             "{} requests, {} attempts at the backend",
@@ -158,7 +158,7 @@ impl Summary {
             );
             print_route(&rows);
         }
-        println!("both routes, rampart's metrics:");
+        println!("every route, rampart's metrics:");
         for series in self.calls.iter().chain(&self.hedges) {
             println!("  {series}");
         }
