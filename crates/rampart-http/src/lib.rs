@@ -133,3 +133,8 @@ pub use outbound::{
 };
 pub use problem::Problem;
 pub use report::CallReport;
+
+/// The README's examples, compiled as doctests (they use the reqwest client).
+#[cfg(all(doctest, feature = "reqwest"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -144,3 +144,8 @@ pub use event::LimitEvent;
 pub use lease::LeaseStats;
 pub use rate::{GlobalRateLimit, GlobalRateLimitBuilder};
 pub use store::Redis;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -128,3 +128,8 @@ pub use policy::{Policy, PolicyBuilder, PolicySettings};
 pub use result::{CallResult, Cancelled};
 pub use timeout::{AdaptiveTimeout, TimeoutContext, TimeoutMode};
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
