@@ -329,8 +329,9 @@ async fn quote_hedged(
 /// attempt's deadline, criticality and retry mark itself (`outbound::stamp`); the policy
 /// classifies the response as the layer does (`HttpClassifier`: a `503` is retried), and reads
 /// the caller's deadline from the ambient context the inbound layer set. `try_run` gives the
-/// call's report; a retryable status that outlived the retries answers `502`, as the layer's
-/// `ClientError` does.
+/// call's report; a retryable status the call ended on answers as the layer's `ClientError`
+/// answers it: `504` when the deadline ran out on it, `503` when the breaker or an admission
+/// component refused the next attempt, else `502`.
 async fn quote_plain(
     State(shop): State<Shop>,
     Path(sku): Path<u32>,
@@ -352,13 +353,20 @@ async fn quote_plain(
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
     lock(&shop.record.reports).insert(id, result.stop());
-    let succeeded = result.stop() == StopReason::Succeeded;
+    let stop = result.stop();
     match result.into_result() {
-        Ok(response) if succeeded => match response.text().await {
+        Ok(response) if stop == StopReason::Succeeded => match response.text().await {
             Ok(price) => price.into_response(),
             Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
         },
-        Ok(_) => StatusCode::BAD_GATEWAY.into_response(),
+        Ok(_) => match stop {
+            StopReason::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            StopReason::DependencyUnavailable | StopReason::Overloaded | StopReason::Draining => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            _ => StatusCode::BAD_GATEWAY,
+        }
+        .into_response(),
         Err(error) => Problem::from_error(&error).into_response(),
     }
 }

@@ -28,7 +28,7 @@
 //! layer, a request has no deadline and the default level (`Critical`), as
 //! [`Ambient::current`] has outside any scope. The deadline is the one the handler's
 //! policies see: the received one, ignored above the layer's maximum, less its reserve, or
-//! the layer's default deadline.
+//! the one the layer's default timeout gives a request that brought none.
 
 use std::convert::Infallible;
 use std::future::{Future, ready};

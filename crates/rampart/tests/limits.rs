@@ -228,7 +228,13 @@ async fn an_adaptive_limit_measures_attempts_through_a_policy_that_reads_no_othe
         .max(1)
         .build()
         .expect("valid");
-    let policy = one_attempt(gradient.clone());
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .no_total_timeout()
+        .no_attempt_timeout()
+        .admit(gradient.clone())
+        .build()
+        .expect("valid");
     let slow = {
         let policy = policy.clone();
         tokio::spawn(async move {

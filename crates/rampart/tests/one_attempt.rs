@@ -1,16 +1,18 @@
 //! A policy with one attempt and nothing that bounds it can run its callback with no state
-//! machine at all (`Policy::none()` does): these pin that each part a policy is built with
-//! takes it off that path, so that a one-attempt policy never skips the part's rule. Each test
-//! gives a one-attempt policy exactly one part, and would fail if the part did not count
-//! among those that need the machine. (An admission component's: `tests/limits.rs`, whose
-//! policies all have one attempt.)
+//! machine at all (`Policy::none()` does): these pin that each part with a rule a single
+//! attempt can meet takes a policy off that path, so that a one-attempt policy never skips
+//! the part's rule. Each test gives a one-attempt policy exactly one part (breaker, budget,
+//! listener, dynamic or adaptive attempt timeout, ambient deadline, admission component),
+//! and would fail if the part did not count among those that need the machine. A hedge has
+//! no such rule: with one attempt there is no second leg to send.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rampart::limit::RateLimit;
 use rampart::{
-    Ambient, Breaker, Deadline, Error, Event, Instant, Policy, RejectReason, RetryBudget,
-    StopReason,
+    AdaptiveTimeout, Ambient, Breaker, Deadline, Error, Event, Instant, Policy, RejectReason,
+    RetryBudget, StopReason,
 };
 
 #[derive(Debug, PartialEq, Eq)]
@@ -22,17 +24,17 @@ impl std::fmt::Display for Fail {
     }
 }
 
-/// One attempt, no total timeout, no attempt timeout: `Policy::none()`'s settings, with a
-/// part added by `part`.
+/// One attempt, no total timeout, no attempt timeout: `Policy::none()`'s settings.
+fn bare() -> rampart::PolicyBuilder {
+    Policy::builder()
+        .max_attempts(1)
+        .no_total_timeout()
+        .no_attempt_timeout()
+}
+
+/// [`bare`] with a part added by `part`.
 fn one_attempt(part: impl FnOnce(rampart::PolicyBuilder) -> rampart::PolicyBuilder) -> Policy {
-    part(
-        Policy::builder()
-            .max_attempts(1)
-            .no_total_timeout()
-            .no_attempt_timeout(),
-    )
-    .build()
-    .expect("valid policy")
+    part(bare()).build().expect("valid policy")
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,4 +146,65 @@ async fn a_one_attempt_policy_reading_the_ambient_deadline_ends_the_call_at_it()
         "{cut:?}"
     );
     assert_eq!(start.elapsed(), Duration::from_millis(40));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_policys_adaptive_timeout_cuts_a_slow_attempt_once_it_has_measured() {
+    let adaptive = AdaptiveTimeout::default()
+        .min_samples(5)
+        .multiple(3.0)
+        .floor(Duration::from_millis(10));
+    let policy = one_attempt(|p| p.adaptive_attempt_timeout(adaptive));
+    for _ in 0..5 {
+        policy
+            .run(async |_| {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Ok::<_, Fail>(())
+            })
+            .await
+            .expect("ok");
+    }
+    let start = Instant::now();
+    let cut = policy
+        .run(async |_| {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok::<_, Fail>(())
+        })
+        .await;
+    // Three times the 5 ms measured, to the latency histogram's resolution.
+    let Err(Error::AttemptTimeout { timeout, .. }) = cut else {
+        panic!("cut at its adaptive ceiling: {cut:?}")
+    };
+    assert!(
+        (Duration::from_millis(15)..Duration::from_millis(17)).contains(&timeout),
+        "{timeout:?}"
+    );
+    let elapsed = start.elapsed();
+    assert!(
+        (timeout..timeout + Duration::from_millis(1)).contains(&elapsed),
+        "ended at its ceiling, {elapsed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_attempt_policys_admission_component_refuses_what_it_has_no_room_for() {
+    let policy = bare()
+        .admit(RateLimit::new(1, Duration::from_secs(3600)).expect("valid limit"))
+        .build()
+        .expect("valid policy");
+    policy
+        .run(async |_| Ok::<_, Fail>(()))
+        .await
+        .expect("admitted");
+    let refused = policy.run(async |_| Ok::<_, Fail>(())).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Rejected {
+                reason: RejectReason::Overloaded,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
 }
