@@ -546,23 +546,12 @@ where
         cancelled: bool,
         now: Instant,
     ) -> Result<T, Next<'p, T, E, A::Permit, W>> {
-        // The success path: a value classified Ok, before its ceiling fired, with the caller
-        // still waiting.
         match returned {
-            Some(result @ Ok(_)) if !cancelled && attempt.fired().is_none() => {
-                let verdict = self.shared.classifier.classify(&result);
-                if verdict.is_ok() {
-                    self.ran = true;
-                    let number = ticket.number;
-                    self.settle(Some(attempt), ticket, AttemptOutcome::Ok, now);
-                    self.won(number, now);
-                    self.close(StopReason::Succeeded, now);
-                    let Ok(value) = result else {
-                        unreachable!("matched as a value above")
-                    };
-                    return Ok(value);
-                }
-                Err(self.arbitrate(attempt, ticket.taken(), Some(result), cancelled, now))
+            Some(result @ Ok(_)) if self.succeeded(attempt, ticket, &result, cancelled, now) => {
+                let Ok(value) = result else {
+                    unreachable!("matched as a value above")
+                };
+                Ok(value)
             }
             returned => Err(self.arbitrate(attempt, ticket.taken(), returned, cancelled, now)),
         }
@@ -583,21 +572,40 @@ where
         cancelled: bool,
         now: Instant,
     ) -> Result<(), Next<'p, T, E, A::Permit, W>> {
-        // The success path: a value classified Ok, before its ceiling fired, with the caller
-        // still waiting.
         if let Some(result @ Ok(_)) = &*returned
-            && !cancelled
-            && attempt.fired().is_none()
-            && self.shared.classifier.classify(result).is_ok()
+            && self.succeeded(attempt, ticket, result, cancelled, now)
         {
-            self.ran = true;
-            let number = ticket.number;
-            self.settle(Some(attempt), ticket, AttemptOutcome::Ok, now);
-            self.won(number, now);
-            self.close(StopReason::Succeeded, now);
             return Ok(());
         }
         Err(self.arbitrate(attempt, ticket.taken(), returned.take(), cancelled, now))
+    }
+
+    /// The success path, both forms' one rule: whether the attempt's value (`result`, an
+    /// `Ok`), classified Ok,
+    /// came before its ceiling fired with the caller still waiting; if so, it is settled as
+    /// the call's success (its end reported, its permits given back, the budget credited) and
+    /// the call is closed. Else nothing is done, and the caller arbitrates.
+    #[inline(always)]
+    fn succeeded(
+        &mut self,
+        attempt: &Attempt,
+        ticket: &mut Ticket<'p, A::Permit>,
+        result: &Result<T, E>,
+        cancelled: bool,
+        now: Instant,
+    ) -> bool {
+        if cancelled
+            || attempt.fired().is_some()
+            || !self.shared.classifier.classify(result).is_ok()
+        {
+            return false;
+        }
+        self.ran = true;
+        let number = ticket.number;
+        self.settle(Some(attempt), ticket, AttemptOutcome::Ok, now);
+        self.won(number, now);
+        self.close(StopReason::Succeeded, now);
+        true
     }
 
     /// [`returned`](Self::returned) as one `Next`, the success path's value in `Done`.
