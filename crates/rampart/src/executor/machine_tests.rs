@@ -20,6 +20,15 @@ const MS: Duration = Duration::from_millis(1);
 type Plain<'p, 'r, C = ErrorsAreTransient> =
     Machine<'p, u32, &'static str, C, Unlimited, &'r mut Report, Hedging>;
 
+/// A machine for one call of `policy`, begun at `now`, its report kept in `report`.
+fn begin<'p, 'r, C: Classify<u32, &'static str>>(
+    policy: &'p Policy<C, Unlimited>,
+    report: &'r mut Report,
+    now: Instant,
+) -> Plain<'p, 'r, C> {
+    Machine::new(&policy.shared, policy.shared.snapshot(), report, now, None)
+}
+
 fn kind<T, E, P>(next: &Next<'_, T, E, P, Hedging>) -> &'static str {
     match next {
         Next::Attempt(_) => "an attempt",
@@ -81,9 +90,7 @@ fn cancelled_caller_ends_the_call_before_any_attempt() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     assert!(matches!(done(machine.start(true)), Err(Error::Cancelled)));
     assert_eq!(machine.attempts, 0);
 }
@@ -99,9 +106,7 @@ fn ceiling_is_the_smaller_of_attempt_timeout_and_time_left() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let first = attempt(machine.start(false));
     assert_eq!(first.ceiling, Some(700 * MS));
     let a = handle(&policy, &first);
@@ -123,9 +128,7 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned_next(&a, ticket, Some(Err("stopped")), true, clock.now());
@@ -143,9 +146,7 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned_next(&a, ticket, Some(Ok(7)), true, clock.now());
@@ -168,9 +169,7 @@ fn answered(
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     if fired {
@@ -224,9 +223,7 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -249,9 +246,7 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -283,9 +278,7 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
         .expect("valid");
     let before = budget.balance(clock.now());
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now());
@@ -316,9 +309,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(400 * MS);
@@ -357,9 +348,7 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let clock = ManualClock::new();
         let policy = min_attempt_time_policy(&clock, backoff);
         let mut report = Report::default();
-        let live = policy.shared.snapshot();
-        let mut machine: Plain<'_, '_> =
-            Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+        let mut machine = begin(&policy, &mut report, clock.now());
         let ticket = attempt(machine.start(false));
         let a = handle(&policy, &ticket);
         clock.advance(400 * MS);
@@ -413,9 +402,7 @@ fn after_a_zero_backoff(
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let slept = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
@@ -453,9 +440,7 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned_next(&a, ticket, Some(Err("reset")), true, clock.now());
@@ -471,9 +456,7 @@ fn caller_cancelled_during_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let delay = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
@@ -496,9 +479,7 @@ fn every_attempt_refused_by_admission_stops_overloaded() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let refusal = Refusal {
         retry_after: Some(50 * MS),
         by: "test limit",
@@ -546,9 +527,7 @@ fn failed_leg_while_another_runs_is_replaced_at_once_by_a_hedge() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let first = attempt(machine.start(false));
     let due = machine.hedge_due().expect("a hedge is armed");
     assert_eq!(due, clock.now() + 10 * MS);
@@ -583,9 +562,7 @@ fn throttled_leg_stops_hedging_for_the_round() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_, _> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let first = attempt(machine.start(false));
     clock.advance(10 * MS);
     let second = attempt(machine.hedge(clock.now()));
@@ -621,8 +598,7 @@ fn a_pending_generator_is_a_step_bounded_by_the_deadline_and_its_answer_sets_the
     let policy = pending_generator_policy(&clock);
     let start = clock.now();
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> = Machine::new(&policy.shared, live, &mut report, start, None);
+    let mut machine = begin(&policy, &mut report, start);
     let until = generate_step(machine.start(false));
     assert_eq!(until, Some(start + Duration::from_secs(1)));
     assert_eq!(machine.attempts, 0, "no attempt counted before the answer");
@@ -641,16 +617,12 @@ fn a_pending_generator_cut_short_by_the_caller_or_the_deadline_starts_no_attempt
     let clock = ManualClock::new();
     let policy = pending_generator_policy(&clock);
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     generate_step(machine.start(false));
     let next = machine.generated(Bounded::Cancelled, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     generate_step(machine.start(false));
     clock.advance(Duration::from_secs(1));
     let next = machine.generated(Bounded::Expired, clock.now());
@@ -672,9 +644,7 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     clock.advance(100 * MS);
@@ -696,9 +666,7 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let live = policy.shared.snapshot();
-    let mut machine: Plain<'_, '_> =
-        Machine::new(&policy.shared, live, &mut report, clock.now(), None);
+    let mut machine = begin(&policy, &mut report, clock.now());
     let ticket = attempt(machine.start(false));
     let a = handle(&policy, &ticket);
     let next = machine.returned_next(&a, ticket, None, false, clock.now());
