@@ -11,16 +11,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use rampart::backoff::Backoff;
 use rampart::clock::ManualClock;
 use rampart_http::quota::{self, Reading};
-use rampart_http::{ClientError, EdgeEvent, OutboundBuilder, OutboundLayer, ReplayBody};
+use rampart_http::{ClientError, EdgeEvent, OutboundBuilder, OutboundLayer};
 use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 
-type UpstreamRequest = Request<ReplayBody<Full<Bytes>>>;
+#[path = "support/upstream.rs"]
+mod upstream;
+
+use upstream::{Reply, Upstream, UpstreamRequest, get};
+
 type Headers = &'static [(&'static str, &'static str)];
 
 fn headers(pairs: Pairs<'_>) -> HeaderMap {
@@ -37,9 +41,6 @@ type Pairs<'a> = &'a [(&'a str, &'a [u8])];
 
 /// A reading in whole seconds: remaining, reset, limit, window.
 type Read = (u64, Option<u64>, Option<u64>, Option<u64>);
-
-/// What the upstream answers: status, delay, headers.
-type Script = dyn Fn(usize, &str) -> (u16, Duration, Headers) + Send + Sync;
 
 /// What `parse` makes of `pairs`, with the wall clock at 1,700,000,000 s past the epoch.
 fn read(pairs: Pairs<'_>) -> Option<Read> {
@@ -377,62 +378,24 @@ proptest::proptest! {
     }
 }
 
-/// An in-process upstream: counts the requests that reach it and answers each with the
-/// status and headers `script` gives for its path.
-#[derive(Clone)]
-struct Upstream {
-    calls: Arc<AtomicUsize>,
-    script: Arc<Script>,
-}
-
-impl Upstream {
-    fn new(
-        script: impl Fn(usize, &str) -> (u16, Duration, Headers) + Send + Sync + 'static,
-    ) -> Self {
-        Upstream {
-            calls: Arc::default(),
-            script: Arc::new(script),
+/// An upstream answering each request with the status, delay and headers `script` gives for
+/// its number and path.
+fn scripted(
+    script: impl Fn(usize, &str) -> (u16, Duration, Headers) + Send + Sync + 'static,
+) -> Upstream {
+    Upstream::new(move |n, call| {
+        let (status, delay, headers) = script(n, &call.path);
+        Reply {
+            status,
+            delay,
+            headers,
+            retry_after: None,
         }
-    }
-
-    fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-
-    fn service(
-        &self,
-    ) -> impl Service<
-        UpstreamRequest,
-        Response = Response<Full<Bytes>>,
-        Error = Infallible,
-        Future: Send,
-    > + Clone
-    + Send
-    + 'static {
-        let upstream = self.clone();
-        tower::service_fn(move |request: UpstreamRequest| {
-            let n = upstream.calls.fetch_add(1, Ordering::SeqCst);
-            let (status, delay, headers) = (upstream.script)(n, request.uri().path());
-            async move {
-                tokio::time::sleep(delay).await;
-                let mut response = Response::builder().status(status);
-                for (name, value) in headers {
-                    response = response.header(*name, *value);
-                }
-                Ok::<_, Infallible>(response.body(Full::default()).expect("valid response"))
-            }
-        })
-    }
+    })
 }
 
 const SPENT_30S: Headers = &[("ratelimit", "\"default\";r=0;t=30")];
 const LEFT_5: Headers = &[("ratelimit", "\"default\";r=5;t=30")];
-
-fn get(uri: &str) -> Request<Full<Bytes>> {
-    Request::get(uri)
-        .body(Full::default())
-        .expect("valid request")
-}
 
 fn quick(builder: OutboundBuilder) -> OutboundLayer {
     builder
@@ -456,22 +419,26 @@ fn refused<T>(outcome: Result<T, ClientError<Infallible>>) -> Duration {
 
 #[tokio::test(start_paused = true)]
 async fn a_spent_quota_refuses_locally_without_reaching_the_upstream() {
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let client = quick(OutboundLayer::builder().quota(true)).layer(upstream.service());
     let first = client.clone().oneshot(get("http://api.test/")).await;
     assert_eq!(first.expect("a response").status(), StatusCode::OK);
     let second = client.clone().oneshot(get("http://api.test/")).await;
     assert_eq!(refused(second), Duration::from_secs(30));
-    assert_eq!(upstream.calls(), 1, "the refused request was not sent");
+    assert_eq!(
+        upstream.calls().len(),
+        1,
+        "the refused request was not sent"
+    );
     // Another host's quota is its own.
     let other = client.oneshot(get("http://other.test/")).await;
     assert!(other.is_ok());
-    assert_eq!(upstream.calls(), 2);
+    assert_eq!(upstream.calls().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_refusals_retry_after_is_the_time_left_to_the_reset() {
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let client = quick(OutboundLayer::builder().quota(true)).layer(upstream.service());
     client
         .clone()
@@ -485,12 +452,12 @@ async fn the_refusals_retry_after_is_the_time_left_to_the_reset() {
     let response = error.into_problem_response();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["retry-after"], "18");
-    assert_eq!(upstream.calls(), 1);
+    assert_eq!(upstream.calls().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn traffic_resumes_once_the_reset_passes() {
-    let upstream = Upstream::new(|n, _| match n {
+    let upstream = scripted(|n, _| match n {
         0 => (200, Duration::ZERO, SPENT_30S),
         _ => (200, Duration::ZERO, &[]),
     });
@@ -509,14 +476,14 @@ async fn traffic_resumes_once_the_reset_passes() {
         after.is_ok(),
         "sent at the reset, no response needed to clear it"
     );
-    assert_eq!(upstream.calls(), 2);
+    assert_eq!(upstream.calls().len(), 2);
 }
 
 #[tokio::test]
 async fn the_reset_is_kept_on_the_policys_clock() {
     // tokio's time is real here: only the policy's manual clock moves.
     let manual = ManualClock::new();
-    let upstream = Upstream::new(|n, _| match n {
+    let upstream = scripted(|n, _| match n {
         0 => (
             200,
             Duration::ZERO,
@@ -541,7 +508,7 @@ async fn the_reset_is_kept_on_the_policys_clock() {
     assert_eq!(refused(early), Duration::from_secs(1));
     manual.advance(Duration::from_secs(1));
     assert!(client.oneshot(get("http://api.test/")).await.is_ok());
-    assert_eq!(upstream.calls(), 2);
+    assert_eq!(upstream.calls().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -549,7 +516,7 @@ async fn a_response_with_quota_left_or_a_reset_now_clears_a_spent_one() {
     const RESET_NOW: Headers = &[("ratelimit", "\"default\";r=0;t=0")];
     for clearing in [LEFT_5, RESET_NOW] {
         // `/slow` answers after a second with `clearing`; `/spent` at once, spent.
-        let upstream = Upstream::new(move |_, path| match path {
+        let upstream = scripted(move |_, path| match path {
             "/slow" => (200, Duration::from_secs(1), clearing),
             "/spent" => (200, Duration::ZERO, SPENT_30S),
             _ => (200, Duration::ZERO, &[]),
@@ -567,13 +534,13 @@ async fn a_response_with_quota_left_or_a_reset_now_clears_a_spent_one() {
         slow.await.expect("task").expect("a response");
         let after = client.oneshot(get("http://api.test/other")).await;
         assert!(after.is_ok(), "the later answer ({clearing:?}) cleared it");
-        assert_eq!(upstream.calls(), 3);
+        assert_eq!(upstream.calls().len(), 3);
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_429_with_retry_after_is_still_retried_after_it() {
-    let upstream = Upstream::new(|n, _| match n {
+    let upstream = scripted(|n, _| match n {
         0 => (
             429,
             Duration::ZERO,
@@ -590,18 +557,18 @@ async fn a_429_with_retry_after_is_still_retried_after_it() {
         .expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
-        upstream.calls(),
+        upstream.calls().len(),
         2,
         "the retry was sent, after the Retry-After"
     );
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     assert!(client.oneshot(get("http://api.test/")).await.is_ok());
-    assert_eq!(upstream.calls(), 3);
+    assert_eq!(upstream.calls().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn quota_headers_are_ignored_unless_turned_on() {
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let client = quick(OutboundLayer::builder()).layer(upstream.service());
     for _ in 0..3 {
         assert!(
@@ -612,21 +579,25 @@ async fn quota_headers_are_ignored_unless_turned_on() {
                 .is_ok()
         );
     }
-    assert_eq!(upstream.calls(), 3, "off by default: every request is sent");
+    assert_eq!(
+        upstream.calls().len(),
+        3,
+        "off by default: every request is sent"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn host_quota_turns_it_on_or_off_for_one_host() {
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let only_api =
         quick(OutboundLayer::builder().host_quota("API.test", true)).layer(upstream.service());
     let _ = only_api.clone().oneshot(get("http://api.test/")).await;
     let _ = only_api.clone().oneshot(get("http://other.test/")).await;
     refused(only_api.clone().oneshot(get("http://api.test/")).await);
     assert!(only_api.oneshot(get("http://other.test/")).await.is_ok());
-    assert_eq!(upstream.calls(), 3);
+    assert_eq!(upstream.calls().len(), 3);
 
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let all_but_api = quick(
         OutboundLayer::builder()
             .quota(true)
@@ -643,14 +614,14 @@ async fn host_quota_turns_it_on_or_off_for_one_host() {
             .is_ok()
     );
     refused(all_but_api.oneshot(get("http://other.test/")).await);
-    assert_eq!(upstream.calls(), 3);
+    assert_eq!(upstream.calls().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_refusal_is_reported_as_an_event() {
     let events: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
     let seen = Arc::clone(&events);
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let client = quick(OutboundLayer::builder().quota(true).listener(move |event| {
         if let EdgeEvent::QuotaRefused { host, retry_after } = event {
             seen.lock()
@@ -676,7 +647,7 @@ async fn a_refusal_moves_the_quota_refused_counter() {
     let snapshotter = recorder.snapshotter();
     // For the whole test: a series is registered on its first use.
     let _recorder = metrics::set_default_local_recorder(&recorder);
-    let upstream = Upstream::new(|_, _| (200, Duration::ZERO, SPENT_30S));
+    let upstream = scripted(|_, _| (200, Duration::ZERO, SPENT_30S));
     let client = quick(OutboundLayer::builder().quota(true)).layer(upstream.service());
     let count = || {
         snapshotter

@@ -1,6 +1,6 @@
 //! An in-process upstream for the outbound layer's tests: it records every request it gets
-//! and answers by script, on paused time. Shared by `outbound.rs`, `outbound_grpc.rs` and
-//! `outbound_hosts.rs`; each uses part of it.
+//! and answers by script, on paused time. Shared by `outbound.rs`, `outbound_grpc.rs`,
+//! `outbound_hosts.rs` and `quota.rs`; each uses part of it.
 #![allow(dead_code)]
 
 use std::convert::Infallible;
@@ -23,6 +23,7 @@ pub(crate) struct Call {
     pub(crate) at: Instant,
     pub(crate) host: String,
     pub(crate) uri: String,
+    pub(crate) path: String,
     pub(crate) method: Method,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
@@ -98,6 +99,7 @@ impl Upstream {
                     at: Instant::now(),
                     host: parts.uri.host().unwrap_or_default().to_owned(),
                     uri: parts.uri.to_string(),
+                    path: parts.uri.path().to_owned(),
                     method: parts.method,
                     headers: parts.headers,
                     body,
