@@ -63,7 +63,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Extensions, HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{self, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
@@ -77,7 +77,8 @@ use rampart_http::header::Names;
 use rampart_http::outbound::stamp;
 use rampart_http::reqwest::Client;
 use rampart_http::{
-    CallReport, Hedged, HttpClassifier, InboundLayer, Outbound, OutboundLayer, Problem, ReplayBody,
+    CallReport, ClientError, Hedged, HttpClassifier, InboundLayer, Outbound, OutboundLayer,
+    Problem, ReplayBody,
 };
 use tower::ServiceExt;
 use tower_layer::Layer;
@@ -226,10 +227,27 @@ struct Record {
 }
 
 impl Record {
-    /// Keeps the stop reason of request `id`'s call report, if it has one.
-    fn report(&self, id: u64, report: Option<&CallReport>) {
+    /// Keeps the stop reason of request `id`'s call, as its report said it.
+    fn stop(&self, id: u64, stop: StopReason) {
+        lock(&self.reports).insert(id, stop);
+    }
+
+    /// Keeps the stop reason of the report of the outbound call that gave `outcome`, if it
+    /// has one: a response carries it in its extensions (read by `extensions`, the response
+    /// type's own), an error that ended on a retryable status in itself; the other errors
+    /// (timeouts, refusals, transport) say their reason themselves.
+    fn report<R, E>(
+        &self,
+        id: u64,
+        outcome: &Result<R, ClientError<E>>,
+        extensions: fn(&R) -> &Extensions,
+    ) {
+        let report = match outcome {
+            Ok(response) => extensions(response).get::<CallReport>(),
+            Err(error) => error.report(),
+        };
         if let Some(report) = report {
-            lock(&self.reports).insert(id, report.stop());
+            self.stop(id, report.stop());
         }
     }
 }
@@ -267,16 +285,9 @@ async fn quote(State(shop): State<Shop>, Path(sku): Path<u32>, headers: HeaderMa
         .header(REQUEST_ID, id)
         .send();
     let outcome = SERVING.scope(id, call).await;
-    // The report is in every response of the client, and in the error of a call that ended
-    // on a retryable status; the other errors (timeouts, refusals, transport) say their
-    // reason themselves.
-    shop.record.report(
-        id,
-        match &outcome {
-            Ok(response) => response.extensions().get::<CallReport>(),
-            Err(error) => error.report(),
-        },
-    );
+    // The report is in every response of the client.
+    shop.record
+        .report(id, &outcome, reqwest::Response::extensions);
     match outcome {
         Ok(response) => match response.text().await {
             Ok(price) => price.into_response(),
@@ -308,13 +319,7 @@ async fn quote_hedged(
     // The outbound layer puts the report where the reqwest client does, but for a success
     // of the first attempt (whose report would say only that: the layer's hot path spares
     // the allocation).
-    shop.record.report(
-        id,
-        match &outcome {
-            Ok(response) => response.extensions().get::<CallReport>(),
-            Err(error) => error.report(),
-        },
-    );
+    shop.record.report(id, &outcome, http::Response::extensions);
     match outcome {
         Ok(response) => match response.into_body().collect().await {
             Ok(price) => price.to_bytes().into_response(),
@@ -329,9 +334,9 @@ async fn quote_hedged(
 /// attempt's deadline, criticality and retry mark itself (`outbound::stamp`); the policy
 /// classifies the response as the layer does (`HttpClassifier`: a `503` is retried), and reads
 /// the caller's deadline from the ambient context the inbound layer set. `try_run` gives the
-/// call's report; a retryable status the call ended on answers as the layer's `ClientError`
-/// answers it: `504` when the deadline ran out on it, `503` when the breaker or an admission
-/// component refused the next attempt, else `502`.
+/// call's report. What rampart decided answers as a problem document (`Problem::from_error`:
+/// `504` for a timeout, `503` for a refusal); a retryable status the call ended on answers
+/// `502`, the dependency's own failure.
 async fn quote_plain(
     State(shop): State<Shop>,
     Path(sku): Path<u32>,
@@ -352,21 +357,14 @@ async fn quote_plain(
     let Ok(result) = SERVING.scope(id, call).await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    lock(&shop.record.reports).insert(id, result.stop());
+    shop.record.stop(id, result.stop());
     let stop = result.stop();
     match result.into_result() {
         Ok(response) if stop == StopReason::Succeeded => match response.text().await {
             Ok(price) => price.into_response(),
             Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
         },
-        Ok(_) => match stop {
-            StopReason::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            StopReason::DependencyUnavailable | StopReason::Overloaded | StopReason::Draining => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            _ => StatusCode::BAD_GATEWAY,
-        }
-        .into_response(),
+        Ok(_) => StatusCode::BAD_GATEWAY.into_response(),
         Err(error) => Problem::from_error(&error).into_response(),
     }
 }
