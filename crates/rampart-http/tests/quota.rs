@@ -6,7 +6,6 @@
 //! table of cases beside the layer's refusals that read them.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -731,6 +730,8 @@ fn reading_quota_headers_allocates_nothing() {
 #[cfg(feature = "reqwest")]
 #[tokio::test]
 async fn the_reqwest_client_refuses_a_spent_host_too() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use axum::routing::get as route;
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
