@@ -75,8 +75,10 @@
 //! A call neither repeatable nor named unary is not read ahead (the channel cannot tell a
 //! unary call from a streaming one): its 200 is handed to the caller at once, and the
 //! `grpc-status` in its trailers reaches the caller and, when the trailers come, the host's
-//! breaker (an `UNAVAILABLE` there is a failure, an `OK` a success; for a server stream, when
-//! the stream ends). Until then the call counts for nothing: its success at the headers is no
+//! breaker (an `UNAVAILABLE` there is a failure, an `OK` a success, or a failure when the
+//! attempt's time to its headers was over the breaker's
+//! [`slow_call`](rampart::breaker::BreakerBuilder::slow_call); for a server stream, when the
+//! stream ends). Until then the call counts for nothing: its success at the headers is no
 //! evidence. What such a call's trailers cannot change is the call itself, which has
 //! returned: it is not retried, its report says it succeeded, and
 //! [`fail_on_retryable_status`](crate::OutboundBuilder::fail_on_retryable_status) cannot see
@@ -105,6 +107,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
@@ -632,11 +635,13 @@ where
 struct StatusToCome;
 
 /// In a response's extensions, from the outbound call to [`GrpcFuture`]: the breaker that is to
-/// hear the status the trailers bring, and the clock it reads its instants on.
+/// hear the status the trailers bring, the clock it reads its instants on, and how long the
+/// attempt took to its answer (what the breaker's `slow_call` judges).
 #[derive(Clone)]
 struct LateStatus {
     breaker: Breaker,
     clock: Clock,
+    elapsed: Duration,
 }
 
 /// The outbound call's part for a response whose status is still to come: its attempt's
@@ -653,9 +658,16 @@ pub(crate) fn defer_status<B, C, A>(
         && let Some(breaker) = policy.breaker()
     {
         attempt.defer_evidence();
+        // The attempt's time to its answer: its ceiling's span less the time left now (an
+        // attempt with no ceiling is not timed, and counts as quick).
+        let elapsed = attempt
+            .timeout()
+            .zip(attempt.remaining())
+            .map_or(Duration::ZERO, |(span, left)| span.saturating_sub(left));
         response.extensions_mut().insert(LateStatus {
             breaker: breaker.clone(),
             clock: policy.clock().clone(),
+            elapsed,
         });
     }
 }
@@ -694,7 +706,7 @@ impl Body for StatusWatch {
             // slow: the time of the rest of a stream says nothing of the dependency.
             let evidence = Evidence::from(rampart::AttemptOutcome::from(verdict));
             late.breaker
-                .record_late(evidence, std::time::Duration::ZERO, late.clock.now());
+                .record_late(evidence, late.elapsed, late.clock.now());
         }
         Poll::Ready(frame)
     }

@@ -410,6 +410,40 @@ async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_befor
         .expect("answered: the breaker is closed");
 }
 
+/// A deferred status is judged with the attempt's time to its answer: two calls of
+/// `/t.T/Slow` (answered `ok` in the trailers, after 250 ms), each a slow call to a breaker
+/// that counts a success over 100 ms as a failure, open it.
+#[tokio::test]
+async fn a_slow_call_whose_ok_comes_in_the_trailers_counts_as_slow() {
+    let layer = OutboundLayer::builder()
+        .breaker_per_host(
+            Breaker::builder()
+                .consecutive_failures(2)
+                .slow_call(Duration::from_millis(100))
+                .break_duration(Duration::from_secs(30)),
+        )
+        .build()
+        .expect("valid outbound layer");
+    let (server, client) = connected(&layer).await;
+    for _ in 0..2 {
+        call(&client, "/t.T/Slow", false, None)
+            .await
+            .expect("answered, slowly");
+    }
+    let status = call(&client, "/t.T/Slow", false, None)
+        .await
+        .expect_err("the breaker is open");
+    assert!(
+        status.message().contains("circuit breaker open"),
+        "{status:?}"
+    );
+    assert_eq!(
+        server.seen("/t.T/Slow").len(),
+        2,
+        "the third call was not sent"
+    );
+}
+
 /// A layer whose breakers open after two failures in a row, for 30 s.
 fn opened_by_two_failures() -> OutboundLayer {
     OutboundLayer::builder()
