@@ -17,6 +17,7 @@
 //! (each deadline value written is then formatted anew: count it against
 //! `direct-headers`). `outbound-headers` takes a third
 //! argument, the layer's configuration, to show what each part of the policy costs: `default`,
+//! `no-breaker` (the work tower-stamped does: retries under a budget, no breaker),
 //! `no-breaker-budget`, `once` (one attempt: no copy kept for a retry), `once-no-breaker-budget`,
 //! or `no-deadline` (no deadline, no attempt timeout).
 //!
@@ -140,6 +141,7 @@ fn measured_outbound_varied(n: u64) {
 fn layer(variant: &str) -> OutboundLayer {
     let builder = OutboundLayer::builder();
     let builder = match variant {
+        "no-breaker" => builder.no_breaker(),
         "no-breaker-budget" => builder.no_breaker().no_budget(),
         "once" => builder.max_attempts(1),
         "once-no-breaker-budget" => builder.max_attempts(1).no_breaker().no_budget(),
