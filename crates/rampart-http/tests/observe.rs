@@ -201,26 +201,67 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Sp
     }
 }
 
+impl Spans {
+    /// Captures this thread's spans while the guard lives.
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let guard = tracing::subscriber::set_default(Registry::default().with(self.clone()));
+        std::sync::LazyLock::force(&SECOND);
+        // Recomputes what another thread cached before the second dispatcher existed.
+        tracing::callsite::rebuild_interest_cache();
+        guard
+    }
+}
+
+fn quick(p: rampart::PolicyBuilder) -> rampart::PolicyBuilder {
+    p.total_timeout(Duration::from_secs(10))
+        .no_attempt_timeout()
+        .backoff(Backoff::none())
+}
+
+fn get() -> Request<Full<Bytes>> {
+    Request::get("http://a.test/")
+        .body(Full::default())
+        .expect("valid request")
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
     let spans = Spans::default();
-    let _guard = tracing::subscriber::set_default(Registry::default().with(spans.clone()));
-    std::sync::LazyLock::force(&SECOND);
-    // Recomputes what another thread cached before the second dispatcher existed.
-    tracing::callsite::rebuild_interest_cache();
+    let _guard = spans.capture();
     let client = OutboundLayer::builder()
-        .policy(|p| {
-            p.total_timeout(Duration::from_secs(10))
-                .no_attempt_timeout()
-                .backoff(Backoff::none())
-        })
+        .policy(quick)
         .build()
         .expect("valid outbound layer")
         .layer(flaky());
-    let request = Request::get("http://a.test/")
-        .body(Full::default())
-        .expect("valid request");
-    let response = client.oneshot(request).await.expect("a response");
+    let response = client.oneshot(get()).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        *spans.0.lock().expect("spans"),
+        [
+            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.response.status_code=503 in rampart.attempt",
+            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_refused_locally_is_not_counted_as_a_resend() {
+    // One permit per 100 ms, taken before the call: attempts 1 and 3 are refused here and
+    // open no span; attempt 2 is the first sent, attempt 4 its one resend.
+    let spans = Spans::default();
+    let _guard = spans.capture();
+    let limit = rampart::limit::RateLimit::new(1, Duration::from_millis(100)).expect("valid");
+    limit
+        .try_acquire(rampart::Instant::now())
+        .expect("the one permit");
+    let client = OutboundLayer::builder()
+        .max_attempts(4)
+        .policy(quick)
+        .admit(limit)
+        .build()
+        .expect("valid outbound layer")
+        .layer(flaky());
+    let response = client.oneshot(get()).await.expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(
         *spans.0.lock().expect("spans"),

@@ -420,6 +420,33 @@ async fn the_time_left_is_read_after_a_wait_in_an_admission_queue() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_first_request_sent_after_a_local_refusal_carries_no_retry_mark() {
+    // One permit per 100 ms, taken before the call: attempt 1 is refused here (nothing
+    // sent), attempt 2 is the first the upstream sees and gets a 503, attempt 3 is refused
+    // again, and attempt 4 follows a request that was sent.
+    let upstream = Upstream::new(|n, _| reply(if n == 0 { 503 } else { 200 }));
+    let limit = rampart::limit::RateLimit::new(1, Duration::from_millis(100)).expect("valid");
+    limit.try_acquire(Instant::now()).expect("the one permit");
+    let client = OutboundLayer::builder()
+        .max_attempts(4)
+        .policy(quick)
+        .admit(limit)
+        .build()
+        .expect("valid outbound layer")
+        .layer(upstream.service());
+    let response = client
+        .oneshot(get("http://a.test/"))
+        .await
+        .expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        upstream.header("x-rampart-retry"),
+        [None, Some("1".into())],
+        "the upstream saw no retry mark on the first request it got"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_callers_deadline_written_twice_is_replaced_by_one_value() {
     let upstream = Upstream::new(|n, _| reply(if n == 0 { 503 } else { 200 }));
     let client = layer(OutboundLayer::builder().policy(quick)).layer(upstream.service());

@@ -630,11 +630,7 @@ impl Client {
         trace: Trace,
         level: Criticality,
     ) -> Reply {
-        let resend = if attempt.is_retry() {
-            attempt.number().saturating_sub(1).max(1)
-        } else {
-            0
-        };
+        let resend = attempt.resends();
         if !propagate {
             return self.send(None, None, level, trace, resend).await;
         }

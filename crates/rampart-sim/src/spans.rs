@@ -45,8 +45,8 @@
 //! | a request a service answers | from its arrival (queue included) to its answer | SERVER | the CLIENT span that sent it; none for a root | `http.response.status_code`: 200, 500 (its own failure), 503 (shed, or refused), 504 (expired or timed out); status ERROR from 500 |
 //! | an attempt a handler makes (retries and hedges included) | from sending to the answer, or to when the caller stopped waiting | CLIENT | the handler's SERVER span | the answer's status as above; a caller that stopped waiting (an attempt timeout, a hedge that lost, a caller gone) has no status code, status ERROR and `error.type = "cancelled"` |
 //!
-//! A retry or a hedge carries `http.request.resend_count` (its attempt number less one), as
-//! OpenTelemetry's HTTP conventions mark a resend. The edge that sends root requests is not
+//! A retry or a hedge carries `http.request.resend_count` (how many earlier attempts of its
+//! call were sent), as OpenTelemetry's HTTP conventions mark a resend. The edge that sends root requests is not
 //! traced (a browser, a load balancer): each root's trace starts at the entry's SERVER span.
 //! A request that never answers (`hang_rate`) leaves no span, as an unfinished span is never
 //! exported; a refused connection (an `outage`) leaves no SERVER span, and its CLIENT span

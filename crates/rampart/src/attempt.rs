@@ -63,8 +63,9 @@ pub(crate) enum Fired {
 /// The handle a callback receives for one attempt.
 pub struct Attempt {
     number: u32,
-    /// Whether an earlier attempt of the call reached its callback.
-    retry: bool,
+    /// How many earlier attempts of the call reached their callback, saturating (see
+    /// [`resends`](Self::resends)).
+    resends: u16,
     ceiling: Option<Duration>,
     /// When the attempt began (`None` for the one attempt of a call that needs no machine,
     /// which has no ceiling): the ceiling's instant is computed from it when asked for (most
@@ -92,7 +93,7 @@ impl Attempt {
     pub(crate) fn numbered(clock: Clock, caller: Option<&CancellationToken>, number: u32) -> Self {
         Attempt {
             number,
-            retry: false,
+            resends: 0,
             ceiling: None,
             began: None,
             clock,
@@ -112,11 +113,11 @@ impl Attempt {
         number: u32,
         ceiling: Option<Duration>,
         now: Instant,
-        retry: bool,
+        resends: u16,
     ) -> Self {
         Attempt {
             number,
-            retry,
+            resends,
             ceiling,
             began: Some(now),
             clock,
@@ -128,18 +129,18 @@ impl Attempt {
     }
 
     /// Makes this handle the next attempt's: a new number and ceiling, no cancellation, and no
-    /// owned token (a new one is made if the next attempt asks); `retry`: an earlier attempt
-    /// reached its callback.
+    /// owned token (a new one is made if the next attempt asks); `resends`: how many earlier
+    /// attempts reached their callback.
     #[inline]
     pub(crate) fn begin(
         &mut self,
         number: u32,
         ceiling: Option<Duration>,
         now: Instant,
-        retry: bool,
+        resends: u16,
     ) {
         self.number = number;
-        self.retry = retry;
+        self.resends = resends;
         self.ceiling = ceiling;
         self.began = Some(now);
         *self.state.get_mut() = 0;
@@ -228,7 +229,16 @@ impl Attempt {
     /// dependency saw, is not a retry, whatever its [`number`](Self::number): the retry mark
     /// rampart-http writes follows this.
     pub fn is_retry(&self) -> bool {
-        self.retry
+        self.resends > 0
+    }
+
+    /// How many earlier attempts of this call reached their callback (were sent): 0 for the
+    /// first attempt the dependency sees, whatever its [`number`](Self::number), since an
+    /// attempt admission refused never reached it. What OpenTelemetry's
+    /// `http.request.resend_count` counts, which rampart-http's attempt span records.
+    /// Saturates at 65,535.
+    pub fn resends(&self) -> u32 {
+        u32::from(self.resends)
     }
 
     /// The attempt's ceiling as a span, `min(attempt timeout, time left)`; `None` when
@@ -386,11 +396,11 @@ mod tests {
     #[test]
     fn owned_token_is_fresh_for_each_attempt() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now(), false);
+        attempt.begin(1, None, Instant::now(), 0);
         let first = attempt.token();
         attempt.fire(Fired::Ceiling);
         assert!(first.is_cancelled());
-        attempt.begin(2, None, Instant::now(), true);
+        attempt.begin(2, None, Instant::now(), 1);
         let second = attempt.token();
         assert!(!second.is_cancelled());
         attempt.fire(Fired::Ceiling);
@@ -400,7 +410,7 @@ mod tests {
     #[test]
     fn token_asked_for_after_the_fire_is_already_cancelled() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now(), false);
+        attempt.begin(1, None, Instant::now(), 0);
         attempt.fire(Fired::Ceiling);
         assert!(attempt.token().is_cancelled());
     }
@@ -409,7 +419,7 @@ mod tests {
     fn owned_token_follows_the_caller_token() {
         let caller = CancellationToken::new();
         let mut attempt = Attempt::new(Clock::system(), Some(&caller));
-        attempt.begin(1, None, Instant::now(), false);
+        attempt.begin(1, None, Instant::now(), 0);
         let token = attempt.token();
         caller.cancel();
         assert!(token.is_cancelled());
@@ -418,7 +428,7 @@ mod tests {
     #[test]
     fn caller_wins_over_ceiling_when_both_fired() {
         let mut attempt = Attempt::new(Clock::system(), None);
-        attempt.begin(1, None, Instant::now(), false);
+        attempt.begin(1, None, Instant::now(), 0);
         attempt.fire(Fired::Ceiling);
         attempt.fire(Fired::Caller);
         assert_eq!(attempt.fired(), Some(Fired::Caller));

@@ -157,7 +157,7 @@ where
     loop {
         next = match next {
             Next::Attempt(ticket) => 'attempt: {
-                attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.resends);
                 let (mut ticket, waited) = if ticket.admitted {
                     (ticket, None)
                 } else {

@@ -303,7 +303,8 @@ async fn a_pair_asks_both_and_a_refusal_by_the_second_gives_the_first_permit_bac
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_first_attempt_sent_after_refused_ones_is_not_a_retry() {
+async fn the_first_attempt_sent_after_refused_ones_is_not_a_retry_and_resends_count_only_sent_ones()
+{
     // One permit per 100 ms, taken before the call: attempt 1 is refused (nothing sent), and
     // attempt 2, after the refusal's retry-after, is the first the dependency sees; it fails,
     // attempt 3 is refused again, and attempt 4 follows a sent one.
@@ -318,9 +319,11 @@ async fn the_first_attempt_sent_after_refused_ones_is_not_a_retry() {
     let seen = Mutex::new(Vec::new());
     let outcome = policy
         .run(async |attempt| {
-            seen.lock()
-                .expect("seen")
-                .push((attempt.number(), attempt.is_retry()));
+            seen.lock().expect("seen").push((
+                attempt.number(),
+                attempt.is_retry(),
+                attempt.resends(),
+            ));
             match attempt.number() {
                 2 => Err(Fail),
                 _ => Ok(()),
@@ -330,7 +333,7 @@ async fn the_first_attempt_sent_after_refused_ones_is_not_a_retry() {
     assert!(outcome.is_ok(), "{outcome:?}");
     assert_eq!(
         *seen.lock().expect("seen"),
-        [(2, false), (4, true)],
-        "attempt 2 was the first sent; attempt 4 followed a sent one"
+        [(2, false, 0), (4, true, 1)],
+        "attempt 2 was the first sent; attempt 4 followed one sent one"
     );
 }

@@ -231,3 +231,25 @@ async fn a_report_names_the_deadline_that_applied_and_where_it_came_from() {
     assert_eq!(unbounded.timeout(), None);
     assert_eq!(unbounded.deadline_source(), None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_counts_the_attempts_sent_before_it() {
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .backoff(Backoff::none())
+        .build()
+        .expect("valid policy");
+    let seen = std::sync::Mutex::new(Vec::new());
+    let outcome = policy
+        .run(async |attempt| {
+            let resent = (attempt.number(), attempt.resends(), attempt.is_retry());
+            seen.lock().expect("seen").push(resent);
+            Err::<(), _>(Down)
+        })
+        .await;
+    assert!(outcome.is_err());
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        [(1, 0, false), (2, 1, true), (3, 2, true)]
+    );
+}

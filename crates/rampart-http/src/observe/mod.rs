@@ -44,8 +44,9 @@
 //! its gRPC channel, or the reqwest client of the `reqwest` feature) runs in an `INFO` span
 //! `rampart.http.attempt`, a child of rampart's `rampart.attempt`, with OpenTelemetry's HTTP
 //! client attributes: `http.request.method`, `server.address` (the host key),
-//! `http.request.resend_count` (on retries and hedges only: the attempt's number minus one) and
-//! `http.response.status_code` (recorded when the response arrives).
+//! `http.request.resend_count` (on retries and hedges only: how many earlier attempts of the
+//! call were sent, [`Attempt::resends`], so that an attempt admission refused locally counts
+//! for nothing) and `http.response.status_code` (recorded when the response arrives).
 
 use http::Method;
 use rampart::Attempt;
@@ -99,5 +100,5 @@ impl Observer {
 /// The span of one outbound attempt of a `method` request to `host`.
 #[inline]
 pub(crate) fn attempt_span(method: &Method, host: &str, attempt: &Attempt) -> Span {
-    tracing::attempt(method, host, attempt.number())
+    tracing::attempt(method, host, attempt.resends())
 }

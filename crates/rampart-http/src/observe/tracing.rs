@@ -35,8 +35,8 @@ impl Span {
 }
 
 #[inline]
-pub(super) fn attempt(method: &Method, host: &str, number: u32) -> Span {
-    let resends = number.checked_sub(1).filter(|n| *n > 0);
+pub(super) fn attempt(method: &Method, host: &str, resends: u32) -> Span {
+    let resends = (resends > 0).then_some(resends);
     Span(info_span!(
         target: "rampart_http",
         "rampart.http.attempt",

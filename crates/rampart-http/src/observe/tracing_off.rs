@@ -18,7 +18,7 @@ impl Span {
 }
 
 #[inline(always)]
-pub(super) fn attempt(_method: &Method, _host: &str, _number: u32) -> Span {
+pub(super) fn attempt(_method: &Method, _host: &str, _resends: u32) -> Span {
     Span
 }
 

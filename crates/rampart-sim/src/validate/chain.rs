@@ -7,8 +7,9 @@
 //! Every service records a SERVER span per request it receives (outside its inbound layer, so
 //! a request the layer refuses is recorded with its 503 or 504) and a CLIENT span per attempt
 //! its client sends (under the outbound layer, so each retry and hedge is one, its
-//! `http.request.resend_count` its attempt number less one), into one [`Recorder`]. The load
-//! generator is not traced: each root's trace starts at the edge's SERVER span.
+//! `http.request.resend_count` how many attempts of its call were sent before it), into one
+//! [`Recorder`]. The load generator is not traced: each root's trace starts at the edge's
+//! SERVER span.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -84,7 +84,7 @@ where
                 };
                 let attempt = slot.get_or_init(|| {
                     let mut attempt = Attempt::new(clock.clone(), caller);
-                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+                    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.resends);
                     attempt
                 });
                 let (ticket, waited) = if ticket.admitted {

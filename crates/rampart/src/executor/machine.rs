@@ -204,9 +204,10 @@ pub(crate) struct Ticket<'p, P> {
     pub(crate) began: Instant,
     /// Whether admission has answered already (nothing to ask, or a hedge admitted at once).
     pub(crate) admitted: bool,
-    /// Whether an earlier attempt of the call reached its callback (it was not refused by
-    /// admission): this one is a retry or a hedge ([`Attempt::is_retry`]).
-    pub(crate) retry: bool,
+    /// How many earlier attempts of the call reached their callback (were not refused by
+    /// admission): more than none makes this one a retry or a hedge ([`Attempt::resends`]).
+    /// Saturating at `u16::MAX`: a `u32` would grow every call's future by 16 bytes.
+    pub(crate) resends: u16,
     breaker: Option<BreakerPermit<'p>>,
     permit: Option<P>,
 }
@@ -221,7 +222,7 @@ impl<'p, P> Ticket<'p, P> {
             ceiling: self.ceiling,
             began: self.began,
             admitted: self.admitted,
-            retry: self.retry,
+            resends: self.resends,
             breaker: self.breaker.take(),
             permit: self.permit.take(),
         }
@@ -990,7 +991,8 @@ where
         admitted: bool,
         permit: Option<A::Permit>,
     ) -> Ticket<'p, A::Permit> {
-        let retry = self.attempts > self.refused;
+        let sent = self.attempts.saturating_sub(self.refused);
+        let resends = u16::try_from(sent).unwrap_or(u16::MAX);
         self.attempts += 1;
         if let Some(legs) = self.legs.counts() {
             legs.launched += 1;
@@ -1005,7 +1007,7 @@ where
             ceiling,
             began: now,
             admitted,
-            retry,
+            resends,
             breaker,
             permit,
         }

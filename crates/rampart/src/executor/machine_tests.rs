@@ -64,7 +64,7 @@ fn sleep<T, E, P>(next: Next<'_, T, E, P, Hedging>) -> Duration {
 /// The attempt handle a driver would begin for `ticket`.
 fn handle<C, A>(policy: &Policy<C, A>, ticket: &Ticket<'_, ()>) -> Attempt {
     let mut attempt = Attempt::new(policy.shared.clock.clone(), None);
-    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+    attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.resends);
     attempt
 }
 

@@ -65,7 +65,7 @@ where
                 first.number,
                 first.ceiling,
                 first.began,
-                first.retry,
+                first.resends,
             ),
             _ => Attempt::new(shared.clock.clone(), caller),
         };
@@ -213,7 +213,7 @@ const fn moved_in_place<T, E>() -> bool {
 #[inline(always)]
 fn begin_next<T, E, P>(attempt: &mut Attempt, next: &Next<'_, T, E, P, Sequential>) {
     if let Next::Attempt(ticket) = next {
-        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.retry);
+        attempt.begin(ticket.number, ticket.ceiling, ticket.began, ticket.resends);
     }
 }
 
