@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue};
 use rampart::backoff::Backoff;
-use rampart::{Criticality, Policy};
+use rampart::{Criticality, Deadline, Policy};
 use rampart_http::header::Names;
 use rampart_http::outbound::stamp;
 
@@ -88,4 +88,69 @@ async fn the_ambient_criticality_is_written() {
         .scope(sent_per_attempt(&two_attempts(300 * MS), &HeaderMap::new()))
         .await;
     assert_eq!(sent[0]["x-criticality"], "Sheddable");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_policy_that_ignores_the_ambient_deadline_still_stamps_no_more_than_it() {
+    // The policy is built without `use_ambient_deadline`: its attempts may run 300 ms, but
+    // the caller upstream waits 120 ms more, and the header says so.
+    let sent = Deadline::after(120 * MS)
+        .scope(sent_per_attempt(&two_attempts(300 * MS), &HeaderMap::new()))
+        .await;
+    assert_eq!(sent[0]["x-deadline-ms"], "120");
+    assert_eq!(sent[1]["x-deadline-ms"], "120", "no time passed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ambient_deadline_later_than_the_attempts_ceiling_leaves_the_ceiling() {
+    let sent = Deadline::after(900 * MS)
+        .scope(sent_per_attempt(&two_attempts(300 * MS), &HeaderMap::new()))
+        .await;
+    assert_eq!(sent[0]["x-deadline-ms"], "300");
+}
+
+/// In an axum handler behind the inbound layer, a plain default policy around another
+/// client: the deadline it stamps is the time the handler's caller has left.
+#[cfg(feature = "axum")]
+#[tokio::test(start_paused = true)]
+async fn in_a_handler_behind_the_inbound_layer_the_stamp_carries_the_callers_time_left() {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::get;
+    use http::Request;
+    use http_body_util::BodyExt;
+    use rampart_http::InboundLayer;
+    use tower::ServiceExt;
+
+    async fn handler() -> String {
+        let names = Names::default();
+        let policy = Policy::builder()
+            .attempt_timeout(Duration::from_secs(2))
+            .build()
+            .expect("valid policy");
+        let sent = policy
+            .run(async |attempt| {
+                let mut headers = HeaderMap::new();
+                stamp(&mut headers, &names, attempt);
+                Ok::<_, std::io::Error>(headers)
+            })
+            .await
+            .expect("stamped");
+        sent["x-deadline-ms"].to_str().expect("ascii").to_owned()
+    }
+
+    let app = Router::new()
+        .route("/", get(handler))
+        .layer(InboundLayer::new().reserve(20 * MS));
+    let request = Request::get("/")
+        .header("x-deadline-ms", "250")
+        .body(Body::empty())
+        .expect("valid request");
+    let response = app.oneshot(request).await.expect("infallible");
+    let body = response.into_body().collect().await.expect("body");
+    assert_eq!(
+        body.to_bytes(),
+        "230",
+        "250 ms less the layer's 20 ms reserve"
+    );
 }

@@ -218,9 +218,11 @@ impl Stamp {
 }
 
 /// Writes, for one attempt of a call made with any client, the headers that carry the call to
-/// the next hop: its deadline (the smaller of the attempt's time left and a deadline the
-/// caller already wrote in `headers`: a caller's own deadline is never extended), in the
-/// encoding the request uses (`grpc-timeout` on a gRPC request, else `names.deadline`); the
+/// the next hop: its deadline (the smallest of the attempt's time left, the time left on the
+/// ambient deadline, which [`InboundLayer`](crate::InboundLayer) sets to what the caller
+/// upstream is still waiting for, and a deadline the caller already wrote in `headers`: a
+/// caller's own deadline is never extended, whether or not the policy bounds its calls by
+/// the ambient deadline itself), in the encoding the request uses (`grpc-timeout` on a gRPC request, else `names.deadline`); the
 /// ambient [`Criticality`]; and, on a retry or a hedge, the retry mark. What the caller wrote
 /// that an attempt must not carry (a retry mark on a first attempt, the deadline in the other
 /// encoding) is taken out. The layers and the reqwest client do this on every attempt; call
@@ -256,11 +258,16 @@ impl Stamp {
 /// #     .build().expect("runtime").block_on(demo());
 /// ```
 pub fn stamp(headers: &mut HeaderMap, names: &Names, attempt: &Attempt) {
-    let (stamp, caller) = Stamp::prepare(names, headers);
-    let left = match (attempt.remaining(), caller.map(|d| d.remaining())) {
-        (Some(attempt), Some(caller)) => Some(attempt.min(caller)),
-        (attempt, caller) => attempt.or(caller),
-    };
+    let (stamp, written) = Stamp::prepare(names, headers);
+    let ambient = Deadline::current();
+    let left = [
+        attempt.remaining(),
+        written.map(Deadline::remaining),
+        ambient.map(Deadline::remaining),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     stamp.write_left(names, headers, attempt, left);
 }
 
