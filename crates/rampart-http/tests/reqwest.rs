@@ -326,3 +326,51 @@ async fn a_request_sent_as_hedged_fires_a_hedge_and_a_plain_one_does_not() {
     client.get(&url).send().await.expect("answered");
     assert_eq!(server.header("x-rampart-retry").len(), 3, "no hedge");
 }
+
+/// Answers `/ok` with 200 and any other path with 503, each after `delay`, counting the
+/// requests for any other path.
+async fn serve_by_path(delay: Duration) -> (Arc<Mutex<u32>>, SocketAddr) {
+    let failed = Arc::new(Mutex::new(0));
+    let counted = failed.clone();
+    let app = Router::new().fallback(move |uri: http::Uri| {
+        let counted = counted.clone();
+        async move {
+            tokio::time::sleep(delay).await;
+            if uri.path() == "/ok" {
+                return StatusCode::OK;
+            }
+            *counted.lock().expect("counted") += 1;
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (failed, addr)
+}
+
+#[tokio::test]
+async fn a_retry_is_not_sent_with_less_time_left_than_the_host_was_seen_to_need() {
+    // The host answers in 250 ms, which one success measures. A 503 that then comes with
+    // under 250 ms of the caller's 400 left is not retried: the retry could not be answered
+    // in time (the 10 ms floor alone would send it). The margins are wide: the 503 cannot come
+    // sooner than 250 ms, and has 150 ms to spare before the caller's deadline.
+    let (failed, addr) = serve_by_path(Duration::from_millis(250)).await;
+    let client = client(Duration::from_secs(1));
+    let ok = client.get(format!("http://{addr}/ok")).send().await;
+    assert_eq!(ok.expect("answered").status(), StatusCode::OK);
+    let response = rampart::Deadline::after(Duration::from_millis(400))
+        .scope(client.get(format!("http://{addr}/fail")).send())
+        .await
+        .expect("the 503");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(*failed.lock().expect("failed"), 1, "no retry sent");
+    let report = response
+        .extensions()
+        .get::<rampart_http::CallReport>()
+        .expect("a report");
+    assert_eq!(report.stop(), rampart::StopReason::DeadlineExceeded);
+    assert_eq!(report.attempts(), 1);
+}
