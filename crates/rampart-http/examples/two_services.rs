@@ -1,31 +1,38 @@
-//! Two services on loopback, as a team would run them: an axum "prices" backend behind the
-//! inbound layer, flaky on purpose, and an axum "shop" frontend calling it on three routes,
-//! each the way a service calls a dependency with rampart:
+//! Two services on loopback, as a team would run them: a "prices" backend behind the inbound
+//! layer, flaky on purpose, serving HTTP (axum) and gRPC (tonic, on a port of its own), and an
+//! axum "shop" frontend calling it on four routes, each the way a service calls a dependency
+//! with rampart:
 //!
-//! - `/quote/{sku}` through rampart-http's reqwest `Client` (request ids 1, 4, 7, ...);
+//! - `/quote/{sku}` through rampart-http's reqwest `Client` (request ids 1, 5, 9, ...);
 //! - `/quote-hedged/{sku}` through hyper-util's client under the same `OutboundLayer`, each
 //!   request marked `Hedged`: the layer hedges only the marked requests (`hedge_marked`, a
-//!   second leg after 10 ms), on the host's one entry, breaker and retry budget (ids 2, 5,
-//!   8, ...);
+//!   second leg after 10 ms), on the host's one entry, breaker and retry budget (ids 2, 6,
+//!   10, ...);
 //! - `/quote-plain/{sku}` through reqwest's own client under a plain `Policy`, whose callback
 //!   writes each attempt's deadline, criticality and retry mark with `outbound::stamp`, as a
-//!   service using any other client would (ids 3, 6, 9, ...).
+//!   service using any other client would (ids 3, 7, 11, ...);
+//! - `/quote-grpc/{sku}` over gRPC, through tonic's own channel under the same layer
+//!   (`OutboundLayer::grpc`), the read method named repeatable once on the channel, and the
+//!   messages in a codec written by hand (`support/utf8.rs`: no protoc) (ids 4, 8, 12, ...).
 //!
 //! Then a bounded load loop against the frontend prints, per route, what its callers saw (p50,
 //! p99, failures by status) beside what rampart decided: the stop reason of every call, from
 //! rampart's own `CallEnded` events and from the call's report (the `CallReport` a response
-//! carries, or the plain policy's `try_run`); and, for every route together, rampart's
+//! carries, or the plain policy's `try_run`; a gRPC response carries none, so that route's
+//! stop reasons are the events'); and, for every route together, rampart's
 //! metrics: the `rampart.calls` counter by its labels, and `rampart.hedges`. It checks that
 //! they agree: request by request, a caller saw a failure exactly when rampart ended its one
 //! call (hedged or not: one `CallEnded`, however many legs) with a stop reason other than
 //! `succeeded`; in all, the `rampart.calls` that did not succeed are the callers' failures,
 //! and all of them are the requests. The first two routes share their series (`policy` is the
 //! layer's name, `server.address` the backend): rampart's metrics are per dependency, and a
-//! route's share is read from the events; the plain policy's are its own (`prices-plain`).
+//! route's share is read from the events; the gRPC route's `server.address` is the backend's
+//! gRPC port, a host entry of its own; the plain policy's series are its own
+//! (`prices-plain`).
 //!
 //! ```sh
-//! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services
-//! cargo run -p rampart-http --features reqwest,axum,metrics --example two_services -- 2000 32 7
+//! cargo run -p rampart-http --features reqwest,axum,metrics,tonic --example two_services
+//! cargo run -p rampart-http --features reqwest,axum,metrics,tonic --example two_services -- 2000 32 7
 //! ```
 //!
 //! (requests, concurrency, seed). `tests/two_services.rs` runs the same code with a small
@@ -53,6 +60,7 @@
 //! is a caller's failure (the backend's last answer), counted on every side.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -63,10 +71,12 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::Bytes;
+use http::uri::PathAndQuery;
 use http::{Extensions, HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{self, connect::HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
 use metrics_util::debugging::DebuggingRecorder;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
@@ -77,20 +87,30 @@ use rampart_http::header::Names;
 use rampart_http::outbound::stamp;
 use rampart_http::reqwest::Client;
 use rampart_http::{
-    CallReport, ClientError, Hedged, HttpClassifier, InboundLayer, Outbound, OutboundLayer,
-    Problem, ReplayBody,
+    CallReport, ClientError, GrpcChannel, Hedged, HttpClassifier, InboundLayer, Outbound,
+    OutboundLayer, Problem, ReplayBody,
 };
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
 use tower::ServiceExt;
 use tower_layer::Layer;
 
 #[path = "two_services/summary.rs"]
 mod summary;
+#[path = "support/utf8.rs"]
+mod utf8;
+
+use utf8::Utf8;
 
 use summary::counters;
 pub(crate) use summary::{Row, Summary};
 
-/// The header that carries a request's id from the load loop through both services.
+/// The header that carries a request's id from the load loop through both services (gRPC
+/// metadata is headers too).
 const REQUEST_ID: &str = "x-request-id";
+
+/// The backend's gRPC method for a price.
+const GET_PRICE: &str = "/demo.Prices/Get";
 
 /// What the load loop asks for.
 #[derive(Debug, Clone, Copy)]
@@ -103,7 +123,7 @@ pub(crate) struct Load {
     pub(crate) seed: u64,
 }
 
-/// The frontend's three routes to the backend: two through one outbound layer, one through a
+/// The frontend's four routes to the backend: three through one outbound layer, one through a
 /// plain policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -114,18 +134,21 @@ pub(crate) enum Route {
     /// `/quote-plain/{sku}`: reqwest's own client under a plain `Policy`, each attempt
     /// stamped by the callback (`outbound::stamp`).
     Plain,
+    /// `/quote-grpc/{sku}`: tonic's channel under the layer (`OutboundLayer::grpc`).
+    Grpc,
 }
 
 impl Route {
-    pub(crate) const ALL: [Route; 3] = [Route::Reqwest, Route::Hedged, Route::Plain];
+    pub(crate) const ALL: [Route; 4] = [Route::Reqwest, Route::Hedged, Route::Plain, Route::Grpc];
 
-    /// The route of request `id`, the same on every run: ids 1, 4, 7, ... to the first, 2, 5,
-    /// 8, ... to the second, 3, 6, 9, ... to the third.
+    /// The route of request `id`, the same on every run: ids 1, 5, 9, ... to the first, 2, 6,
+    /// 10, ... to the second, 3, 7, 11, ... to the third, 4, 8, 12, ... to the fourth.
     pub(crate) fn of(id: u64) -> Route {
-        match id % 3 {
+        match id % 4 {
             1 => Route::Reqwest,
             2 => Route::Hedged,
-            _ => Route::Plain,
+            3 => Route::Plain,
+            _ => Route::Grpc,
         }
     }
 
@@ -134,6 +157,7 @@ impl Route {
             Route::Reqwest => "/quote",
             Route::Hedged => "/quote-hedged",
             Route::Plain => "/quote-plain",
+            Route::Grpc => "/quote-grpc",
         }
     }
 
@@ -142,6 +166,7 @@ impl Route {
             Route::Reqwest => "the reqwest Client",
             Route::Hedged => "hyper-util under the OutboundLayer, Hedged",
             Route::Plain => "reqwest's own client under a plain Policy, stamped",
+            Route::Grpc => "tonic's channel under the OutboundLayer, repeatable",
         }
     }
 }
@@ -165,6 +190,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// What one attempt meets at the backend.
+#[derive(Clone, Copy)]
 enum Fault {
     Unavailable,
     Hang,
@@ -172,6 +198,18 @@ enum Fault {
 }
 
 impl Prices {
+    /// What the next attempt of request `id` meets, counting it as served.
+    fn next_fault(&self, id: u64) -> Fault {
+        self.served.fetch_add(1, Ordering::Relaxed);
+        let attempt = {
+            let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+            let seen = attempts.entry(id).or_insert(0);
+            *seen += 1;
+            *seen
+        };
+        self.fault(id, attempt)
+    }
+
     fn fault(&self, id: u64, attempt: u64) -> Fault {
         let draw = mix(mix(self.seed ^ mix(id)) ^ attempt) % 100;
         match draw {
@@ -184,19 +222,12 @@ impl Prices {
     }
 }
 
+fn quote_of(sku: u32) -> String {
+    format!("sku {sku}: {}.{:02} EUR", 10 + sku % 90, sku % 100)
+}
+
 async fn price(State(prices): State<Prices>, Path(sku): Path<u32>, headers: HeaderMap) -> Response {
-    prices.served.fetch_add(1, Ordering::Relaxed);
-    let id = request_id(&headers);
-    let attempt = {
-        let mut attempts = prices
-            .attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let seen = attempts.entry(id).or_insert(0);
-        *seen += 1;
-        *seen
-    };
-    match prices.fault(id, attempt) {
+    match prices.next_fault(request_id(&headers)) {
         Fault::Unavailable => StatusCode::SERVICE_UNAVAILABLE.into_response(),
         Fault::Hang => {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -204,9 +235,33 @@ async fn price(State(prices): State<Prices>, Path(sku): Path<u32>, headers: Head
         }
         Fault::Answer { after } => {
             tokio::time::sleep(after).await;
-            format!("sku {sku}: {}.{:02} EUR", 10 + sku % 90, sku % 100).into_response()
+            quote_of(sku).into_response()
         }
     }
+}
+
+/// `/demo.Prices/Get` over gRPC, its message the sku: the same faults as the HTTP route
+/// (`UNAVAILABLE` for a `503`), answered by tonic's unary server with the hand-written codec.
+async fn grpc_price(
+    prices: Prices,
+    request: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<tonic::body::Body>, Infallible> {
+    let fault = prices.next_fault(request_id(request.headers()));
+    let answer = tower::service_fn(move |request: tonic::Request<String>| async move {
+        match fault {
+            Fault::Unavailable => Err(Status::unavailable("prices are unavailable")),
+            Fault::Hang => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(tonic::Response::new(String::new()))
+            }
+            Fault::Answer { after } => {
+                tokio::time::sleep(after).await;
+                let sku = request.into_inner().parse().unwrap_or(0);
+                Ok(tonic::Response::new(quote_of(sku)))
+            }
+        }
+    });
+    Ok(tonic::server::Grpc::new(Utf8).unary(answer, request).await)
 }
 
 // --- the frontend --------------------------------------------------------------------------
@@ -255,6 +310,9 @@ impl Record {
 /// hyper-util's pooled client under the outbound layer: the hedged route's.
 type HyperClient = Outbound<legacy::Client<HttpConnector, ReplayBody<Full<Bytes>>>>;
 
+/// tonic's client over its own channel under the outbound layer: the gRPC route's.
+type GrpcClient = tonic::client::Grpc<GrpcChannel<Channel>>;
+
 #[derive(Clone)]
 struct Shop {
     /// The reqwest client, made from the outbound layer.
@@ -266,6 +324,8 @@ struct Shop {
     /// hyper-util's client under the same layer: services made from one layer share its host
     /// table, so both routes call the backend through one host entry.
     hyper: HyperClient,
+    /// tonic's client, its channel under the same layer, to the backend's gRPC port.
+    grpc: GrpcClient,
     backend: SocketAddr,
     record: Record,
 }
@@ -369,6 +429,43 @@ async fn quote_plain(
     }
 }
 
+/// `/quote-grpc/{sku}`: the price over gRPC, through tonic's own channel under the same
+/// outbound layer. The layer retries the backend's `UNAVAILABLE` (the method was named
+/// repeatable on the channel) and writes the caller's deadline as `grpc-timeout`; its own
+/// decisions reach the handler as a `tonic::Status` (`DEADLINE_EXCEEDED` for a timeout,
+/// `UNAVAILABLE` for a refusal), as does a backend's `UNAVAILABLE` that outlived its retries.
+/// A gRPC response carries no `CallReport`: this route's stop reasons are the events'.
+async fn quote_grpc(
+    State(shop): State<Shop>,
+    Path(sku): Path<u32>,
+    headers: HeaderMap,
+) -> Response {
+    let id = request_id(&headers);
+    let mut client = shop.grpc.clone();
+    let mut request = tonic::Request::new(sku.to_string());
+    let value = id.to_string().parse().expect("digits are ASCII");
+    request.metadata_mut().insert(REQUEST_ID, value);
+    let call = async {
+        client
+            .ready()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let path = PathAndQuery::from_static(GET_PRICE);
+        client.unary::<String, String, _>(request, path, Utf8).await
+    };
+    match SERVING.scope(id, call).await {
+        Ok(price) => price.into_inner().into_response(),
+        Err(status) => {
+            let code = match status.code() {
+                Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                Code::Unavailable | Code::ResourceExhausted => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            (code, status.message().to_owned()).into_response()
+        }
+    }
+}
+
 fn request_id(headers: &HeaderMap) -> u64 {
     headers
         .get(REQUEST_ID)
@@ -449,6 +546,29 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
+/// Serves the backend's gRPC method over HTTP/2 behind its own inbound layer (which reads the
+/// caller's `grpc-timeout`).
+async fn serve_grpc(prices: Prices) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    let service = InboundLayer::new().layer(tower::service_fn(move |request| {
+        grpc_price(prices.clone(), request)
+    }));
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = TowerToHyperService::new(service.clone());
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
 /// Starts both services on random loopback ports, sends `load` to the frontend, and returns
 /// what every side saw. Each request gives the frontend 250 ms (`X-Deadline-Ms`).
 pub(crate) async fn run(load: Load) -> Summary {
@@ -469,11 +589,16 @@ pub(crate) async fn run(load: Load) -> Summary {
             .layer(InboundLayer::new()),
     )
     .await;
+    let origin = format!("http://{}", serve_grpc(prices.clone()).await);
     let record = Record::default();
     let layer = outbound(&record);
+    let channel = Endpoint::from_shared(origin.clone())
+        .expect("a valid origin")
+        .connect_lazy();
     let shop = Shop {
         prices: Client::new(&layer).expect("a reqwest client"),
         hyper: layer.layer(legacy::Client::builder(TokioExecutor::new()).build_http()),
+        grpc: tonic::client::Grpc::new(layer.grpc(&origin, channel).repeatable(GET_PRICE)),
         raw: reqwest::Client::new(),
         plain: plain(&record),
         backend,
@@ -484,6 +609,7 @@ pub(crate) async fn run(load: Load) -> Summary {
             .route("/quote/{sku}", get(quote))
             .route("/quote-hedged/{sku}", get(quote_hedged))
             .route("/quote-plain/{sku}", get(quote_plain))
+            .route("/quote-grpc/{sku}", get(quote_grpc))
             .with_state(shop)
             .layer(InboundLayer::new()),
     )

@@ -29,7 +29,8 @@ pub(crate) struct Row {
     /// The stop reason the frontend read from the call's `CallReport` (in the response, or in
     /// `ClientError::Status`); `None` when the call ended with an error that carries no
     /// report (a timeout, a refusal, a transport error), or, on the hedged route, with a
-    /// success of its first attempt (the outbound layer's response then carries none).
+    /// success of its first attempt (the outbound layer's response then carries none), and
+    /// always on the gRPC route (a gRPC response carries none).
     pub(crate) report: Option<StopReason>,
 }
 
@@ -89,8 +90,9 @@ pub(crate) struct Summary {
     /// Attempts the backend served.
     pub(crate) backend_attempts: u64,
     /// The series of rampart's `rampart.calls` counter: one per `stop_reason` seen and per
-    /// policy: the outbound layer's (`policy` its name, `server.address` the backend), which
-    /// counts the first two routes' calls, and the plain policy's, the third route's.
+    /// policy and host: the outbound layer's (`policy` its name, `server.address` the
+    /// backend's HTTP port for the first two routes' calls, its gRPC port for the fourth's),
+    /// and the plain policy's, the third route's.
     pub(crate) calls: Vec<Series>,
     /// The series of `rampart.hedges`, one per `event` seen (started, won, ...): the hedged
     /// route's legs. How many fire depends on timing: printed, never asserted.
