@@ -37,8 +37,9 @@
 //!
 //! (requests, concurrency, seed). `tests/two_services.rs` runs the same code with a small
 //! request count in CI and asserts the agreement; timings, and how many hedges fire, are
-//! printed, never asserted. What a run saw (a row per request, the counters read back) and
-//! the printout are in `two_services/summary.rs`.
+//! printed, never asserted. The backend is in `two_services/backend.rs`; what a run saw (a
+//! row per request, the counters read back) and the printout are in
+//! `two_services/summary.rs`.
 //!
 //! The metrics are read from a `metrics-util` `DebuggingRecorder`. A service installs its
 //! exporter once, for the whole process (`metrics::set_global_recorder`, or the exporter's
@@ -60,7 +61,6 @@
 //! is a caller's failure (the backend's last answer), counted on every side.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -75,8 +75,7 @@ use http::uri::PathAndQuery;
 use http::{Extensions, HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{self, connect::HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
+use hyper_util::rt::TokioExecutor;
 use metrics_util::debugging::DebuggingRecorder;
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
@@ -95,6 +94,8 @@ use tonic::{Code, Status};
 use tower::ServiceExt;
 use tower_layer::Layer;
 
+#[path = "two_services/backend.rs"]
+mod backend;
 #[path = "two_services/summary.rs"]
 mod summary;
 #[path = "support/utf8.rs"]
@@ -102,6 +103,7 @@ mod utf8;
 
 use utf8::Utf8;
 
+use backend::{Prices, price, serve_grpc};
 use summary::counters;
 pub(crate) use summary::{Row, Summary};
 
@@ -169,99 +171,6 @@ impl Route {
             Route::Grpc => "tonic's channel under the OutboundLayer, repeatable",
         }
     }
-}
-
-// --- the backend ---------------------------------------------------------------------------
-
-/// The prices service: its faults, and the attempts it has seen per request id.
-#[derive(Clone)]
-struct Prices {
-    seed: u64,
-    attempts: Arc<Mutex<HashMap<u64, u64>>>,
-    served: Arc<AtomicU64>,
-}
-
-/// SplitMix64's finalizer: the seeded generator, stateless, keyed by what it mixes.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// What one attempt meets at the backend.
-#[derive(Clone, Copy)]
-enum Fault {
-    Unavailable,
-    Hang,
-    Answer { after: Duration },
-}
-
-impl Prices {
-    /// What the next attempt of request `id` meets, counting it as served.
-    fn next_fault(&self, id: u64) -> Fault {
-        self.served.fetch_add(1, Ordering::Relaxed);
-        let attempt = {
-            let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
-            let seen = attempts.entry(id).or_insert(0);
-            *seen += 1;
-            *seen
-        };
-        self.fault(id, attempt)
-    }
-
-    fn fault(&self, id: u64, attempt: u64) -> Fault {
-        let draw = mix(mix(self.seed ^ mix(id)) ^ attempt) % 100;
-        match draw {
-            0..30 => Fault::Unavailable,
-            30..40 => Fault::Hang,
-            _ => Fault::Answer {
-                after: Duration::from_millis(draw % 4),
-            },
-        }
-    }
-}
-
-fn quote_of(sku: u32) -> String {
-    format!("sku {sku}: {}.{:02} EUR", 10 + sku % 90, sku % 100)
-}
-
-async fn price(State(prices): State<Prices>, Path(sku): Path<u32>, headers: HeaderMap) -> Response {
-    match prices.next_fault(request_id(&headers)) {
-        Fault::Unavailable => StatusCode::SERVICE_UNAVAILABLE.into_response(),
-        Fault::Hang => {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            StatusCode::OK.into_response()
-        }
-        Fault::Answer { after } => {
-            tokio::time::sleep(after).await;
-            quote_of(sku).into_response()
-        }
-    }
-}
-
-/// `/demo.Prices/Get` over gRPC, its message the sku: the same faults as the HTTP route
-/// (`UNAVAILABLE` for a `503`), answered by tonic's unary server with the hand-written codec.
-async fn grpc_price(
-    prices: Prices,
-    request: http::Request<hyper::body::Incoming>,
-) -> Result<http::Response<tonic::body::Body>, Infallible> {
-    let fault = prices.next_fault(request_id(request.headers()));
-    let answer = tower::service_fn(move |request: tonic::Request<String>| async move {
-        match fault {
-            Fault::Unavailable => Err(Status::unavailable("prices are unavailable")),
-            Fault::Hang => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Ok(tonic::Response::new(String::new()))
-            }
-            Fault::Answer { after } => {
-                tokio::time::sleep(after).await;
-                let sku = request.into_inner().parse().unwrap_or(0);
-                Ok(tonic::Response::new(quote_of(sku)))
-            }
-        }
-    });
-    Ok(tonic::server::Grpc::new(Utf8).unary(answer, request).await)
 }
 
 // --- the frontend --------------------------------------------------------------------------
@@ -546,29 +455,6 @@ async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
-/// Serves the backend's gRPC method over HTTP/2 behind its own inbound layer (which reads the
-/// caller's `grpc-timeout`).
-async fn serve_grpc(prices: Prices) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let addr = listener.local_addr().expect("bound");
-    let service = InboundLayer::new().layer(tower::service_fn(move |request| {
-        grpc_price(prices.clone(), request)
-    }));
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
-
 /// Starts both services on random loopback ports, sends `load` to the frontend, and returns
 /// what every side saw. Each request gives the frontend 250 ms (`X-Deadline-Ms`).
 pub(crate) async fn run(load: Load) -> Summary {
@@ -577,11 +463,7 @@ pub(crate) async fn run(load: Load) -> Summary {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recorder = metrics::set_default_local_recorder(&recorder);
-    let prices = Prices {
-        seed: load.seed,
-        attempts: Arc::default(),
-        served: Arc::default(),
-    };
+    let prices = Prices::new(load.seed);
     let backend = serve(
         Router::new()
             .route("/prices/{sku}", get(price))
@@ -633,7 +515,7 @@ pub(crate) async fn run(load: Load) -> Summary {
     };
     Summary {
         rows,
-        backend_attempts: prices.served.load(Ordering::Relaxed),
+        backend_attempts: prices.served(),
         calls: named("rampart.calls"),
         hedges: named("rampart.hedges"),
     }
