@@ -13,7 +13,7 @@
 //!   service using any other client would (ids 3, 7, 11, ...);
 //! - `/quote-grpc/{sku}` over gRPC, through tonic's own channel under the same layer
 //!   (`OutboundLayer::grpc`), the read method named repeatable once on the channel, and the
-//!   messages in a codec written by hand (`support/utf8.rs`: no protoc) (ids 4, 8, 12, ...).
+//!   messages in a codec written by hand (`support/grpc.rs`: no protoc) (ids 4, 8, 12, ...).
 //!
 //! Then a bounded load loop against the frontend prints, per route, what its callers saw (p50,
 //! p99, failures by status) beside what rampart decided: the stop reason of every call, from
@@ -96,12 +96,12 @@ use tower_layer::Layer;
 
 #[path = "two_services/backend.rs"]
 mod backend;
+#[path = "support/grpc.rs"]
+mod grpc;
 #[path = "two_services/summary.rs"]
 mod summary;
-#[path = "support/utf8.rs"]
-mod utf8;
 
-use utf8::Utf8;
+use grpc::Utf8;
 
 use backend::{Prices, price, serve_grpc};
 use summary::counters;

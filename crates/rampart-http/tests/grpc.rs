@@ -17,8 +17,6 @@ use bytes::Bytes;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
 use rampart::breaker::Breaker;
@@ -29,9 +27,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower_layer::Layer;
 
-#[path = "support/text.rs"]
-mod text;
-use text::Text;
+#[path = "../examples/support/grpc.rs"]
+mod grpc_support;
+use grpc_support::{Utf8, serve_h2};
 
 /// What the server saw of one request.
 #[derive(Debug, Clone)]
@@ -115,30 +113,16 @@ impl Server {
                 }
             }
         });
-        Ok(tonic::server::Grpc::new(Text).unary(answer, request).await)
+        Ok(tonic::server::Grpc::new(Utf8).unary(answer, request).await)
     }
 }
 
 /// Serves `server` on loopback over HTTP/2 behind `inbound`, until the test's runtime ends.
 async fn serve<A: Admit + Clone>(server: Server, inbound: InboundLayer<A>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("address");
     let service = inbound.layer(tower::service_fn(move |request| {
         server.clone().handle(request)
     }));
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    serve_h2(service).await
 }
 
 async fn channel(addr: SocketAddr) -> Channel {
@@ -188,7 +172,7 @@ async fn call(
         request.set_timeout(timeout);
     }
     let response = grpc
-        .unary(request, PathAndQuery::from_static(path), Text)
+        .unary(request, PathAndQuery::from_static(path), Utf8)
         .await?;
     Ok(response.into_inner())
 }
@@ -483,7 +467,7 @@ async fn a_method_named_hedged_sends_a_hedge_that_answers_and_the_report_counts_
         .unary(
             tonic::Request::new("hello".to_owned()),
             PathAndQuery::from_static("/t.T/SlowFirst"),
-            Text,
+            Utf8,
         )
         .await
         .expect("answered by the hedge");
@@ -597,7 +581,7 @@ async fn a_refusal_answers_unavailable_with_pushback_beside_retry_after() {
         .unary::<String, String, _>(
             tonic::Request::new("hello".to_owned()),
             PathAndQuery::from_static("/t.T/Echo"),
-            Text,
+            Utf8,
         )
         .await
         .expect_err("refused");
@@ -673,7 +657,7 @@ where
         .map_err(|e| Status::unavailable(e.into().to_string()))?;
     let request = tonic::Request::new("hello".to_owned());
     let response = grpc
-        .unary(request, PathAndQuery::from_static(path), Text)
+        .unary(request, PathAndQuery::from_static(path), Utf8)
         .await?;
     Ok(response.into_inner())
 }

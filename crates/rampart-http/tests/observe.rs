@@ -4,7 +4,6 @@
 //! outbound layer's policies make (`tests/observe_series.rs` has them).
 
 use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,18 +16,11 @@ use rampart::limit::ConcurrencyLimit;
 use rampart_http::{InboundLayer, OutboundLayer, ReplayBody};
 use tower::{Service, ServiceExt};
 use tower_layer::Layer;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, SubscriberExt};
-use tracing_subscriber::registry::{LookupSpan, Registry};
 
-/// With one dispatcher registered, tracing computes a new callsite's interest from the
-/// registering thread's own default, so a test thread without a subscriber would cache
-/// "never" for the thread that has one. A second dispatcher, registered for the whole test
-/// binary, makes it ask every dispatcher.
-static SECOND: std::sync::LazyLock<tracing::Dispatch> =
-    std::sync::LazyLock::new(|| tracing::Dispatch::new(Registry::default()));
+#[path = "support/spans.rs"]
+mod spans;
+
+use spans::Spans;
 
 /// A fresh debugging recorder, the thread's recorder while the guard lives: a series is
 /// registered on its first use, with the recorder current then (the runtime is
@@ -158,60 +150,6 @@ fn flaky()
     })
 }
 
-/// Spans as `name{fields} in parent` when they close.
-#[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<String>>>);
-
-struct Fields(String);
-
-struct Writer<'a>(&'a mut String);
-
-impl Visit for Writer<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let _ = write!(self.0, " {}={value:?}", field.name());
-    }
-}
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Spans {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = String::new();
-        attrs.record(&mut Writer(&mut fields));
-        let span = ctx.span(id).expect("span");
-        span.extensions_mut().insert(Fields(fields));
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let span = ctx.span(id).expect("span");
-        let mut extensions = span.extensions_mut();
-        let fields = extensions.get_mut::<Fields>().expect("fields");
-        values.record(&mut Writer(&mut fields.0));
-    }
-
-    fn on_event(&self, _: &Event<'_>, _: Context<'_, S>) {}
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let span = ctx.span(&id).expect("span");
-        if span.name() != "rampart.http.attempt" {
-            return;
-        }
-        let fields = span.extensions().get::<Fields>().expect("fields").0.clone();
-        let parent = span.parent().map_or("none", |p| p.name());
-        let line = format!("{}{fields} in {parent}", span.name());
-        self.0.lock().expect("spans").push(line);
-    }
-}
-
-impl Spans {
-    /// Captures this thread's spans while the guard lives.
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let guard = tracing::subscriber::set_default(Registry::default().with(self.clone()));
-        std::sync::LazyLock::force(&SECOND);
-        // Recomputes what another thread cached before the second dispatcher existed.
-        tracing::callsite::rebuild_interest_cache();
-        guard
-    }
-}
-
 fn quick(p: rampart::PolicyBuilder) -> rampart::PolicyBuilder {
     p.total_timeout(Duration::from_secs(10))
         .no_attempt_timeout()
@@ -224,6 +162,12 @@ fn get() -> Request<Full<Bytes>> {
         .expect("valid request")
 }
 
+/// The spans of a call whose first request sent met `flaky`'s 503 and whose resend got its 200.
+const SENT_THEN_RESENT: [&str; 2] = [
+    "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.response.status_code=503 in rampart.attempt",
+    "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
+];
+
 #[tokio::test(start_paused = true)]
 async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
     let spans = Spans::default();
@@ -235,13 +179,7 @@ async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
         .layer(flaky());
     let response = client.oneshot(get()).await.expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        *spans.0.lock().expect("spans"),
-        [
-            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.response.status_code=503 in rampart.attempt",
-            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
-        ]
-    );
+    assert_eq!(spans.take(), SENT_THEN_RESENT);
 }
 
 #[tokio::test(start_paused = true)]
@@ -263,13 +201,7 @@ async fn an_attempt_refused_locally_is_not_counted_as_a_resend() {
         .layer(flaky());
     let response = client.oneshot(get()).await.expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        *spans.0.lock().expect("spans"),
-        [
-            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.response.status_code=503 in rampart.attempt",
-            "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
-        ]
-    );
+    assert_eq!(spans.take(), SENT_THEN_RESENT);
 }
 
 #[tokio::test(start_paused = true)]

@@ -15,8 +15,6 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use http::Request;
 use http::uri::PathAndQuery;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use rampart::backoff::Backoff;
 use rampart::stream::{RampartStream, StreamOptions};
 use rampart::{Error, Policy};
@@ -24,9 +22,9 @@ use tonic::codec::Streaming;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
-#[path = "support/text.rs"]
-mod text;
-use text::Text;
+#[path = "../examples/support/grpc.rs"]
+mod grpc_support;
+use grpc_support::{Utf8, serve_h2};
 
 /// What one step of a server stream does after a short wait.
 #[derive(Debug, Clone, Copy)]
@@ -104,7 +102,7 @@ impl Server {
                 Ok(tonic::Response::new(messages(steps)))
             }
         });
-        Ok(tonic::server::Grpc::new(Text)
+        Ok(tonic::server::Grpc::new(Utf8)
             .server_streaming(answer, request)
             .await)
     }
@@ -112,24 +110,10 @@ impl Server {
 
 /// Serves `server` on loopback over HTTP/2, until the test's runtime ends.
 async fn serve(server: Server) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let server = server.clone();
-            let service = TowerToHyperService::new(tower::service_fn(move |request| {
-                server.clone().handle(request)
-            }));
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    serve_h2(tower::service_fn(move |request| {
+        server.clone().handle(request)
+    }))
+    .await
 }
 
 async fn connected() -> (Server, Channel) {
@@ -170,7 +154,7 @@ async fn open(
                 .map_err(|e| Status::unavailable(e.to_string()))?;
             let request = tonic::Request::new("watch".to_owned());
             let response = grpc
-                .server_streaming(request, PathAndQuery::from_static(path), Text)
+                .server_streaming(request, PathAndQuery::from_static(path), Utf8)
                 .await?;
             Ok(response.into_inner())
         })

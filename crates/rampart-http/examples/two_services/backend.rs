@@ -12,14 +12,12 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use rampart_http::InboundLayer;
 use tonic::Status;
 use tower_layer::Layer;
 
+use super::grpc::{Utf8, serve_h2};
 use super::request_id;
-use super::utf8::Utf8;
 
 /// The prices service: its faults, and the attempts it has seen per request id.
 #[derive(Clone)]
@@ -133,22 +131,8 @@ async fn grpc_price(
 /// Serves the backend's gRPC method over HTTP/2 behind its own inbound layer (which reads the
 /// caller's `grpc-timeout`).
 pub(crate) async fn serve_grpc(prices: Prices) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let addr = listener.local_addr().expect("bound");
     let service = InboundLayer::new().layer(tower::service_fn(move |request| {
         grpc_price(prices.clone(), request)
     }));
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = TowerToHyperService::new(service.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    serve_h2(service).await
 }
