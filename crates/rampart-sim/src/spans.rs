@@ -46,8 +46,9 @@
 //! | an attempt a handler makes (retries and hedges included) | from sending to the answer, or to when the caller stopped waiting | CLIENT | the handler's SERVER span | the answer's status as above; a caller that stopped waiting (an attempt timeout, a hedge that lost, a caller gone) has no status code, status ERROR and `error.type = "cancelled"` |
 //!
 //! A retry or a hedge carries `http.request.resend_count` (how many earlier attempts of its
-//! call were sent), as OpenTelemetry's HTTP conventions mark a resend. The edge that sends root requests is not
-//! traced (a browser, a load balancer): each root's trace starts at the entry's SERVER span.
+//! call were sent), as OpenTelemetry's HTTP conventions mark a resend. The edge that sends
+//! root requests is not traced (a browser, a load balancer): each root's trace starts at the
+//! entry's SERVER span.
 //! A request that never answers (`hang_rate`) leaves no span, as an unfinished span is never
 //! exported; a refused connection (an `outage`) leaves no SERVER span, and its CLIENT span
 //! reads 500. Times are virtual, from [`EPOCH_NANOS`]; each trace id is the root's number

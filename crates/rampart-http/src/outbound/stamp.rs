@@ -222,11 +222,12 @@ impl Stamp {
 /// ambient deadline, which [`InboundLayer`](crate::InboundLayer) sets to what the caller
 /// upstream is still waiting for, and a deadline the caller already wrote in `headers`: a
 /// caller's own deadline is never extended, whether or not the policy bounds its calls by
-/// the ambient deadline itself), in the encoding the request uses (`grpc-timeout` on a gRPC request, else `names.deadline`); the
-/// ambient [`Criticality`]; and, on a retry or a hedge, the retry mark. What the caller wrote
-/// that an attempt must not carry (a retry mark on a first attempt, the deadline in the other
-/// encoding) is taken out. The layers and the reqwest client do this on every attempt; call
-/// it from the callback of a plain policy around any other client.
+/// the ambient deadline itself), in the encoding the request uses (`grpc-timeout` on a gRPC
+/// request, else `names.deadline`); the ambient [`Criticality`]; and, on a retry or a hedge,
+/// the retry mark. What the caller wrote that an attempt must not carry (a retry mark on a
+/// first attempt, the deadline in the other encoding) is taken out. The layers and the
+/// reqwest client do this on every attempt; call it from the callback of a plain policy
+/// around any other client.
 ///
 /// ```
 /// # async fn demo() {
