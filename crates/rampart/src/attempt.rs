@@ -224,19 +224,11 @@ impl Attempt {
         self.number
     }
 
-    /// Whether an earlier attempt of this call reached its callback (was sent): this is a
-    /// retry or a hedge. An attempt after attempts that admission refused, none of which the
-    /// dependency saw, is not a retry, whatever its [`number`](Self::number): the retry mark
-    /// rampart-http writes follows this.
-    pub fn is_retry(&self) -> bool {
-        self.resends > 0
-    }
-
     /// How many earlier attempts of this call reached their callback (were sent): 0 for the
     /// first attempt the dependency sees, whatever its [`number`](Self::number), since an
-    /// attempt admission refused never reached it. What OpenTelemetry's
-    /// `http.request.resend_count` counts, which rampart-http's attempt span records.
-    /// Saturates at 65,535.
+    /// attempt admission refused never reached it. More than 0 makes this attempt a retry or
+    /// a hedge: the retry mark rampart-http writes follows it, and its attempt span records
+    /// it as OpenTelemetry's `http.request.resend_count`. Saturates at 65,535.
     pub fn resends(&self) -> u32 {
         u32::from(self.resends)
     }

@@ -189,7 +189,7 @@ impl Stamp {
             &names.criticality,
             criticality_value(Criticality::current()),
         );
-        if attempt.is_retry() {
+        if attempt.resends() > 0 {
             const RETRY: HeaderValue = HeaderValue::from_static("1");
             headers.insert(&names.retry, RETRY);
         }
