@@ -19,7 +19,7 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Empty};
 use rampart::admit::{Admit, AdmitContext, Refusal};
 use rampart::backoff::Backoff;
-use rampart::breaker::Breaker;
+use rampart::breaker::{Breaker, BreakerBuilder};
 use rampart::hedge::Hedge;
 use rampart::{ConfigError, Deadline, StopReason};
 use rampart_http::{CallReport, GrpcChannel, InboundLayer, OutboundLayer, Repeatable, ReplayBody};
@@ -245,14 +245,8 @@ async fn an_open_breaker_reaches_the_tonic_caller_as_unavailable_with_pushback()
             .expect_err("the server is warming up");
         assert_eq!(status.message(), "warming up", "the server's own status");
     }
-    let status = call(&client, "/t.T/Flaky", false, None)
-        .await
-        .expect_err("the breaker is open");
+    let status = refused_by_the_open_breaker(&server, &client, "/t.T/Flaky").await;
     assert_eq!(status.code(), Code::Unavailable);
-    assert!(
-        status.message().contains("circuit breaker open"),
-        "{status:?}"
-    );
     let pushback = status
         .metadata()
         .get("grpc-retry-pushback-ms")
@@ -345,18 +339,25 @@ async fn two_unavailable_trailers_open_the_breaker(server: &Server, client: &Grp
         assert_eq!(status.message(), "warming up", "the server's own status");
     }
     assert_eq!(server.seen("/t.T/FlakyTrailers").len(), 2, "each sent once");
-    let status = call(client, "/t.T/FlakyTrailers", false, None)
+    refused_by_the_open_breaker(server, client, "/t.T/FlakyTrailers").await;
+}
+
+/// Calls `method` a third time, after two calls that opened the breaker: the call is refused
+/// here, its status saying so, and the server saw only the two. Returns the refusal.
+async fn refused_by_the_open_breaker(
+    server: &Server,
+    client: &GrpcChannel<Channel>,
+    method: &'static str,
+) -> Status {
+    let status = call(client, method, false, None)
         .await
         .expect_err("the breaker is open");
     assert!(
         status.message().contains("circuit breaker open"),
         "{status:?}"
     );
-    assert_eq!(
-        server.seen("/t.T/FlakyTrailers").len(),
-        2,
-        "the third call was not sent"
-    );
+    assert_eq!(server.seen(method).len(), 2, "the third call was not sent");
+    status
 }
 
 /// A call named neither repeatable nor unary is not read ahead: its status comes after the
@@ -399,13 +400,9 @@ async fn an_ok_in_the_trailers_of_a_call_named_nothing_clears_the_failures_befor
 /// that counts a success over 100 ms as a failure, open it.
 #[tokio::test]
 async fn a_slow_call_whose_ok_comes_in_the_trailers_counts_as_slow() {
+    let slow = two_failures().slow_call(Duration::from_millis(100));
     let layer = OutboundLayer::builder()
-        .breaker_per_host(
-            Breaker::builder()
-                .consecutive_failures(2)
-                .slow_call(Duration::from_millis(100))
-                .break_duration(Duration::from_secs(30)),
-        )
+        .breaker_per_host(slow)
         .build()
         .expect("valid outbound layer");
     let (server, client) = connected(&layer).await;
@@ -414,28 +411,20 @@ async fn a_slow_call_whose_ok_comes_in_the_trailers_counts_as_slow() {
             .await
             .expect("answered, slowly");
     }
-    let status = call(&client, "/t.T/Slow", false, None)
-        .await
-        .expect_err("the breaker is open");
-    assert!(
-        status.message().contains("circuit breaker open"),
-        "{status:?}"
-    );
-    assert_eq!(
-        server.seen("/t.T/Slow").len(),
-        2,
-        "the third call was not sent"
-    );
+    refused_by_the_open_breaker(&server, &client, "/t.T/Slow").await;
+}
+
+/// Breakers that open after two failures in a row, for 30 s.
+fn two_failures() -> BreakerBuilder {
+    Breaker::builder()
+        .consecutive_failures(2)
+        .break_duration(Duration::from_secs(30))
 }
 
 /// A layer whose breakers open after two failures in a row, for 30 s.
 fn opened_by_two_failures() -> OutboundLayer {
     OutboundLayer::builder()
-        .breaker_per_host(
-            Breaker::builder()
-                .consecutive_failures(2)
-                .break_duration(Duration::from_secs(30)),
-        )
+        .breaker_per_host(two_failures())
         .build()
         .expect("valid outbound layer")
 }

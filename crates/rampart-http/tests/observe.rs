@@ -11,9 +11,10 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rampart::admit::Admit;
 use rampart::backoff::Backoff;
 use rampart::limit::ConcurrencyLimit;
-use rampart_http::{InboundLayer, OutboundLayer, ReplayBody};
+use rampart_http::{InboundLayer, OutboundBuilder, OutboundLayer, ReplayBody};
 use tower::{Service, ServiceExt};
 use tower_layer::Layer;
 
@@ -168,40 +169,37 @@ const SENT_THEN_RESENT: [&str; 2] = [
     "rampart.http.attempt http.request.method=\"GET\" server.address=\"a.test:80\" http.request.resend_count=1 http.response.status_code=200 in rampart.attempt",
 ];
 
-#[tokio::test(start_paused = true)]
-async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
+/// The `rampart.http.attempt` spans of one `GET` to `flaky` through the layer `builder` makes,
+/// which answers it 200 in the end.
+async fn spans_of_a_call<A: Admit + Clone>(builder: OutboundBuilder<A>) -> Vec<String> {
     let spans = Spans::default();
     let _guard = spans.capture();
-    let client = OutboundLayer::builder()
+    let client = builder
         .policy(quick)
         .build()
         .expect("valid outbound layer")
         .layer(flaky());
     let response = client.oneshot(get()).await.expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(spans.take(), SENT_THEN_RESENT);
+    spans.take()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_outbound_attempt_has_a_span_with_its_resend_count_and_status() {
+    let spans = spans_of_a_call(OutboundLayer::builder()).await;
+    assert_eq!(spans, SENT_THEN_RESENT);
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_refused_locally_is_not_counted_as_a_resend() {
     // One permit per 100 ms, taken before the call: attempts 1 and 3 are refused here and
     // open no span; attempt 2 is the first sent, attempt 4 its one resend.
-    let spans = Spans::default();
-    let _guard = spans.capture();
     let limit = rampart::limit::RateLimit::new(1, Duration::from_millis(100)).expect("valid");
     limit
         .try_acquire(rampart::Instant::now())
         .expect("the one permit");
-    let client = OutboundLayer::builder()
-        .max_attempts(4)
-        .policy(quick)
-        .admit(limit)
-        .build()
-        .expect("valid outbound layer")
-        .layer(flaky());
-    let response = client.oneshot(get()).await.expect("a response");
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(spans.take(), SENT_THEN_RESENT);
+    let spans = spans_of_a_call(OutboundLayer::builder().max_attempts(4).admit(limit)).await;
+    assert_eq!(spans, SENT_THEN_RESENT);
 }
 
 #[tokio::test(start_paused = true)]

@@ -37,12 +37,17 @@ async fn serve(status: u16, delay: Duration) -> (Server, SocketAddr) {
     let app = Router::new()
         .route("/", any(record))
         .with_state(server.clone());
+    (server, serve_app(app).await)
+}
+
+/// Serves `app` on a random loopback port, until the test's runtime ends.
+async fn serve_app(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
     let addr = listener.local_addr().expect("bound");
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (server, addr)
+    addr
 }
 
 impl Server {
@@ -343,12 +348,7 @@ async fn serve_by_path(delay: Duration) -> (Arc<Mutex<u32>>, SocketAddr) {
             StatusCode::SERVICE_UNAVAILABLE
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let addr = listener.local_addr().expect("bound");
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (failed, addr)
+    (failed, serve_app(app).await)
 }
 
 #[tokio::test]

@@ -32,6 +32,12 @@ fn bare() -> rampart::PolicyBuilder {
         .no_attempt_timeout()
 }
 
+/// A callback whose attempt runs 5 s, longer than any bound these tests set.
+async fn hang(_: &rampart::Attempt) -> Result<(), Fail> {
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(())
+}
+
 /// [`bare`] with a part added by `part`.
 fn one_attempt(part: impl FnOnce(rampart::PolicyBuilder) -> rampart::PolicyBuilder) -> Policy {
     part(bare()).build().expect("valid policy")
@@ -117,12 +123,7 @@ async fn a_one_attempt_policy_tells_its_listener_how_each_call_ended() {
 async fn a_one_attempt_policys_dynamic_attempt_timeout_cuts_its_attempt() {
     let policy = one_attempt(|p| p.attempt_timeout_fn(|_| Duration::from_millis(30)));
     let start = Instant::now();
-    let cut = policy
-        .run(async |_| {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            Ok::<_, Fail>(())
-        })
-        .await;
+    let cut = policy.run(hang).await;
     assert!(
         matches!(cut, Err(Error::AttemptTimeout { timeout, .. }) if timeout == Duration::from_millis(30)),
         "{cut:?}"
@@ -136,10 +137,7 @@ async fn a_one_attempt_policy_reading_the_ambient_deadline_ends_the_call_at_it()
     let start = Instant::now();
     let cut = Ambient::current()
         .with_deadline(Deadline::after(Duration::from_millis(40)))
-        .scope(policy.run(async |_| {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            Ok::<_, Fail>(())
-        }))
+        .scope(policy.run(hang))
         .await;
     assert!(
         matches!(cut, Err(Error::DeadlineExceeded { .. })),
@@ -165,12 +163,7 @@ async fn a_one_attempt_policys_adaptive_timeout_cuts_a_slow_attempt_once_it_has_
             .expect("ok");
     }
     let start = Instant::now();
-    let cut = policy
-        .run(async |_| {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            Ok::<_, Fail>(())
-        })
-        .await;
+    let cut = policy.run(hang).await;
     // Three times the 5 ms measured, to the latency histogram's resolution.
     let Err(Error::AttemptTimeout { timeout, .. }) = cut else {
         panic!("cut at its adaptive ceiling: {cut:?}")

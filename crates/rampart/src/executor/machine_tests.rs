@@ -29,6 +29,19 @@ fn begin<'p, 'r, C: Classify<u32, &'static str>>(
     Machine::new(&policy.shared, policy.shared.snapshot(), report, now, None)
 }
 
+/// A machine begun at `now` whose first answer is an attempt: the machine, that attempt's
+/// ticket and its handle.
+fn first_attempt<'p, 'r, C: Classify<u32, &'static str>>(
+    policy: &'p Policy<C, Unlimited>,
+    report: &'r mut Report,
+    now: Instant,
+) -> (Plain<'p, 'r, C>, Ticket<'p, ()>, Attempt) {
+    let mut machine = begin(policy, report, now);
+    let ticket = attempt(machine.start(false));
+    let handle = handle(policy, &ticket);
+    (machine, ticket, handle)
+}
+
 fn kind<T, E, P>(next: &Next<'_, T, E, P, Hedging>) -> &'static str {
     match next {
         Next::Attempt(_) => "an attempt",
@@ -128,9 +141,7 @@ fn err_returned_after_the_caller_cancelled_is_never_classified() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let next = machine.returned_next(&a, ticket, Some(Err("stopped")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
     assert_eq!(calls.load(Ordering::SeqCst), 0, "no classifier consulted");
@@ -146,9 +157,7 @@ fn value_returned_while_the_caller_cancels_is_delivered() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let next = machine.returned_next(&a, ticket, Some(Ok(7)), true, clock.now());
     assert_eq!(done(next).ok(), Some(7));
 }
@@ -169,9 +178,7 @@ fn answered(
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     if fired {
         clock.advance(100 * MS);
         a.fire(Fired::Ceiling);
@@ -223,9 +230,7 @@ fn permanent_error_after_the_ceiling_stands_and_is_not_retried() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     assert!(a.is_cancelled(), "the callback saw its cancellation");
@@ -246,9 +251,7 @@ fn transient_error_after_an_observed_ceiling_is_the_timeout_outcome() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     clock.advance(100 * MS);
     a.fire(Fired::Ceiling);
     let _token = a.token();
@@ -278,9 +281,7 @@ fn breaker_open_after_a_failure_refuses_the_retry_without_sleeping_or_charging_t
         .expect("valid");
     let before = budget.balance(clock.now());
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let next = machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now());
     let Err(Error::Rejected {
         reason,
@@ -309,9 +310,7 @@ fn backoff_that_does_not_fit_ends_the_call_saying_so() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     clock.advance(400 * MS);
     let error = done(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()))
         .expect_err("the backoff does not fit");
@@ -348,9 +347,7 @@ fn a_retry_starts_only_if_it_leaves_the_min_attempt_time() {
         let clock = ManualClock::new();
         let policy = min_attempt_time_policy(&clock, backoff);
         let mut report = Report::default();
-        let mut machine = begin(&policy, &mut report, clock.now());
-        let ticket = attempt(machine.start(false));
-        let a = handle(&policy, &ticket);
+        let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
         clock.advance(400 * MS);
         let next = machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now());
         if starts {
@@ -402,9 +399,7 @@ fn after_a_zero_backoff(
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let slept = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(slept, Duration::ZERO, "a zero backoff is still a backoff");
     let next = machine.woke(clock.now(), cancelled);
@@ -440,9 +435,7 @@ fn caller_cancelled_with_a_zero_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let next = machine.returned_next(&a, ticket, Some(Err("reset")), true, clock.now());
     assert!(matches!(done(next), Err(Error::Cancelled)));
 }
@@ -456,9 +449,7 @@ fn caller_cancelled_during_backoff_ends_the_call() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let delay = sleep(machine.returned_next(&a, ticket, Some(Err("reset")), false, clock.now()));
     assert_eq!(delay, 200 * MS);
     clock.advance(50 * MS);
@@ -644,9 +635,7 @@ fn a_pending_on_timeout_hook_is_awaited_before_the_retry_is_decided() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     clock.advance(100 * MS);
     let next = machine.returned_next(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
@@ -666,9 +655,7 @@ fn a_blocking_driver_refusing_a_pending_hook_names_on_timeout() {
         .build()
         .expect("valid");
     let mut report = Report::default();
-    let mut machine = begin(&policy, &mut report, clock.now());
-    let ticket = attempt(machine.start(false));
-    let a = handle(&policy, &ticket);
+    let (mut machine, ticket, a) = first_attempt(&policy, &mut report, clock.now());
     let next = machine.returned_next(&a, ticket, None, false, clock.now());
     assert!(matches!(next, Next::Hook { .. }), "got {}", kind(&next));
     match machine.cannot_block(clock.now()).outcome {

@@ -121,7 +121,8 @@ where
                     // A large value (a response) stays in `returned`: the machine decides on
                     // a reference, and the value is moved once, to the call's output. A small
                     // one is handed to the machine and back, which costs it less than a
-                    // value kept in memory for the reference.
+                    // value kept in memory for the reference. The arms stay apart: one match
+                    // over both answers would move the large value once more to get there.
                     if const { moved_in_place::<T, E>() } {
                         let answer = machine.returned_in_place(
                             &attempt,
